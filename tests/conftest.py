@@ -1,0 +1,18 @@
+import os
+
+import pytest
+import torch
+
+# CI and dev machines have 2 cores; intra-op threads fight with pytest workers and helpers.
+torch.set_num_threads(1)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.abspath(os.path.join(REPO, "..", "shared", "data"))
+
+
+@pytest.fixture
+def shared_data():
+    """Path to the offline dataset mirror; tests that need real data skip with a reason without it."""
+    if not os.path.isdir(SHARED_DATA):
+        pytest.skip(f"offline data mirror not found at {SHARED_DATA}")
+    return SHARED_DATA
