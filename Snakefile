@@ -1,0 +1,30 @@
+# Rebuilds every table and figure of the two papers. See README.md.
+#   snakemake --cores 2                              whole reproduction at the default (quick) scale
+#   snakemake --cores 2 --config scale=test figures/fig2.pdf
+#   snakemake --profile slurm --config scale=paper   every cell as its own SLURM job
+from snakemake.utils import min_version
+
+min_version("8.20")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/variants.smk"
+include: "workflow/rules/cells.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/artefacts.smk"
+
+
+# Only training cells go to the cluster; everything else is quick and runs where snakemake runs.
+localrules:
+    all,
+    variant,
+    aggregate,
+    artefact_fig2,
+
+
+rule all:
+    input:
+        all_artefact_outputs(),

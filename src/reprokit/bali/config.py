@@ -1,0 +1,97 @@
+"""Hyperparameters of BALI (paper Tables 4 and 5, App. H) and the beta schedule."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Sequence
+
+import torch
+
+REPARAMS = ("weight", "local", "mean")
+_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+@dataclass
+class BaliConfig:
+    """All BALI settings. Variances, not standard deviations, unless the name says `sigma_*` without `2`.
+
+    alpha:            pseudo-target step size (Eq. 20).
+    beta:             initial EMA rate (Eqs. 17, 19); decayed by `beta_decay` after each fraction in
+                      `beta_milestones` of `n_iterations` (Tables 4/5: 5x at 60% and 80%).
+    n_eff:            effective dataset size N_eff that replaces N in Eq. 17 (scale N_eff / B).
+    sigma_init:       std of the initial weights, drawn before the first posterior exists (App. H).
+    sigma_r / sigma_r2: prior row scale R_0 = sigma_r^2 I. Give either (Table 4/5 list sigma_r^2,
+                      App. H.1 lists sigma_r); default sigma_r2 = 40 (Table 4).
+    sigma_u2:         prior noise scale U_0 = sigma_u2 I; None means sigma_u2_factor * n_eff (0.01 N_eff).
+    u0:               inverse-Wishart prior degrees of freedom; the paper never states it. None means
+                      D_y of the layer, the smallest integer for which the prior is proper (u0 > D_y - 1).
+    batch_size:       informational (the N_eff/B scale uses the actual batch size of each step).
+    reparam:          "weight" (BALI-W, Eq. 22), "local" (BALI-L, App. F Eq. 68) or "mean" (App. F Eq. 69).
+    scale_input_layer: also divide the first layer's features (x, 1) by sqrt(D_0 + 1) (Eq. 12). Sec. 2.3
+                      writes x_{n,1} = (x_n, 1) unscaled but motivates the scaling with "priors with the same
+                      scale in each layer"; we scale every layer by default.
+    bias_correction:  Adam-style division of the EMAs by b_t = 1 - prod_s (1 - beta_s) (Sec. 3.2).
+    stats_dtype:      dtype of the EMA statistics and posterior factors ("float64" by default).
+    """
+
+    alpha: float = 0.3
+    beta: float = 0.2
+    beta_milestones: Sequence[float] = (0.6, 0.8)
+    beta_decay: float = 5.0
+    n_iterations: int = 20000
+    n_eff: float = 1000.0
+    sigma_init: float = 1.0
+    sigma_r: float | None = None
+    sigma_r2: float | None = None
+    sigma_u2: float | None = None
+    sigma_u2_factor: float = 0.01
+    u0: float | None = None
+    batch_size: int | None = None
+    reparam: str = "weight"
+    scale_input_layer: bool = True
+    bias_correction: bool = True
+    stats_dtype: str = "float64"
+
+    def __post_init__(self):
+        if self.reparam not in REPARAMS:
+            raise ValueError(f"reparam '{self.reparam}' unknown (valid: {', '.join(REPARAMS)})")
+        if self.stats_dtype not in _DTYPES:
+            raise ValueError(f"stats_dtype '{self.stats_dtype}' unknown (valid: {', '.join(_DTYPES)})")
+        if self.sigma_r is not None and self.sigma_r2 is not None:
+            if not math.isclose(self.sigma_r**2, self.sigma_r2, rel_tol=1e-9):
+                raise ValueError(f"sigma_r={self.sigma_r} and sigma_r2={self.sigma_r2} disagree; give one")
+        if self.sigma_r is None and self.sigma_r2 is None:
+            self.sigma_r2 = 40.0
+        if not 0.0 < self.beta <= 1.0:
+            raise ValueError(f"beta must lie in (0, 1], got {self.beta}")
+        if self.n_eff <= 0 or self.n_iterations <= 0:
+            raise ValueError("n_eff and n_iterations must be positive")
+        self.beta_milestones = tuple(float(m) for m in self.beta_milestones)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BaliConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown BaliConfig keys: {sorted(unknown)}")
+        return cls(**d)
+
+    @property
+    def prior_var_r(self) -> float:
+        """sigma_r^2 in R_0 = sigma_r^2 I."""
+        return float(self.sigma_r2) if self.sigma_r2 is not None else float(self.sigma_r) ** 2
+
+    @property
+    def prior_var_u(self) -> float:
+        """sigma_u^2 in U_0 = sigma_u^2 I (default 0.01 * N_eff, Tables 4/5)."""
+        return float(self.sigma_u2) if self.sigma_u2 is not None else self.sigma_u2_factor * float(self.n_eff)
+
+    @property
+    def torch_stats_dtype(self) -> torch.dtype:
+        return _DTYPES[self.stats_dtype]
+
+    def beta_at(self, t: int) -> float:
+        """EMA rate used at iteration t (1-based): beta / decay^k, k = #milestones m with t > round(m * T)."""
+        k = sum(int(t > int(round(m * self.n_iterations))) for m in self.beta_milestones)
+        return self.beta / self.beta_decay**k

@@ -1,0 +1,136 @@
+"""Config in, metrics out: the one entry point pipeline rules call.
+
+    python -m reprokit.cell run --cell CELL_JSON --context CONTEXT_JSON --out DIR --checkpoint FILE
+    python -m reprokit.cell variant --dataset NAME --out FILE --context CONTEXT_JSON
+
+`run` writes DIR/config.json (the resolved cell config) first, DIR/curve.csv, and last, atomically,
+DIR/metrics.json. The checkpoint lives outside DIR because Snakemake deletes a job's declared outputs
+before it starts; a cell killed by SIGTERM exits with 143 after checkpointing and, started again,
+resumes to bit-identical metrics. A diverged run (non-finite loss) ends with status 'diverged', NaN
+metrics and exit code 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from . import __version__
+from .config import Cell
+from .experiments import CellContext, kind_module, variant_path
+from .io import atomic_write_json, atomic_write_text
+from .train import LoopConfig, run_loop
+
+log = logging.getLogger("reprokit.cell")
+
+
+def cell_from_dict(d: dict) -> Cell:
+    return Cell(scale=d["scale"], experiment=d["experiment"], coords=tuple(d["coords"].items()),
+                settings=d["settings"], kind=d["kind"], datasets=tuple(d.get("datasets", ())))
+
+
+def context_from_dict(d: dict, cell: Cell | None = None) -> CellContext:
+    ctx = CellContext(mirrors=list(d["mirrors"]), cache_dir=d.get("cache_dir"), variants_dir=d["variants_dir"],
+                      download=bool(d.get("download", False)))
+    if cell is not None:
+        for name, (dataset, filename) in kind_module(cell.kind).required_variants(cell).items():
+            ctx.variant_paths[name] = variant_path(ctx.variants_dir, dataset, filename)
+    return ctx
+
+
+def _nan_metrics(metrics: dict) -> dict:
+    return {k: (float("nan") if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()}
+
+
+def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str | Path | None,
+             checkpoint_every: int = 500, log_every_seconds: float = 30.0) -> dict:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out_dir / "config.json", {**cell.to_dict(), "context": {
+        "mirrors": ctx.mirrors, "cache_dir": ctx.cache_dir, "variants": {k: str(v) for k, v in ctx.variant_paths.items()}}})
+    for name, path in ctx.variant_paths.items():
+        if not Path(path).exists():
+            raise FileNotFoundError(f"cell {cell.rel_dir}: variant '{name}' missing at {path} (build it first)")
+    run = kind_module(cell.kind).build(cell, ctx)
+    loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every, checkpoint_every=checkpoint_every,
+                      log_every_seconds=log_every_seconds, label=cell.rel_dir)
+    if checkpoint is not None:
+        Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
+    result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None)
+    if result.status == "completed":
+        metrics = run.method.final_metrics()
+        if any(isinstance(v, float) and not math.isfinite(v) for v in metrics.values()):
+            result.status = "diverged"
+            metrics = _nan_metrics(metrics)
+    else:
+        try:
+            metrics = _nan_metrics(run.method.final_metrics())
+        except Exception:  # a diverged model may not even evaluate; keep the curve's keys
+            keys = {k for row in result.curve for k in row if k != "step"}
+            metrics = {k: float("nan") for k in keys}
+    atomic_write_text(out_dir / "curve.csv", pd.DataFrame(result.curve).to_csv(index=False))
+    record = {
+        "status": result.status,
+        "scale": cell.scale,
+        "experiment": cell.experiment,
+        "coords": cell.coord_dict,
+        "datasets": list(cell.datasets),
+        "metrics": metrics,
+        "steps": result.steps,
+        "resumed_from_step": result.resumed_from,
+        "seconds_this_run": round(result.seconds, 3),
+        "info": run.info,
+        "provenance": {"reprokit": __version__, "torch": torch.__version__, "python": platform.python_version(),
+                       "host": platform.node(), "device": "cpu", "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
+    }
+    atomic_write_json(out_dir / "metrics.json", record)
+    if checkpoint is not None and Path(checkpoint).exists():
+        os.unlink(checkpoint)  # the cell is done; a re-run starts from scratch and gives the same numbers
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reprokit.cell", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="train and evaluate one grid cell")
+    p_run.add_argument("--cell", required=True, help="JSON of the resolved cell (scale, experiment, kind, coords, settings)")
+    p_run.add_argument("--context", required=True, help="JSON: mirrors, cache_dir, variants_dir, download")
+    p_run.add_argument("--out", required=True, help="output folder of the cell")
+    p_run.add_argument("--checkpoint", default=None, help="checkpoint file (outside the output folder)")
+    p_run.add_argument("--checkpoint-every", type=int, default=500)
+    p_run.add_argument("--threads", type=int, default=1)
+    p_var = sub.add_parser("variant", help="build one dataset variant file")
+    p_var.add_argument("--dataset", required=True)
+    p_var.add_argument("--out", required=True)
+    p_var.add_argument("--context", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.command == "run":
+        torch.set_num_threads(max(1, args.threads))
+        cell = cell_from_dict(json.loads(args.cell))
+        ctx = context_from_dict(json.loads(args.context), cell)
+        record = run_cell(cell, ctx, args.out, args.checkpoint, args.checkpoint_every)
+        log.info("%s: %s after %d steps", cell.rel_dir, record["status"], record["steps"])
+        return 0
+    if args.command == "variant":
+        from .data import variants
+
+        ctx = context_from_dict(json.loads(args.context))
+        variants.build_variant(args.dataset, Path(args.out).name, args.out, ctx.mirrors, ctx.cache_dir)
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

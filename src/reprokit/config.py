@@ -1,0 +1,206 @@
+"""Experiment grids: scale resolution, cell enumeration, and cell paths.
+
+The pipeline config (config/config.yaml, validated by workflow/schemas/config.schema.yaml) describes
+every experiment as a grid of axes (method x dataset x proportions x seed ...) with settings, and
+per-scale overrides (`paper`, `quick`, `test`). A *cell* is one point of a grid; its output folder
+carries its coordinates as `axis~value` path segments so that asking for a cell's file re-runs exactly
+that cell.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+SCALES = ("paper", "quick", "test")
+
+
+class ConfigError(ValueError):
+    """A config key, value or cell path is wrong; the message names it."""
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in (override or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def format_value(value: Any) -> str:
+    """Path-safe text for a grid value: lists join with '-', floats use the shortest form."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "-".join(format_value(v) for v in value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return f"{value:g}"
+    text = str(value)
+    if "/" in text or "~" in text or text == "":
+        raise ConfigError(f"grid value {value!r} cannot be used in a path (no '/', '~' or empty)")
+    return text
+
+
+def expand_axis(name: str, values: Any) -> list:
+    """An axis is a list of values or {range: [first, last]} (inclusive integers)."""
+    if isinstance(values, dict):
+        if set(values) != {"range"} or len(values["range"]) != 2:
+            raise ConfigError(f"grid axis '{name}': expected a list or {{range: [first, last]}}, got {values!r}")
+        lo, hi = values["range"]
+        return list(range(int(lo), int(hi) + 1))
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"grid axis '{name}': expected a non-empty list, got {values!r}")
+    return values
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid point of one experiment at one scale."""
+
+    scale: str
+    experiment: str
+    coords: tuple  # ((axis, value), ...) in grid order
+    settings: dict = field(hash=False, compare=False)
+    kind: str = ""
+    datasets: tuple = ()
+
+    @property
+    def coord_dict(self) -> dict:
+        return dict(self.coords)
+
+    @property
+    def rel_dir(self) -> str:
+        parts = [f"{axis}~{format_value(value)}" for axis, value in self.coords]
+        return "/".join([self.scale, self.experiment, *parts])
+
+    def to_dict(self) -> dict:
+        return {
+            "scale": self.scale,
+            "experiment": self.experiment,
+            "kind": self.kind,
+            "coords": self.coord_dict,
+            "settings": self.settings,
+            "datasets": list(self.datasets),
+        }
+
+
+class ExperimentGrid:
+    """Resolved view of one experiment at one scale."""
+
+    def __init__(self, name: str, spec: dict, scale: str):
+        if scale not in SCALES:
+            raise ConfigError(f"scale '{scale}' is not one of {', '.join(SCALES)}")
+        self.name = name
+        self.scale = scale
+        self.kind = spec["kind"]
+        override = (spec.get("scales") or {}).get(scale, {}) or {}
+        self.settings = deep_merge(spec.get("settings", {}) or {}, override.get("settings", {}) or {})
+        grid = dict(spec["grid"])
+        for axis, values in (override.get("grid") or {}).items():
+            if axis not in grid:
+                raise ConfigError(
+                    f"experiments.{name}.scales.{scale}.grid.{axis}: no such axis (axes: {', '.join(grid)})"
+                )
+            grid[axis] = values
+        self.axes = {axis: expand_axis(f"{name}.{axis}", values) for axis, values in grid.items()}
+        self.artefacts = list(spec.get("artefacts", []))
+
+    def cell_settings(self, coords: dict) -> dict:
+        """Settings for one cell; `per_<axis>` blocks override settings for that axis value."""
+        settings = {k: v for k, v in self.settings.items() if not k.startswith("per_")}
+        for axis, value in coords.items():
+            block = self.settings.get(f"per_{axis}", {}) or {}
+            settings = deep_merge(settings, block.get(format_value(value), {}) or {})
+        return settings
+
+    def datasets_for(self, coords: dict, settings: dict) -> tuple:
+        if "dataset" in coords:
+            return (str(coords["dataset"]),)
+        return tuple(settings.get("datasets", [settings["dataset"]] if "dataset" in settings else []))
+
+    def make_cell(self, coords: dict) -> Cell:
+        settings = self.cell_settings(coords)
+        return Cell(
+            scale=self.scale,
+            experiment=self.name,
+            coords=tuple((axis, coords[axis]) for axis in self.axes),
+            settings=settings,
+            kind=self.kind,
+            datasets=self.datasets_for(coords, settings),
+        )
+
+    def cells(self) -> Iterator[Cell]:
+        names = list(self.axes)
+        for values in itertools.product(*(self.axes[a] for a in names)):
+            yield self.make_cell(dict(zip(names, values)))
+
+    def parse(self, coord_path: str) -> Cell:
+        """Map 'axis~value/...' back to the grid's typed values; unknown values are named."""
+        parts = [p for p in coord_path.strip("/").split("/") if p]
+        names = list(self.axes)
+        if len(parts) != len(names):
+            raise ConfigError(
+                f"cell path '{coord_path}' of experiment '{self.name}' needs the axes "
+                f"{'/'.join(a + '~...' for a in names)}"
+            )
+        coords = {}
+        for axis, part in zip(names, parts):
+            got_axis, _, text = part.partition("~")
+            if got_axis != axis:
+                raise ConfigError(f"cell path '{coord_path}': expected axis '{axis}', got '{got_axis}'")
+            matches = [v for v in self.axes[axis] if format_value(v) == text]
+            if not matches:
+                valid = ", ".join(format_value(v) for v in self.axes[axis])
+                raise ConfigError(
+                    f"cell path '{coord_path}': {axis}={text!r} is not in the {self.scale}-scale grid of "
+                    f"'{self.name}' (valid: {valid})"
+                )
+            coords[axis] = matches[0]
+        return self.make_cell(coords)
+
+
+def experiment(config: dict, name: str, scale: str) -> ExperimentGrid:
+    experiments = config.get("experiments", {})
+    if name not in experiments:
+        raise ConfigError(f"no experiment '{name}' in the config (have: {', '.join(sorted(experiments))})")
+    return ExperimentGrid(name, experiments[name], scale)
+
+
+def load_config(path: str | Path, schema_path: str | Path, overrides: dict | None = None) -> dict:
+    """Load YAML, apply overrides and validate against the schema (used outside Snakemake)."""
+    import yaml
+
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    config = deep_merge(config, overrides or {})
+    validate_config(config, schema_path)
+    return config
+
+
+def validate_config(config: dict, schema_path: str | Path) -> None:
+    """Validate against the JSON schema; raise one ConfigError naming the bad key or value.
+
+    The schema lives with the workflow (workflow/schemas/); the package only applies it.
+    """
+    import jsonschema
+    import yaml
+
+    with open(schema_path) as f:
+        schema = yaml.safe_load(f)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = jsonschema.exceptions.best_match(errors)
+        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise ConfigError(f"config error at '{where}': {err.message}")
+    scale = config.get("scale", "quick")
+    for name in config.get("experiments", {}):
+        ExperimentGrid(name, config["experiments"][name], scale)  # axis names, ranges

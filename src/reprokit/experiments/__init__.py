@@ -1,0 +1,52 @@
+"""Experiment kinds: how one grid cell's settings become data + model + method for the loop.
+
+Each kind module exposes
+  required_variants(cell) -> dict[name, (dataset, variant_filename)]   (files the pipeline builds first)
+  build(cell, ctx) -> Run                                               (method + loop settings)
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..methods.base import Method
+
+KINDS = {
+    "input_selection": "reprokit.experiments.input_selection",
+}
+
+
+@dataclass
+class CellContext:
+    """Where a cell finds its inputs; filled by cell.py from the pipeline config."""
+
+    mirrors: list[str]
+    cache_dir: str | None
+    variants_dir: str
+    download: bool = False
+    variant_paths: dict = field(default_factory=dict)  # name -> Path of required variants
+
+    def variant(self, name: str) -> Path:
+        if name not in self.variant_paths:
+            raise KeyError(f"variant '{name}' was not declared by required_variants()")
+        return Path(self.variant_paths[name])
+
+
+@dataclass
+class Run:
+    method: Method
+    n_steps: int
+    eval_every: int
+    info: dict = field(default_factory=dict)  # extra facts for metrics.json (e.g. data sizes)
+
+
+def kind_module(kind: str):
+    if kind not in KINDS:
+        raise ValueError(f"experiment kind '{kind}' unknown (valid: {', '.join(sorted(KINDS))})")
+    return importlib.import_module(KINDS[kind])
+
+
+def variant_path(variants_dir: str | Path, dataset: str, filename: str) -> Path:
+    return Path(variants_dir) / dataset / filename

@@ -1,0 +1,100 @@
+"""Fig. 2: input selection on the synthetic task of Lyle et al. (2020).
+
+Grid axes: `method` (partitioned | laplace | partitioned_mask), `n_inputs` (fixed masks keeping the
+first K inputs; absent for the learned mask), `seed`. The seed drives initialisation, the chunk
+assignment and minibatch sampling; the data sample is fixed by `data_seed` (a dataset, like the real ones).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..augment.concrete import ConcreteBernoulliMask, FixedInputMask
+from ..data import registry, variants
+from ..methods.common import TaskData
+from ..methods.laplace_posthoc import PosthocDiagLaplace
+from ..methods.partitioned import PartitionedConfig, PartitionedTraining
+from ..methods.standard import OptimConfig
+from ..models.mlp import MLP
+from ..partition import partition
+from . import CellContext, Run
+
+METHODS = ("partitioned", "laplace", "partitioned_mask")
+
+
+def _chunk_variant(cell) -> tuple[str, str]:
+    s = cell.settings
+    name = variants.variant_filename("chunks", n=s["n_train"], proportions=s["chunk_proportions"], seed=cell.coord_dict["seed"])
+    return ("input_selection", name)
+
+
+def required_variants(cell) -> dict:
+    if cell.coord_dict["method"] in ("partitioned", "partitioned_mask"):
+        return {"chunks": _chunk_variant(cell)}
+    return {}
+
+
+def _data(cell, ctx: CellContext) -> TaskData:
+    s = cell.settings
+    b = registry.load("input_selection", ctx.mirrors, n_train=s["n_train"], n_test=s["n_test"], seed=s["data_seed"])
+    return TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task="classification", n_classes=2)
+
+
+def build(cell, ctx: CellContext) -> Run:
+    s, c = cell.settings, cell.coord_dict
+    method, seed = c["method"], int(c["seed"])
+    if method not in METHODS:
+        raise ValueError(f"input_selection: method '{method}' unknown (valid: {', '.join(METHODS)})")
+    data = _data(cell, ctx)
+    n_features = data.x_train.shape[1]
+    torch.manual_seed(seed)
+    if method == "partitioned_mask":
+        mask: nn.Module = ConcreteBernoulliMask(n_features, s["mask_init_keep"], s["mask_temperature"])
+    else:
+        mask = FixedInputMask(n_features, int(c["n_inputs"]))
+    mlp = MLP(n_features, s["hidden"], 2, s["activation"])
+    optim = OptimConfig(optimizer="adam", lr=s["lr"], weight_decay=s["weight_decay"], batch_size=s["batch_size"])
+    n_steps = int(s["n_steps"])
+    if method == "laplace":
+        net = nn.Sequential(mask, mlp)
+        m = PosthocDiagLaplace(net, data, optim, n_steps, seed, marglik_steps=s["laplace_prior_steps"])
+    else:
+        chunk_ids = torch.as_tensor(variants.load_variant(ctx.variant("chunks"))["chunks"]).long()
+        pmodel = partition(mlp, s["chunk_proportions"], scheme=s["partition_scheme"], default=s["partition_default"], seed=seed)
+        net = nn.Sequential(mask, pmodel)
+        hyper = list(mask.parameters()) if method == "partitioned_mask" else []
+        cfg = PartitionedConfig(chunk_proportions=s["chunk_proportions"], optim=optim, wd_scaling=s["wd_scaling"],
+                                hyper_lr=s["hyper_lr"], early_stopping=s["early_stopping"])
+        m = PartitionedTraining(net, pmodel, hyper, data, chunk_ids, cfg, n_steps, seed)
+        if method == "partitioned_mask":
+            m = _MaskTracking(m, mask)
+    return Run(m, n_steps, int(s["eval_every"]), info={"n_train": data.n_train, "n_test": int(data.x_test.shape[0])})
+
+
+class _MaskTracking:
+    """Adds the learned keep probability of every input to each curve row (Fig. 2b)."""
+
+    def __init__(self, inner: PartitionedTraining, mask: ConcreteBernoulliMask):
+        self.inner, self.mask = inner, mask
+
+    def train_step(self, step):
+        return self.inner.train_step(step)
+
+    def _probs(self) -> dict[str, float]:
+        return {f"p_keep_{i:02d}": float(p) for i, p in enumerate(self.mask.keep_probability.detach())}
+
+    def evaluate(self, step):
+        return {**self.inner.evaluate(step), **self._probs()}
+
+    def final_metrics(self):
+        probs = self.mask.keep_probability.detach()
+        kept = [i + 1 for i, p in enumerate(probs) if p > 0.5]
+        return {**self.inner.final_metrics(), **self._probs(), "n_kept": len(kept),
+                "kept_inputs": " ".join(map(str, kept))}
+
+    def state_dict(self):
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state):
+        self.inner.load_state_dict(state)

@@ -1,0 +1,134 @@
+"""Partitioned networks (Mlodozeniec et al. 2023, Sec. 3 and App. I.1).
+
+Each iteration: a parameter step (k ~ Cat(u), batch from D_1:k with replacement, update only
+partition k with the partition-aware optimiser) followed, when there are hyperparameters psi, by a
+hyper step (k ~ Cat(u_2..u_C), batch from D_k, loss of subnetwork k-1, Adam on psi). The LML
+objective (Eq. 2, sum of out-of-chunk log-likelihoods) is evaluated on every evaluation and used for
+early stopping / model selection when `early_stopping` is set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ..partition import PartitionSchedule, PartitionedAdam, PartitionedSGD, lml_estimate
+from .base import make_generator
+from .common import TaskData, log_likelihood
+from .standard import OptimConfig, evaluate_classifier
+
+
+@dataclass
+class PartitionedConfig:
+    chunk_proportions: list[float]
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    wd_scaling: str = "reciprocal"  # "reciprocal" | "sqrt" | "none" (App. I.1 / I.4)
+    hyper_lr: float = 1e-3
+    early_stopping: bool = False
+    eval_batch_size: int = 4096
+
+
+class PartitionedTraining:
+    """`net` maps inputs to outputs and contains `pmodel` (the partitioned model) and the
+    hyperparameter modules whose parameters are `hyper_params`."""
+
+    def __init__(self, net: nn.Module, pmodel, hyper_params: list[nn.Parameter], data: TaskData,
+                 chunk_ids: torch.Tensor, cfg: PartitionedConfig, n_steps: int, seed: int):
+        self.net, self.pmodel, self.data, self.cfg = net, pmodel, data, cfg
+        self.chunk_ids = torch.as_tensor(chunk_ids, dtype=torch.long)
+        n_chunks = len(cfg.chunk_proportions)
+        self.chunk_sizes = [int((self.chunk_ids == c).sum()) for c in range(n_chunks)]
+        if min(self.chunk_sizes) == 0:
+            raise ValueError(f"empty data chunk: chunk sizes {self.chunk_sizes}")
+        self.proportions = [s / sum(self.chunk_sizes) for s in self.chunk_sizes]
+        opt_kw = dict(lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay, chunk_sizes=self.chunk_sizes,
+                      wd_scaling=cfg.wd_scaling)
+        if cfg.optim.optimizer == "adam":
+            self.opt = PartitionedAdam(pmodel, **opt_kw)
+        elif cfg.optim.optimizer == "sgd":
+            self.opt = PartitionedSGD(pmodel, momentum=cfg.optim.momentum, **opt_kw)
+        else:
+            raise ValueError(f"optimizer '{cfg.optim.optimizer}' unknown (valid: adam, sgd)")
+        self.sched = None
+        if cfg.optim.lr_schedule == "cosine":  # annealed on the global step (App. I.1)
+            self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(
+                self.opt, T_max=n_steps, eta_min=cfg.optim.lr * cfg.optim.cosine_final_factor)
+        self.hyper_params = list(hyper_params)
+        self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=cfg.hyper_lr) if self.hyper_params else None
+        self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), self.proportions, make_generator(seed + 1))
+        self.best: dict | None = None
+
+    def _loss(self, k: int, idx: torch.Tensor) -> torch.Tensor:
+        with self.pmodel.subnetwork(k):
+            out = self.net(self.data.x_train[idx])
+            return -log_likelihood(out, self.data.y_train[idx], self.data.task).mean()
+
+    def train_step(self, step: int) -> dict[str, float]:
+        self.net.train()
+        bs = self.cfg.optim.batch_size
+        k, idx = self.schedule.param_step(bs)
+        loss = self._loss(k, idx)
+        self.opt.zero_grad(set_to_none=True)
+        if self.hyper_opt:
+            self.hyper_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step(k)
+        if self.sched is not None:
+            self.sched.step()
+        out = {"loss": float(loss), "k": k}
+        if self.hyper_opt is not None:
+            kh, idx_h = self.schedule.hyper_step(bs)
+            hyper_loss = self._loss(kh - 1, idx_h)
+            self.opt.zero_grad(set_to_none=True)
+            self.hyper_opt.zero_grad(set_to_none=True)
+            hyper_loss.backward()
+            self.hyper_opt.step()
+            out["hyper_loss"] = float(hyper_loss)
+        return out
+
+    def lml(self) -> float:
+        self.net.eval()
+        chunks = range(len(self.chunk_sizes))
+        xs = [self.data.x_train[self.chunk_ids == c] for c in chunks]
+        ys = [self.data.y_train[self.chunk_ids == c] for c in chunks]
+        fn = lambda out, y: log_likelihood(out, y, self.data.task)  # noqa: E731
+        value = lml_estimate(self.pmodel, xs, ys, fn, self.cfg.eval_batch_size, predict_fn=lambda _pm, x: self.net(x))
+        self.net.train()
+        return float(value)
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        metrics = {"lml": self.lml()}
+        with self.pmodel.subnetwork(self.pmodel.num_partitions):
+            metrics.update(evaluate_classifier(self.net, self.data))
+        if self.cfg.early_stopping and step >= 0:
+            if self.best is None or metrics["lml"] > self.best["lml"]:
+                self.best = {**metrics, "best_step": step}
+        return metrics
+
+    def final_metrics(self) -> dict[str, float]:
+        last = self.evaluate(-1)
+        if self.cfg.early_stopping and self.best is not None:
+            return {**self.best, **{f"last_{k}": v for k, v in last.items()}}
+        return last
+
+    def state_dict(self) -> dict:
+        return {
+            "net": self.net.state_dict(),
+            "opt": self.opt.state_dict(),
+            "hyper_opt": self.hyper_opt.state_dict() if self.hyper_opt else None,
+            "sched": self.sched.state_dict() if self.sched else None,
+            "schedule": self.schedule.state_dict(),
+            "best": self.best,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.net.load_state_dict(state["net"])
+        self.opt.load_state_dict(state["opt"])
+        if self.hyper_opt is not None:
+            self.hyper_opt.load_state_dict(state["hyper_opt"])
+        if self.sched is not None:
+            self.sched.load_state_dict(state["sched"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.best = state["best"]

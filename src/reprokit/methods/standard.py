@@ -1,0 +1,94 @@
+"""Standard training on all of the training data ("Baseline" / MAP): one optimiser, no partitions.
+
+Hyperparameter modules inside `net` (input masks, augmentations) are held fixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .base import make_generator
+from .common import EpochSampler, TaskData, classification_metrics, log_likelihood, predict_batched
+
+
+@dataclass
+class OptimConfig:
+    optimizer: str = "adam"  # "adam" | "sgd"
+    lr: float = 1e-3
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    batch_size: int = 256
+    lr_schedule: str = "constant"  # "constant" | "cosine"
+    cosine_final_factor: float = 0.01  # cosine decays the lr by 100x (App. I.4)
+
+
+def make_optimizer(params, cfg: OptimConfig) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    raise ValueError(f"optimizer '{cfg.optimizer}' unknown (valid: adam, sgd)")
+
+
+def make_scheduler(opt: torch.optim.Optimizer, cfg: OptimConfig, n_steps: int):
+    if cfg.lr_schedule == "constant":
+        return None
+    if cfg.lr_schedule == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_steps, eta_min=cfg.lr * cfg.cosine_final_factor)
+    raise ValueError(f"lr_schedule '{cfg.lr_schedule}' unknown (valid: constant, cosine)")
+
+
+def evaluate_classifier(net: nn.Module, data: TaskData) -> dict[str, float]:
+    was_training = net.training
+    net.eval()
+    out = {}
+    for split, x, y in (("train", data.x_train, data.y_train), ("test", data.x_test, data.y_test)):
+        for key, value in classification_metrics(predict_batched(net, x), y).items():
+            out[f"{split}_{key}"] = value
+    net.train(was_training)
+    return out
+
+
+class StandardTraining:
+    def __init__(self, net: nn.Module, data: TaskData, optim: OptimConfig, n_steps: int, seed: int):
+        self.net, self.data, self.cfg = net, data, optim
+        trainable = [p for p in net.parameters() if p.requires_grad]
+        self.opt = make_optimizer(trainable, optim)
+        self.sched = make_scheduler(self.opt, optim, n_steps)
+        self.sampler = EpochSampler(data.n_train, optim.batch_size, make_generator(seed + 1))
+
+    def train_step(self, step: int) -> dict[str, float]:
+        idx = self.sampler.next()
+        self.net.train()
+        out = self.net(self.data.x_train[idx])
+        loss = -log_likelihood(out, self.data.y_train[idx], self.data.task).mean()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
+        return {"loss": float(loss)}
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        return evaluate_classifier(self.net, self.data)
+
+    def final_metrics(self) -> dict[str, float]:
+        return self.evaluate(-1)
+
+    def state_dict(self) -> dict:
+        return {
+            "net": self.net.state_dict(),
+            "opt": self.opt.state_dict(),
+            "sched": self.sched.state_dict() if self.sched else None,
+            "sampler": self.sampler.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.net.load_state_dict(state["net"])
+        self.opt.load_state_dict(state["opt"])
+        if self.sched is not None:
+            self.sched.load_state_dict(state["sched"])
+        self.sampler.load_state_dict(state["sampler"])

@@ -1,0 +1,63 @@
+"""Collect cells' metrics.json (and curves) into one tidy CSV per experiment.
+
+Every grid cell gets a row, also those that did not run because their dataset is unavailable
+(status 'unavailable', a note naming the dataset) so tables can show n/a with a footnote instead of
+silently dropping them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ..io import atomic_write_text
+
+
+def _row(cell, record: dict | None, missing_datasets: list[str]) -> dict:
+    row = {"scale": cell.scale, "experiment": cell.experiment, **cell.coord_dict}
+    if record is None:
+        row["status"] = "unavailable"
+        row["note"] = "dataset unavailable: " + ", ".join(missing_datasets)
+        return row
+    row["status"] = record["status"]
+    row["note"] = ""
+    for key, value in record["metrics"].items():
+        row[key] = value
+    row["steps"] = record.get("steps")
+    return row
+
+
+def aggregate(cells: list, results_dir: str | Path, unavailable: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`cells`: every Cell of the experiment; `unavailable`: {cell.rel_dir: [dataset, ...]}.
+
+    Returns (metrics table, curves table). A cell that should have run but has no metrics.json is
+    an error: nothing is silently skipped.
+    """
+    unavailable = unavailable or {}
+    rows, curves = [], []
+    for cell in cells:
+        folder = Path(results_dir) / cell.rel_dir
+        if cell.rel_dir in unavailable:
+            rows.append(_row(cell, None, unavailable[cell.rel_dir]))
+            continue
+        metrics_path = folder / "metrics.json"
+        if not metrics_path.exists():
+            raise FileNotFoundError(f"cell {cell.rel_dir} has no metrics.json at {metrics_path}")
+        rows.append(_row(cell, json.loads(metrics_path.read_text()), []))
+        curve_path = folder / "curve.csv"
+        if curve_path.exists() and curve_path.stat().st_size > 1:
+            curve = pd.read_csv(curve_path)
+            for axis, value in cell.coord_dict.items():
+                curve.insert(0, axis, value if not isinstance(value, list) else "-".join(map(str, value)))
+            curves.append(curve)
+    table = pd.DataFrame(rows)
+    curve_table = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
+    return table, curve_table
+
+
+def write_aggregate(cells: list, results_dir, out_csv, out_curves_csv, unavailable: dict | None = None) -> None:
+    table, curves = aggregate(cells, results_dir, unavailable)
+    atomic_write_text(out_csv, table.to_csv(index=False))
+    atomic_write_text(out_curves_csv, curves.to_csv(index=False))

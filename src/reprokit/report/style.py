@@ -1,0 +1,73 @@
+"""Shared styling for every table and figure, and the provenance line each one carries.
+
+Each artefact states the scale it was built at, how many seeds, and which data. Test-scale outputs get
+a visible "TEST DATA" watermark; quick-scale ones say they are not paper-scale numbers.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from ..io import atomic_write_bytes, atomic_write_text  # noqa: E402
+
+SCALE_NOTE = {
+    "paper": "paper scale",
+    "quick": "quick scale (reduced iterations/seeds; not paper-scale numbers)",
+    "test": "TEST scale (tiny CI run; numbers meaningless)",
+}
+
+
+def setup() -> None:
+    sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
+    plt.rcParams.update({"figure.dpi": 120, "savefig.dpi": 150, "axes.titlesize": 9, "legend.fontsize": 7})
+
+
+def provenance(table: pd.DataFrame, data: str, seed_column: str = "seed") -> str:
+    scales = sorted(set(table["scale"])) if "scale" in table else ["?"]
+    seeds = table[seed_column].nunique() if seed_column in table else 1
+    return f"{', '.join(SCALE_NOTE.get(s, s) for s in scales)}; {seeds} seed(s); data: {data}"
+
+
+def scale_of(table: pd.DataFrame) -> str:
+    scales = sorted(set(table["scale"]))
+    if len(scales) != 1:
+        raise ValueError(f"table mixes scales {scales}")
+    return scales[0]
+
+
+def finish_figure(fig, scale: str, note: str, pdf: str | Path | None, png: str | Path | None) -> None:
+    """Add the provenance footer (and the test watermark), then save atomically."""
+    fig.text(0.01, 0.005, note, fontsize=6, color="0.3", ha="left", va="bottom")
+    if scale == "test":
+        fig.text(0.5, 0.5, "TEST DATA", fontsize=48, color="red", alpha=0.25, ha="center", va="center",
+                 rotation=30, transform=fig.transFigure)
+    for path, fmt in ((pdf, "pdf"), (png, "png")):
+        if path is None:
+            continue
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, bbox_inches="tight")
+        atomic_write_bytes(path, buf.getvalue())
+    plt.close(fig)
+
+
+def write_latex_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, note: str,
+                      footnotes: list[str] | None = None, label: str | None = None) -> None:
+    """A booktabs table whose caption carries the scale/seeds/data note; test scale is marked."""
+    body = df.to_latex(index=False, escape=True, na_rep="n/a")
+    mark = r"\textcolor{red}{\textbf{TEST DATA}} " if scale == "test" else ""
+    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{mark}{caption} ({note})}}"]
+    if label:
+        lines.append(rf"\label{{{label}}}")
+    lines.append(body.strip())
+    for fn in footnotes or []:
+        lines.append(rf"\par\footnotesize{{{fn}}}")
+    lines.append(r"\end{table}")
+    atomic_write_text(path, "\n".join(lines) + "\n")

@@ -1,0 +1,166 @@
+"""The training loop: one copy for every method (see methods/base.py for the hooks).
+
+Responsibilities: step counting, periodic evaluation into a per-step curve, checkpoints (periodic and
+on SIGTERM, e.g. SLURM preemption or time limit), resuming bit-identically, divergence detection
+(non-finite loss => status 'diverged'), and progress (a tqdm bar on a terminal, log lines otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .io import atomic_save_torch
+from .methods.base import Method
+
+log = logging.getLogger("reprokit.train")
+
+CHECKPOINT_VERSION = 1
+EXIT_PREEMPTED = 143  # 128 + SIGTERM: the scheduler sees a signalled job and may requeue/retry it
+
+
+class Preempted(SystemExit):
+    def __init__(self, step: int):
+        super().__init__(EXIT_PREEMPTED)
+        self.step = step
+
+
+@dataclass
+class LoopConfig:
+    n_steps: int
+    eval_every: int
+    checkpoint_every: int = 500
+    log_every_seconds: float = 30.0
+    label: str = "train"
+
+
+@dataclass
+class LoopResult:
+    status: str  # "completed" | "diverged"
+    steps: int
+    curve: list
+    resumed_from: int
+    seconds: float
+
+
+def _rng_state() -> dict:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+class _SigtermFlag:
+    """Turn SIGTERM into a flag checked between steps, so a checkpoint is written at a step boundary."""
+
+    def __init__(self):
+        self.raised = False
+        self._previous = None
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread (e.g. called from a notebook worker): no handler
+            self._previous = None
+        return self
+
+    def _handle(self, signum, frame):
+        self.raised = True
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+        return False
+
+
+class _Progress:
+    def __init__(self, cfg: LoopConfig, start: int):
+        self.cfg = cfg
+        self.bar = None
+        self.last_log = time.monotonic()
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=cfg.n_steps, initial=start, desc=cfg.label, dynamic_ncols=True)
+
+    def update(self, step: int, loss: float):
+        if self.bar is not None:
+            self.bar.update(1)
+            if step % 50 == 0:
+                self.bar.set_postfix(loss=f"{loss:.4g}")
+        elif time.monotonic() - self.last_log >= self.cfg.log_every_seconds:
+            self.last_log = time.monotonic()
+            log.info("%s: step %d/%d loss %.4g", self.cfg.label, step, self.cfg.n_steps, loss)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def save_checkpoint(path: Path, step: int, method: Method, curve: list) -> None:
+    atomic_save_torch(
+        {
+            "version": CHECKPOINT_VERSION,
+            "step": step,
+            "method": method.state_dict(),
+            "rng": _rng_state(),
+            "curve": curve,
+        },
+        path,
+    )
+
+
+def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = None) -> LoopResult:
+    """Train `method` for cfg.n_steps, resuming from `checkpoint_path` when it exists."""
+    t0 = time.monotonic()
+    start, curve = 0, []
+    if checkpoint_path is not None and Path(checkpoint_path).exists():
+        ckpt = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+        if ckpt.get("version") != CHECKPOINT_VERSION:
+            raise RuntimeError(f"checkpoint {checkpoint_path} has version {ckpt.get('version')}, expected {CHECKPOINT_VERSION}")
+        method.load_state_dict(ckpt["method"])
+        _set_rng_state(ckpt["rng"])
+        start, curve = int(ckpt["step"]), list(ckpt["curve"])
+        log.info("%s: resumed from checkpoint at step %d", cfg.label, start)
+    resumed_from = start
+    status = "completed"
+    progress = _Progress(cfg, start)
+    step = start
+    try:
+        with _SigtermFlag() as sigterm:
+            if start == 0 and cfg.eval_every > 0:
+                curve.append({"step": 0, **method.evaluate(0)})
+            while step < cfg.n_steps:
+                out = method.train_step(step)
+                step += 1
+                loss = float(out["loss"])
+                if not math.isfinite(loss):
+                    log.warning("%s: loss is %s at step %d: run diverged", cfg.label, loss, step)
+                    curve.append({"step": step, "loss": loss})
+                    status = "diverged"
+                    break
+                progress.update(step, loss)
+                if cfg.eval_every > 0 and (step % cfg.eval_every == 0 or step == cfg.n_steps):
+                    curve.append({"step": step, "loss": loss, **method.evaluate(step)})
+                if sigterm.raised:
+                    if checkpoint_path is not None:
+                        save_checkpoint(checkpoint_path, step, method, curve)
+                        log.warning("%s: SIGTERM at step %d: checkpoint written, exiting", cfg.label, step)
+                    raise Preempted(step)
+                if checkpoint_path is not None and cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0 and step < cfg.n_steps:
+                    save_checkpoint(checkpoint_path, step, method, curve)
+    finally:
+        progress.close()
+    return LoopResult(status=status, steps=step, curve=curve, resumed_from=resumed_from, seconds=time.monotonic() - t0)

@@ -1,0 +1,86 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Fig. 2 — input selection (partitioned networks paper)
+# (a) For fixed masks keeping the first K of 30 inputs: the partitioned LML objective (left) and the
+# post-hoc diagonal Laplace log marginal likelihood (right), with train/test accuracy and average
+# log-likelihood. (b) Keep probabilities of the learned concrete-Bernoulli input mask over training.
+# Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from reprokit.report import style
+
+style.setup()
+a = pd.read_csv(snakemake.input["fig2a"])  # noqa: F821 (injected by Snakemake)
+b_curves = pd.read_csv(snakemake.input["fig2b_curves"])  # noqa: F821
+b = pd.read_csv(snakemake.input["fig2b"])  # noqa: F821
+scale = style.scale_of(a)
+
+
+# %%
+def mean_se(df, column):
+    g = df.groupby("n_inputs")[column]
+    mean = g.mean()
+    se = g.std(ddof=1).fillna(0) / np.sqrt(g.count())
+    return mean.index.to_numpy(), mean.to_numpy(), se.to_numpy()
+
+
+def panel(ax_obj, ax_fit, df, objective, title, obj_label):
+    k, m, s = mean_se(df, objective)
+    ax_obj.plot(k, m, color="k", marker="o", ms=2.5, label=obj_label)
+    ax_obj.fill_between(k, m - s, m + s, color="k", alpha=0.2)
+    best = k[np.nanargmax(m)] if np.isfinite(m).any() else np.nan
+    ax_obj.axvline(best, color="tab:red", ls=":", lw=1)
+    ax_obj.set_title(f"{title} (objective peaks at K = {best:g})")
+    ax_obj.set_ylabel(obj_label)
+    for split, ls in (("train", "--"), ("test", "-")):
+        for metric, color in (("acc", "tab:blue"), ("ll", "tab:orange")):
+            kk, mm, ss = mean_se(df, f"{split}_{metric}")
+            ax_fit.plot(kk, mm, ls=ls, color=color, label=f"{split} {'accuracy' if metric == 'acc' else 'avg. log-lik.'}")
+            ax_fit.fill_between(kk, mm - ss, mm + ss, color=color, alpha=0.15)
+    ax_fit.set_xlabel("Num. inputs K")
+    ax_fit.set_ylabel("accuracy / avg. log-likelihood")
+    ax_fit.legend(loc="lower right", ncol=2)
+    return best
+
+
+fig, axes = plt.subplots(2, 3, figsize=(12, 6), sharex="col")
+part = a[(a.method == "partitioned") & (a.status == "completed")]
+lap = a[(a.method == "laplace") & (a.status == "completed")]
+peak_part = panel(axes[0, 0], axes[1, 0], part, "lml", "Partitioned", "LML estimate")
+peak_lap = panel(axes[0, 1], axes[1, 1], lap, "laplace_lml", "Post-hoc diagonal Laplace", "log marginal likelihood")
+
+# %% [markdown]
+# (b) Mask probability per input over training (mean over seeds); informative inputs 1–15 in blue.
+
+# %%
+prob_cols = sorted(c for c in b_curves.columns if c.startswith("p_keep_"))
+curve = b_curves.groupby("step")[prob_cols].mean()
+for i, col in enumerate(prob_cols):
+    axes[0, 2].plot(curve.index, curve[col], color="tab:blue" if i < 15 else "tab:gray", lw=0.8)
+axes[0, 2].set_title("Learned input mask over training")
+axes[0, 2].set_xlabel("iteration")
+axes[0, 2].set_ylabel("keep probability")
+final = b[prob_cols].mean()
+axes[1, 2].bar(np.arange(1, len(prob_cols) + 1), final.to_numpy(), color=["tab:blue"] * 15 + ["tab:gray"] * (len(prob_cols) - 15))
+axes[1, 2].set_xlabel("input mask element")
+axes[1, 2].set_ylabel("final keep probability")
+axes[1, 2].set_title("Final mask (mean over seeds)")
+
+note = (style.provenance(a, "synthetic input-selection task (Lyle et al. 2020), 30 inputs, label y in {0,1}, "
+                         "features use y in {-1,+1}")
+        + f"; LML peak K={peak_part:g}, Laplace peak K={peak_lap:g}; fig2b kept inputs (seed 0): "
+        + str(b["kept_inputs"].iloc[0] if len(b) else "n/a"))
+fig.tight_layout(rect=(0, 0.03, 1, 1))
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

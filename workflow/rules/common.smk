@@ -1,0 +1,85 @@
+# Glue between the config and the package: the package decides what a cell is; rules stay thin.
+import json
+import shlex
+from pathlib import Path
+
+from reprokit.config import ConfigError, experiment, format_value, validate_config
+from reprokit.data import registry
+from reprokit.experiments import kind_module, variant_path
+
+try:
+    validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+except ConfigError as err:
+    raise WorkflowError(str(err)) from None
+
+SCALE = config["scale"]
+RESULTS = config["paths"]["results"]
+CHECKPOINTS = config["paths"]["checkpoints"]
+LOGS = config["paths"]["logs"]
+VARIANTS = config["data"]["variants_dir"]
+MIRRORS = config["data"]["mirrors"]
+EXPERIMENTS = sorted(config["experiments"])
+
+CONTEXT = {
+    "mirrors": MIRRORS,
+    "cache_dir": config["data"]["cache_dir"],
+    "variants_dir": VARIANTS,
+    "download": config["data"]["download"],
+}
+
+wildcard_constraints:
+    scale="paper|quick|test",
+    experiment="|".join(EXPERIMENTS),
+    coords=r"([A-Za-z_]+~[^/]+/)*[A-Za-z_]+~[^/]+",
+
+
+_GRIDS = {}
+_AVAILABLE = {}
+
+
+def grid(name, scale):
+    if (name, scale) not in _GRIDS:
+        _GRIDS[name, scale] = experiment(config, name, scale)
+    return _GRIDS[name, scale]
+
+
+def dataset_available(name):
+    # Decided once, before any job runs (cheap: file presence and sizes, no hashing).
+    if name not in _AVAILABLE:
+        _AVAILABLE[name] = registry.is_available(name, MIRRORS) or (
+            config["data"]["download"] and name in registry.dataset_names()
+        )
+    return _AVAILABLE[name]
+
+
+def cell_of(wildcards):
+    try:
+        return grid(wildcards.experiment, wildcards.scale).parse(wildcards.coords)
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
+
+
+def cell_dir(cell):
+    return f"{RESULTS}/{cell.rel_dir}"
+
+
+def unavailable_cells(name, scale):
+    out = {}
+    for cell in grid(name, scale).cells():
+        missing = [d for d in cell.datasets if not dataset_available(d)]
+        if missing:
+            out[cell.rel_dir] = missing
+    return out
+
+
+def available_cell_outputs(name, scale):
+    skip = unavailable_cells(name, scale)
+    return [f"{cell_dir(c)}/metrics.json" for c in grid(name, scale).cells() if c.rel_dir not in skip]
+
+
+def experiment_csv(name):
+    return f"{RESULTS}/{SCALE}/{name}.csv"
+
+
+def all_artefact_outputs():
+    return [f"figures/{name}.{ext}" for name, spec in config["artefacts"].items() for ext in spec["outputs"]]
