@@ -77,7 +77,7 @@ class PartitionedTraining:
         self.opt.step(k)
         if self.sched is not None:
             self.sched.step()
-        out = {"loss": float(loss), "k": k}
+        out = {"loss": loss.item(), "k": k}
         if self.hyper_opt is not None:
             kh, idx_h = self.schedule.hyper_step(bs)
             hyper_loss = self._loss(kh - 1, idx_h)
@@ -85,7 +85,7 @@ class PartitionedTraining:
             self.hyper_opt.zero_grad(set_to_none=True)
             hyper_loss.backward()
             self.hyper_opt.step()
-            out["hyper_loss"] = float(hyper_loss)
+            out["hyper_loss"] = hyper_loss.item()
         return out
 
     def lml(self) -> float:

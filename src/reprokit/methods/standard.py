@@ -70,7 +70,7 @@ class StandardTraining:
         self.opt.step()
         if self.sched is not None:
             self.sched.step()
-        return {"loss": float(loss)}
+        return {"loss": loss.item()}
 
     def evaluate(self, step: int) -> dict[str, float]:
         return evaluate_classifier(self.net, self.data)

@@ -1,0 +1,333 @@
+"""`snakemake --profile slurm` end to end, on a single-node SLURM on loopback.
+
+The cluster comes from `.ci/slurm-up.sh` (CI calls it from .ci/run; this module
+calls it itself when SLURM is not up yet and it may: root with apt). Where it
+cannot be brought up the SLURM tests skip with the reason, unless
+REPROKIT_REQUIRE_SLURM=1, which turns that into a failure (for CI).
+
+What is checked:
+  * the profile in slurm/ is what `--profile slurm` resolves to from the repo
+    root, and it submits rule `cell` with one GPU and placeholder account/partition
+    (no SLURM needed for this one);
+  * a run with `--profile slurm` plus an overlay profile (local account/partition,
+    squeue polling, resources clamped to this node, `--config scale=test`) builds
+    the target; every `cell` job went through sbatch (job ids in the log, the jobs
+    COMPLETED in squeue with a GPU in their TRES, and their SLURM logs show the
+    rule ran there), and every other rule ran locally ("localrule").
+
+REAL_TARGET selects the repo's own workflow; while it is None only a throwaway
+workflow (3 cells + a local aggregate) written to tmp_path is run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILE_NAME = "slurm"  # `snakemake --profile slurm` from the repo root
+PROFILE = REPO / PROFILE_NAME / "config.yaml"
+SLURM_UP = REPO / ".ci" / "slurm-up.sh"
+
+# Target of the run through the repo's own Snakefile (a path relative to the repo
+# root), e.g. "figures/fig2.pdf" built from cells under results/test/fig2a/.
+# None: only the throwaway workflow runs.
+REAL_TARGET: str | None = None
+# Rule whose jobs must go to SLURM; every other rule must be a localrule.
+CELL_RULE = "cell"
+# Extra --config for the runs.
+CONFIG = ["scale=test"]
+# Wall-clock limit of one snakemake run (passed to `timeout -k 10`).
+RUN_TIMEOUT_S = int(os.environ.get("REPROKIT_SLURM_TIMEOUT", "200"))
+# The node and partition that .ci/slurm-up.sh creates; the tests refuse to submit
+# anywhere else (e.g. on a real cluster's login node).
+LOCAL_NODE = "localhost"
+LOCAL_PARTITION = "local"
+PLACEHOLDER = "CHANGE_ME"
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def _sh(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def _local_node_state() -> str:
+    if shutil.which("sinfo") is None:
+        return ""
+    try:
+        r = _sh(["sinfo", "-h", "-N", "-n", LOCAL_NODE, "-p", LOCAL_PARTITION, "-o", "%T"], timeout=20)
+    except subprocess.TimeoutExpired:
+        return ""
+    return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else ""
+
+
+def _is_up() -> bool:
+    return _local_node_state().rstrip("*~#!%$@^-").startswith(("idle", "mixed", "allocated", "completing"))
+
+
+def _skip_or_fail(reason: str):
+    if os.environ.get("REPROKIT_REQUIRE_SLURM") == "1":
+        pytest.fail(f"REPROKIT_REQUIRE_SLURM=1 but {reason}")
+    pytest.skip(reason)
+
+
+def _node_info() -> dict:
+    r = _sh(["scontrol", "show", "node", LOCAL_NODE])
+    text = r.stdout
+
+    def grab(key, default):
+        m = re.search(rf"\b{key}=(\d+)", text)
+        return int(m.group(1)) if m else default
+
+    gpus = re.search(r"\bGres=gpu(?::[^:\s,]+)?:(\d+)", text)
+    return {
+        "cpus": grab("CPUTot", 1),
+        "mem_mb": grab("RealMemory", 2000),
+        "gpus": int(gpus.group(1)) if gpus else 0,
+    }
+
+
+def _clamp_resources(res: dict, node: dict) -> dict:
+    """Keep the profile's resource requests but fit them into the one test node."""
+    out = dict(res)
+    if "cpus_per_task" in out:
+        out["cpus_per_task"] = max(1, min(int(out["cpus_per_task"]), node["cpus"]))
+    if "cpus_per_gpu" in out:
+        out["cpus_per_gpu"] = max(1, min(int(out["cpus_per_gpu"]), node["cpus"]))
+    for key in ("mem_mb", "mem_mb_per_cpu"):
+        if key in out:
+            out[key] = max(100, min(int(out[key]), node["mem_mb"] // 4))
+    if "mem" in out:  # human-readable form, e.g. "32G": replace by mem_mb
+        del out["mem"]
+        out["mem_mb"] = node["mem_mb"] // 4
+    if "gpu" in out:
+        out["gpu"] = max(1, min(int(out["gpu"]), node["gpus"]))
+    if "gres" in out:
+        out["gres"] = re.sub(r"^(gpu)(?::[A-Za-z0-9_.]+)?(?::\d+)?$", rf"\1:{node['gpus']}", str(out["gres"]))
+    out.pop("gpu_model", None)  # the fake GPU has no type
+    out.pop("constraint", None)
+    out.pop("qos", None)
+    if "runtime" in out:
+        out["runtime"] = min(int(out["runtime"]), 60) if str(out["runtime"]).isdigit() else 60
+    return out
+
+
+def _write_overlay(path: Path, node: dict) -> Path:
+    """Overlay profile given after `--profile slurm`: each key here replaces that key of slurm/."""
+    prof = yaml.safe_load(PROFILE.read_text())
+    default = _clamp_resources(prof.get("default-resources") or {}, node)
+    default["slurm_account"] = "ci"  # no accounting here: any account name is accepted
+    default["slurm_partition"] = LOCAL_PARTITION
+    overlay = {
+        "default-resources": default,
+        "set-resources": {
+            rule: _clamp_resources(res, node) for rule, res in (prof.get("set-resources") or {}).items()
+        },
+        # No slurmdbd: sacct cannot answer, squeue must be used (MinJobAge=600 in slurm.conf
+        # is >= 3 x init-seconds, else the plugin silently switches back to sacct).
+        "slurm-status-command": "squeue",
+        "slurm-init-seconds-before-status-checks": 2,
+        "seconds-between-status-checks": 2,
+        "slurm-keep-successful-logs": True,
+        "latency-wait": 5,
+        "retries": 0,
+    }
+    path.write_text(yaml.safe_dump(overlay, sort_keys=False))
+    return path
+
+
+THROWAWAY_SNAKEFILE = r"""
+# Throwaway stand-in for the real workflow: cells go to SLURM, the rest is local.
+localrules: all, aggregate
+
+CELLS = ["a", "b", "c"]
+
+rule all:
+    input: "figures/toy.txt"
+
+rule cell:
+    output: "results/test/toy/{cell}.txt"
+    shell:
+        "echo \"cell={wildcards.cell} slurm_job=${{SLURM_JOB_ID:-none}} scale={config[scale]}\" > {output}"
+
+rule aggregate:
+    input: expand("results/test/toy/{cell}.txt", cell=CELLS)
+    output: "figures/toy.txt"
+    shell:
+        "cat {input} > {output}; echo \"aggregate slurm_job=${{SLURM_JOB_ID:-none}}\" >> {output}"
+"""
+
+
+def _copy_repo(dst: Path) -> None:
+    """Copy the repo's tracked and untracked-but-not-ignored files (no results, no .snakemake)."""
+    r = _sh(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+    if r.returncode == 0 and r.stdout:
+        files = [f for f in r.stdout.split("\0") if f]
+    else:
+        skip = {".git", ".snakemake", "results", "checkpoints", "logs", "data", ".venv", "__pycache__"}
+        files = [
+            str(p.relative_to(REPO))
+            for p in REPO.rglob("*")
+            if p.is_file() and not skip.intersection(p.relative_to(REPO).parts)
+        ]
+    for f in files:
+        src = REPO / f
+        if not src.is_file():
+            continue  # deleted in the work tree
+        (dst / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst / f)
+    shared = REPO.parent / "shared"
+    if shared.exists() and not (dst.parent / "shared").exists():
+        (dst.parent / "shared").symlink_to(shared)  # keeps ../shared/... paths working
+
+
+def _run_snakemake(workdir: Path, overlay: Path, targets: list[str], log_path: Path) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
+    env.pop("SNAKEMAKE_SLURM_PARTITIONS", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    snakemake = shutil.which("snakemake")
+    exe = [snakemake] if snakemake else [sys.executable, "-m", "snakemake"]
+    cmd = [
+        "timeout", "-k", "10", str(RUN_TIMEOUT_S),
+        *exe, "--profile", PROFILE_NAME, "--profile", str(overlay),
+        "--config", *CONFIG, "--nocolor", *targets,
+    ]  # fmt: skip
+    with open(log_path, "w") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        rc = subprocess.run(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    return rc, log_path.read_text()
+
+
+def _check_slurm_run(rc: int, log: str, workdir: Path) -> dict[str, str]:
+    """Assertions shared by both runs; returns {slurm job id: slurm log path}."""
+    tail = log[-6000:]
+    run_id = re.search(r"SLURM run ID: (\S+)", log)
+    try:
+        assert rc == 0, f"snakemake exited {rc}{' (timeout)' if rc in (124, 137) else ''}:\n{tail}"
+        assert "Using profiles slurm and" in log, f"--profile {PROFILE_NAME} was not picked up:\n{tail}"
+        assert run_id, f"no 'SLURM run ID' line: the slurm executor did not run:\n{tail}"
+
+        submitted = dict(re.findall(r"has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", log, re.M))
+        remote_rules = re.findall(r"^rule (\S+):$", log, re.M)
+        local_rules = re.findall(r"^localrule (\S+):$", log, re.M)
+        assert remote_rules, f"no job was sent to SLURM:\n{tail}"
+        assert set(remote_rules) == {CELL_RULE}, f"rules sent to SLURM besides {CELL_RULE!r}: {set(remote_rules)}"
+        assert CELL_RULE not in local_rules, f"{CELL_RULE!r} ran locally"
+        assert local_rules, "no rule ran locally (aggregation/plotting should be localrules)"
+        assert len(submitted) == len(remote_rules), (
+            f"{len(remote_rules)} {CELL_RULE} jobs but {len(submitted)} sbatch submissions:\n{tail}"
+        )
+        for jobid, slurm_log in submitted.items():
+            assert f"/rule_{CELL_RULE}/" in slurm_log, f"SLURM job {jobid} is not a {CELL_RULE} job: {slurm_log}"
+            text = Path(slurm_log).read_text() if Path(slurm_log).is_file() else ""
+            assert f"rule {CELL_RULE}:" in text and "--mode remote" in text, (
+                f"SLURM log {slurm_log} does not show {CELL_RULE} running inside the job:\n{text[-3000:]}"
+            )
+
+        # The jobs themselves, as SLURM saw them (MinJobAge keeps finished jobs in squeue).
+        sq = _sh(["squeue", "--states=all", "--noheader", "--format=%i|%T", "--name", run_id.group(1)])
+        states = dict(line.split("|", 1) for line in sq.stdout.split() if "|" in line)
+        for jobid in submitted:
+            assert states.get(jobid) == "COMPLETED", f"SLURM job {jobid}: {states.get(jobid)!r} ({sq.stdout!r})"
+            show = _sh(["scontrol", "show", "job", jobid]).stdout
+            assert re.search(r"Tres(PerJob|PerNode|PerTask)=\S*gpu", show), f"job {jobid} got no GPU:\n{show}"
+        return submitted
+    except BaseException:
+        if run_id:  # never leave jobs of a failed run behind
+            _sh(["scancel", "--name", run_id.group(1)])
+        raise
+
+
+# ----------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def slurm_node():
+    """The local test cluster's node; brings SLURM up with .ci/slurm-up.sh if needed."""
+    if not _is_up():
+        if shutil.which("sinfo") and _sh(["sinfo", "-h", "-o", "%N"]).stdout.strip() and not _local_node_state():
+            _skip_or_fail(f"SLURM here has no node {LOCAL_NODE!r} in partition {LOCAL_PARTITION!r}: not the loopback test cluster")
+        if os.geteuid() != 0:
+            _skip_or_fail("SLURM is not up and .ci/slurm-up.sh needs root")
+        if shutil.which("apt-get") is None and shutil.which("slurmctld") is None:
+            _skip_or_fail("SLURM is not up and neither slurmctld nor apt-get is available")
+        try:
+            r = _sh(["bash", str(SLURM_UP)], timeout=600)
+        except subprocess.TimeoutExpired:
+            _skip_or_fail(".ci/slurm-up.sh timed out after 600 s")
+        if r.returncode != 0 or not _is_up():
+            _skip_or_fail(f".ci/slurm-up.sh could not bring SLURM up (rc={r.returncode}):\n{r.stderr[-2000:]}")
+    return _node_info()
+
+
+# ----------------------------------------------------------------- tests
+
+
+def test_profile_resolves_from_repo_root(monkeypatch):
+    """`--profile slurm` typed in the repo root finds slurm/config.yaml (no SLURM needed)."""
+    from snakemake.cli import get_profile_dir
+
+    monkeypatch.chdir(REPO)
+    found = get_profile_dir(PROFILE_NAME)
+    assert found is not None, "snakemake does not resolve --profile slurm from the repo root"
+    assert Path(found[1]).resolve() == PROFILE.resolve()
+
+    prof = yaml.safe_load(PROFILE.read_text())
+    assert prof["executor"] == "slurm"
+    default = prof["default-resources"]
+    for key in ("slurm_account", "slurm_partition"):
+        assert PLACEHOLDER in str(default[key]), f"{key} should be a {PLACEHOLDER} placeholder for users to set"
+    cell = prof["set-resources"][CELL_RULE]
+    assert int(cell.get("gpu", 0)) == 1 or str(cell.get("gres", "")).startswith("gpu"), cell
+    for key in ("runtime", "mem_mb", "cpus_per_task"):
+        assert key in cell, f"set-resources.{CELL_RULE} lacks {key}"
+    assert int(prof.get("retries", 0)) >= 1
+
+
+@pytest.mark.slurm
+def test_slurm_throwaway_workflow(slurm_node, tmp_path):
+    """Cells of a throwaway workflow go through sbatch; the aggregate runs locally."""
+    work = tmp_path / "wf"
+    work.mkdir()
+    shutil.copytree(REPO / PROFILE_NAME, work / PROFILE_NAME)
+    (work / "Snakefile").write_text(THROWAWAY_SNAKEFILE)
+    overlay = _write_overlay(tmp_path / "overlay.yaml", slurm_node)
+
+    rc, log = _run_snakemake(work, overlay, ["all"], tmp_path / "snakemake.log")
+    submitted = _check_slurm_run(rc, log, work)
+
+    assert len(submitted) == 3
+    cell_jobs = set()
+    for c in "abc":
+        text = (work / "results/test/toy" / f"{c}.txt").read_text()
+        m = re.search(r"slurm_job=(\S+) scale=(\S+)", text)
+        assert m and m.group(2) == "test", text
+        cell_jobs.add(m.group(1))
+    assert cell_jobs == set(submitted), f"cells ran in {cell_jobs}, submitted {set(submitted)}"
+    agg = (work / "figures/toy.txt").read_text()
+    assert "aggregate slurm_job=none" in agg, f"aggregate ran inside a SLURM job:\n{agg}"
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(REAL_TARGET is None, reason="REAL_TARGET not set yet (tests/test_slurm.py)")
+def test_slurm_real_target(slurm_node, tmp_path):
+    """The repo's workflow at test scale: cells via SLURM, figures locally, target built."""
+    work = tmp_path / "repo"
+    work.mkdir()
+    _copy_repo(work)
+    overlay = _write_overlay(tmp_path / "overlay.yaml", slurm_node)
+
+    rc, log = _run_snakemake(work, overlay, [REAL_TARGET], tmp_path / "snakemake.log")
+    _check_slurm_run(rc, log, work)
+    target = work / REAL_TARGET
+    assert target.is_file() and target.stat().st_size > 0, f"{REAL_TARGET} was not built"
