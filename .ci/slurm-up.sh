@@ -9,15 +9,15 @@
 # munged, slurmctld and slurmd, and waits until `sinfo` shows the node idle.
 # No accounting daemon: `sacct` cannot answer here, so the snakemake SLURM
 # plugin must poll with `--slurm-status-command squeue` (MinJobAge is set high
-# enough for that; see tests/slurm_overlay/config.yaml).
+# enough for that; tests/test_slurm.py passes it in an overlay profile).
 #
 # Exits non-zero with a message on stderr when SLURM cannot be brought up
 # (not root, no apt, packages not installable, daemons not starting).
 #
 # Environment knobs:
 #   SLURM_UP_TIMEOUT   seconds to wait for the node to become idle (default 60)
-#   SLURM_UP_FORCE=1   rewrite the config and restart nothing-running daemons
-#                      even if the node is already idle
+#   SLURM_UP_FORCE=1   do not take the "already idle" shortcut: re-check the
+#                      config (restarting the daemons if it changed) and daemons
 set -euo pipefail
 
 NODE=localhost
@@ -39,10 +39,13 @@ die() {
     exit 1
 }
 
-node_state() { sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | head -n1 || true; }
+running() { pgrep -x "$1" >/dev/null 2>&1; }  # pgrep -x: names of at most 15 chars
+node_state() { timeout 15 sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | head -n1 || true; }
 
 # ---------------------------------------------------------------- fast path
-if [ "${SLURM_UP_FORCE:-0}" != 1 ] && command -v sinfo >/dev/null 2>&1; then
+# (sinfo against a controller that is not running blocks ~10 s, hence the pgrep)
+if [ "${SLURM_UP_FORCE:-0}" != 1 ] && command -v sinfo >/dev/null 2>&1 \
+    && running slurmctld && running slurmd; then
     case "$(node_state)" in
         idle*|mixed*|allocated*|completing*)
             log "SLURM already up: $(sinfo -h -o '%P %a %D %T %G' | head -n1)"
@@ -100,18 +103,21 @@ chmod 0700 /etc/munge /var/lib/munge /var/log/munge
 chmod 0755 /run/munge
 chmod 0400 /etc/munge/munge.key
 
-if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-    if pgrep -x munged >/dev/null 2>&1; then
-        die "munged is running but munge -n | unmunge fails"
-    fi
+munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+if ! munge_ok && running munged; then
+    # a munged that is still starting up or shutting down
+    for _ in $(seq 1 20); do munge_ok && break; running munged || break; sleep 0.5; done
+    munge_ok || ! running munged || die "munged is running but 'munge -n | unmunge' fails"
+fi
+if ! munge_ok; then
     log "starting munged"
     rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock /run/munge/munged.pid
     runuser -u munge -- /usr/sbin/munged --force || die "munged failed to start"
     for _ in $(seq 1 50); do
-        munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break
+        munge_ok && break
         sleep 0.2
     done
-    munge -n | unmunge >/dev/null 2>&1 || die "munge credential round-trip fails after starting munged"
+    munge_ok || die "munge credential round-trip fails after starting munged"
 fi
 
 # ---------------------------------------------------------------- config
@@ -122,6 +128,7 @@ mem_total_mb=$(( $(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024 ))
 real_mem=$(( mem_total_mb * 9 / 10 ))
 [ "$real_mem" -ge 1024 ] || real_mem=1024
 def_mem=$(( real_mem / cpus ))
+[ "$def_mem" -le 2048 ] || def_mem=2048
 # Take the socket/core layout from slurmd -C when it agrees with nproc, so
 # slurmd does not log "Node configuration differs from hardware".
 topology="CPUs=$cpus"
@@ -129,8 +136,11 @@ hw=$(slurmd -C 2>/dev/null | head -n1 || true)
 if [ -n "$hw" ] && [ "$(sed -n 's/.* CPUs=\([0-9]*\).*/\1/p' <<<"$hw")" = "$cpus" ]; then
     topology=$(grep -o -E '(CPUs|Boards|SocketsPerBoard|CoresPerSocket|ThreadsPerCore)=[0-9]+' <<<"$hw" | tr '\n' ' ' | sed 's/ $//')
 fi
-[ "$def_mem" -le 2048 ] || def_mem=2048
 
+MARKER="# Written by .ci/slurm-up.sh"
+if [ -s "$CONF_DIR/slurm.conf" ] && ! grep -qF "$MARKER" "$CONF_DIR/slurm.conf"; then
+    die "$CONF_DIR/slurm.conf exists and was not written by this script; refusing to overwrite a real cluster's config"
+fi
 mkdir -p "$CONF_DIR" "$STATE_DIR/slurmctld" "$STATE_DIR/slurmd" "$LOG_DIR"
 
 new_conf=$(cat <<EOF
@@ -198,12 +208,22 @@ write_if_changed "$CONF_DIR/gres.conf" "$new_gres"
 write_if_changed "$CONF_DIR/cgroup.conf" "$new_cgroup"
 
 # ---------------------------------------------------------------- daemons
-if ! pgrep -x slurmctld >/dev/null 2>&1; then
+if [ "$changed" = 1 ] && { running slurmctld || running slurmd; }; then
+    # slurmd does not re-read gres.conf/node layout on reconfigure: restart both.
+    log "config changed while SLURM was running; stopping slurmctld/slurmd to restart them"
+    if running slurmctld; then
+        timeout 15 scontrol shutdown >/dev/null 2>&1 || true
+        for _ in $(seq 1 15); do { running slurmctld || running slurmd; } || break; sleep 1; done
+    fi
+    for d in slurmctld slurmd; do  # what is left (e.g. slurmd without a controller): by pid file
+        if running "$d" && [ -s "/run/$d.pid" ]; then kill "$(cat "/run/$d.pid")" 2>/dev/null || true; fi
+    done
+    for _ in $(seq 1 10); do { running slurmctld || running slurmd; } || break; sleep 1; done
+    { running slurmctld || running slurmd; } && die "could not stop the running slurmctld/slurmd"
+fi
+if ! running slurmctld; then
     log "starting slurmctld"
     slurmctld || die "slurmctld failed to start"
-elif [ "$changed" = 1 ]; then
-    log "config changed; scontrol reconfigure"
-    scontrol reconfigure || true
 fi
 for _ in $(seq 1 "$TIMEOUT"); do
     scontrol ping 2>/dev/null | grep -q 'is UP' && break
@@ -211,7 +231,7 @@ for _ in $(seq 1 "$TIMEOUT"); do
 done
 scontrol ping 2>/dev/null | grep -q 'is UP' || die "slurmctld does not answer 'scontrol ping'"
 
-if ! pgrep -x slurmd >/dev/null 2>&1; then
+if ! running slurmd; then
     log "starting slurmd -N $NODE"
     slurmd -N "$NODE" || die "slurmd failed to start"
 fi

@@ -175,7 +175,8 @@ class AffineAugmentation(nn.Module):
 
     def _uniform(self, n: int, n_samples: int, generator: torch.Generator | None) -> torch.Tensor:
         ref = next(self.parameters())
-        u = torch.rand((n_samples, n, len(self.names)), generator=generator, dtype=ref.dtype)
+        device = generator.device if generator is not None else ref.device
+        u = torch.rand((n_samples, n, len(self.names)), generator=generator, dtype=ref.dtype, device=device)
         return u.to(ref.device)
 
     def forward(
@@ -315,6 +316,8 @@ class AugerinoAffine(_ExpMapAffine):
             ]
         )
         raw = torch.as_tensor(init_raw, dtype=torch.get_default_dtype()).flatten()
+        if raw.numel() not in (1, 6):
+            raise ValueError(f"init_raw needs 1 or 6 values, got {raw.numel()}")
         self.raw_width = nn.Parameter(raw.expand(6).clone() if raw.numel() == 1 else raw.clone())
         unit = torch.ones(6)
         unit[:2] = self.trans_scale

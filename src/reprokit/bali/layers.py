@@ -150,23 +150,24 @@ class BaliLinear(nn.Module):
         xd = x.detach().to(self.stats_dtype)
         yd = y.detach().to(self.stats_dtype)
         s = beta * self.n_eff / x.shape[0]
-        self.psi_xx.mul_(1.0 - beta).add_(xd.mT @ xd, alpha=s)
-        self.psi_xy.mul_(1.0 - beta).add_(xd.mT @ yd, alpha=s)
-        self.psi_yy.mul_(1.0 - beta).add_(yd.mT @ yd, alpha=s)
+        # Psi <- (1 - beta) Psi + beta (N_eff / B) X^T Y, fused in place.
+        self.psi_xx.addmm_(xd.mT, xd, beta=1.0 - beta, alpha=s)
+        self.psi_xy.addmm_(xd.mT, yd, beta=1.0 - beta, alpha=s)
+        self.psi_yy.addmm_(yd.mT, yd, beta=1.0 - beta, alpha=s)
         self.recompute_posterior(b)
 
     @torch.no_grad()
     def recompute_posterior(self, b: float = 1.0) -> None:
         """Eq. 16 with X^T X ~ Psi_xx / b, X^T Y ~ Psi_xy / b, Y^T Y ~ Psi_yy / b; Sigma by Eq. 21 (M_0 = 0)."""
-        sd, dev = self.stats_dtype, self.psi_xx.device
-        eye_x = torch.eye(self.dx, dtype=sd, device=dev)
-        eye_y = torch.eye(self.dy, dtype=sd, device=dev)
-        prec = self.psi_xx / b + eye_x / self.prior_var_r  # R^{-1}              (16a)
+        prec = self.psi_xx / b
+        prec.diagonal().add_(1.0 / self.prior_var_r)  # R^{-1} = R_0^{-1} + X^T X     (16a)
         chol = safe_cholesky(prec, what="posterior precision R^-1")
         rhs = self.psi_xy / b  # R_0^{-1} M_0 + X^T Y with M_0 = 0
         s = solve_triangular(chol, rhs, upper=False)  # L^{-1} B
         mean = solve_triangular(chol.mT, s, upper=True)  # R B                   (16b)
-        u_mat = symmetrize(eye_y * self.prior_var_u + self.psi_yy / b - s.mT @ s)  # (16c)
+        u_mat = torch.addmm(self.psi_yy, s.mT, s, beta=1.0 / b, alpha=-1.0)  # Y^T Y - M^T R^{-1} M
+        u_mat.diagonal().add_(self.prior_var_u)  # + U_0                          (16c)
+        u_mat = symmetrize(u_mat)
         u_dof = self.u0 + self.n_eff  # (16d)
         sigma = u_mat / (u_dof + self.dy + 1)  # inverse-Wishart mode  (21)
         self.chol_prec.copy_(chol)
@@ -184,7 +185,7 @@ class BaliLinear(nn.Module):
 
     def row_cov(self) -> torch.Tensor:
         """R = (R^{-1})^{-1} from the stored Cholesky factor (for inspection and tests; not used in training)."""
-        return torch.cholesky_inverse(self.chol_prec)
+        return torch.cholesky_inverse(self.chol_prec).contiguous()
 
     def noise_cov(self) -> torch.Tensor:
         """Sigma (inverse-Wishart mode, Eq. 21); the prior mode before the first update."""

@@ -215,8 +215,12 @@ UCI_CLASSIFICATION = {
 SYNTHETIC = ("input_selection", "sines_trend", "sinc", "two_moons")
 
 
-@lru_cache(maxsize=1)
-def _build_specs() -> dict[str, DatasetSpec]:
+IMAGE_DATASETS = ("mnist", "fashion_mnist", "cifar10", "tinyimagenet")
+_NAMES = (*IMAGE_DATASETS, *UCI_REGRESSION, *UCI_CLASSIFICATION, *SYNTHETIC)
+
+
+def _image_specs() -> dict[str, DatasetSpec]:
+    # torchvision is imported only when an image dataset is first asked for (it is slow to import)
     from torchvision.datasets import CIFAR10, MNIST, FashionMNIST
 
     specs: dict[str, DatasetSpec] = {}
@@ -240,6 +244,11 @@ def _build_specs() -> dict[str, DatasetSpec]:
                 note="extracted tree: structure-only check (no published per-file checksums)"),
          Layout(_TINY_ZIP, (FileCheck(_TINY_ZIP, None, "md5", TINY_MD5),))),
         (TINY_URL,), loader="tiny", description="Tiny ImageNet 200, 100000 train / 10000 val (used as test), 3x64x64")
+    return specs
+
+
+def _table_specs() -> dict[str, DatasetSpec]:
+    specs: dict[str, DatasetSpec] = {}
     for key, (folder, n_splits) in UCI_REGRESSION.items():
         names = ["data.txt", "index_features.txt", "index_target.txt"]
         names += [f"index_{part}_{i}.txt" for i in range(n_splits) for part in ("train", "test")]
@@ -257,22 +266,21 @@ def _build_specs() -> dict[str, DatasetSpec]:
     return specs
 
 
-# Tests replace entries here (e.g. a file:// URL) with monkeypatch.setitem.
+# Filled lazily, one group at a time; tests replace entries (e.g. a local URL) with monkeypatch.setitem.
 _SPECS: dict[str, DatasetSpec] = {}
 
 
 def _spec(name: str) -> DatasetSpec:
-    if not _SPECS:
-        _SPECS.update(_build_specs())
-    if name not in _SPECS:
+    if name not in _NAMES:
         raise ValueError(f"unknown dataset '{name}'; valid names: {', '.join(dataset_names())}")
+    if name not in _SPECS:
+        for key, spec in (_image_specs() if name in IMAGE_DATASETS else _table_specs()).items():
+            _SPECS.setdefault(key, spec)
     return _SPECS[name]
 
 
 def dataset_names() -> list[str]:
-    if not _SPECS:
-        _SPECS.update(_build_specs())
-    return list(_SPECS)
+    return list(_NAMES)
 
 
 def dataset_info(name: str) -> DatasetSpec:

@@ -34,8 +34,6 @@ branch outputs exactly 0, so each block computes relu(skip(x)) and the network o
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn

@@ -16,6 +16,14 @@ an iterable (or param-group dicts) whose items are ``(param, assignment)`` pairs
 every ``step(k)`` with exactly torch's SGD/Adam semantics, their own scalar step count and an
 unscaled weight decay (they are fit on all chunks).
 
+State layout (for speed): a parameter whose entries span several partitions keeps its state
+tensors (``momentum_buffer``, ``exp_avg``, ``exp_avg_sq``) *flat and sorted by partition* (partition 1
+first, memory order within a partition), so partition k's state is one contiguous slice and a step
+costs one gather of the gradient, in-place math on that slice and one ``index_add_`` into the
+parameter, i.e. work proportional to the partition's size. Use ``state_in_param_layout(p, key)`` to
+see a state tensor in the parameter's shape. A parameter that lies in one partition only (always the
+case for C = 1) and shared parameters keep torch's layout and torch's exact op sequence.
+
 Weight decay (L2 added to the gradient, as torch's SGD/Adam) for partition k is ``wd * f_k`` with
 N = sum of chunk sizes and N_{1:k} = size of chunks 1..k (the data partition k is fit on):
 
@@ -61,13 +69,31 @@ def weight_decay_factors(chunk_sizes: Sequence[float] | None, num_partitions: in
     return out
 
 
+class _Layout:
+    """How one parameter's entries map to partitions; static, so computed once and cached.
+
+    ``slots[k]`` is None (no entry in partition k) or (off0, off1, idx) with idx either a
+    ``(start, stop)`` range of flat positions (contiguous block, e.g. per-partition affine rows) or a
+    long tensor of flat positions. Flat positions follow the parameter's memory order (``dims``
+    permutation), so channels_last weights work without copies.
+    """
+
+    __slots__ = ("dense", "dims", "perm", "slots", "device", "version", "shape")
+
+
+def _memory_order(p: torch.Tensor) -> tuple[int, ...]:
+    dims = tuple(sorted(range(p.ndim), key=lambda d: (-p.stride(d), d)))
+    if not p.permute(dims).is_contiguous():
+        raise ValueError(f"partitioned optimisers need a dense parameter, got strides {p.stride()}")
+    return dims
+
+
 class _PartitionedOptimizer(torch.optim.Optimizer):
-    """Shared plumbing: parameter/assignment bookkeeping, cached masks, weight-decay factors."""
+    """Shared plumbing: parameter/assignment bookkeeping, cached layouts, weight-decay factors."""
 
     def __init__(self, params, defaults, num_partitions, chunk_sizes, wd_scaling):
         self._assign: dict[torch.Tensor, torch.Tensor] = {}
-        # per param: list indexed by k (1..C) of True (all entries are k), False (none) or a bool mask
-        self._masks: dict[torch.Tensor, list] = {}
+        self._layouts: dict[torch.Tensor, _Layout] = {}
         if isinstance(params, PartitionedModel):
             if num_partitions is None:
                 num_partitions = params.num_partitions
@@ -82,13 +108,14 @@ class _PartitionedOptimizer(torch.optim.Optimizer):
             else:
                 num_partitions = 1
         self.num_partitions = int(num_partitions)
-        for p, a in self._assign.items():
-            if a.numel() and int(a.max()) > self.num_partitions:
-                raise ValueError(f"assignment ids exceed num_partitions={self.num_partitions}")
+        for a in self._assign.values():
+            if a.numel() and (int(a.max()) > self.num_partitions or int(a.min()) < 1):
+                raise ValueError(f"assignment ids must lie in 1..num_partitions={self.num_partitions}")
         self.chunk_sizes = None if chunk_sizes is None else [float(s) for s in chunk_sizes]
+        self._wd_cache: dict[str, list[float]] = {}
         for g in self.param_groups:  # validate early, not at the first step
             if g["weight_decay"] != 0:
-                weight_decay_factors(self.chunk_sizes, self.num_partitions, g["wd_scaling"])
+                self.weight_decay_factors(g["wd_scaling"])
 
     @staticmethod
     def _expand_model(pm: PartitionedModel) -> list:
@@ -122,19 +149,52 @@ class _PartitionedOptimizer(torch.optim.Optimizer):
     def weight_decay_factors(self, wd_scaling: str | None = None) -> list[float]:
         """Multipliers f_1..f_C (list index k-1) of the base weight decay for each partition."""
         ws = wd_scaling if wd_scaling is not None else self.defaults["wd_scaling"]
-        return weight_decay_factors(self.chunk_sizes, self.num_partitions, ws)
+        if ws not in self._wd_cache:
+            self._wd_cache[ws] = weight_decay_factors(self.chunk_sizes, self.num_partitions, ws)
+        return self._wd_cache[ws]
 
-    def _mask(self, p: torch.Tensor, k: int):
-        """True / False / bool mask of p's entries in partition k; cached because assignments are static."""
-        masks = self._masks.get(p)
-        if masks is None:
-            masks = self._masks[p] = [None] * (self.num_partitions + 1)
-        m = masks[k]
-        if m is None or (isinstance(m, torch.Tensor) and m.device != p.device):
-            eq = self._assign[p].to(p.device) == k
-            n = int(eq.sum())
-            m = masks[k] = True if n == eq.numel() else (False if n == 0 else eq)
-        return m
+    # -- layout -----------------------------------------------------------------------------------
+    def _layout(self, p: torch.Tensor) -> _Layout:
+        a = self._assign[p]
+        lay = self._layouts.get(p)
+        if lay is not None and lay.version == a._version and lay.device == p.device and lay.shape == p.shape:
+            return lay
+        lay = _Layout()
+        lay.version, lay.device, lay.shape = a._version, p.device, p.shape
+        flat = a.reshape(-1)
+        counts = torch.bincount(flat.to(torch.int64).cpu(), minlength=self.num_partitions + 1).tolist()
+        lay.slots = [None] * (self.num_partitions + 1)
+        present = [k for k in range(1, self.num_partitions + 1) if counts[k]]
+        lay.dense = len(present) == 1
+        if lay.dense:
+            lay.slots[present[0]] = True
+            lay.dims = lay.perm = None
+        else:
+            lay.dims = _memory_order(p)
+            flat = a.to(p.device).permute(lay.dims).reshape(-1)
+            lay.perm = torch.sort(flat.to(torch.int16), stable=True).indices
+            off = 0
+            for k in range(1, self.num_partitions + 1):
+                n = counts[k]
+                if n:
+                    idx = lay.perm[off:off + n]
+                    first, last = int(idx[0]), int(idx[-1])
+                    lay.slots[k] = (off, off + n, (first, last + 1) if last - first + 1 == n else idx)
+                off += n
+        self._layouts[p] = lay
+        return lay
+
+    def state_in_param_layout(self, p: torch.Tensor, key: str) -> torch.Tensor:
+        """State tensor ``key`` of ``p`` rearranged into ``p``'s shape (for inspection and tests)."""
+        value = self.state[p][key]
+        if key == "step" or p not in self._assign or self._layout(p).dense:
+            return value
+        lay = self._layout(p)
+        out = torch.empty_like(value)
+        out[lay.perm] = value
+        permuted_shape = [p.shape[d] for d in lay.dims]
+        inverse = [lay.dims.index(d) for d in range(p.ndim)]
+        return out.reshape(permuted_shape).permute(inverse)
 
     def _check_k(self, k) -> int:
         if k is None:
@@ -144,22 +204,41 @@ class _PartitionedOptimizer(torch.optim.Optimizer):
             raise ValueError(f"partition index must be in 1..{self.num_partitions}, got {k}")
         return k
 
-    def _slots(self, group, k):
-        """Yield (param, grad, mask, step-index, weight decay) for params to update at partition k."""
+    def _params_for(self, group, k):
+        """Yield (param, slot, step index, n_steps, weight decay) for params to update at partition k.
+
+        slot is True for the dense path (torch layout), else (off0, off1, idx).
+        """
         wd = group["weight_decay"]
-        factors = weight_decay_factors(self.chunk_sizes, self.num_partitions, group["wd_scaling"]) if wd else None
+        factors = self.weight_decay_factors(group["wd_scaling"]) if wd else None
         for p in group["params"]:
             if p.grad is None:
                 continue
             if p.grad.is_sparse:
                 raise RuntimeError("sparse gradients are not supported")
             if p in self._assign:
-                m = self._mask(p, k)
-                if m is False:
+                slot = self._layout(p).slots[k]
+                if slot is None:
                     continue
-                yield p, p.grad, m, k - 1, (wd * factors[k - 1] if wd else 0.0), self.num_partitions
+                yield p, slot, k - 1, self.num_partitions, (wd * factors[k - 1] if wd else 0.0)
             else:
-                yield p, p.grad, True, 0, wd, 1
+                yield p, True, 0, 1, wd
+
+    def _flat(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Flat (memory-order) views of the parameter and its gradient."""
+        dims = self._layouts[p].dims
+        return p.permute(dims).view(-1), p.grad.permute(dims).reshape(-1)
+
+    @staticmethod
+    def _gather(flat: torch.Tensor, idx) -> torch.Tensor:
+        return flat[idx[0]:idx[1]] if isinstance(idx, tuple) else flat.index_select(0, idx)
+
+    @staticmethod
+    def _apply(pflat: torch.Tensor, idx, update: torch.Tensor, alpha: float) -> None:
+        if isinstance(idx, tuple):
+            pflat[idx[0]:idx[1]].add_(update, alpha=alpha)
+        else:
+            pflat.index_add_(0, idx, update, alpha=alpha)
 
 
 class PartitionedSGD(_PartitionedOptimizer):
@@ -198,31 +277,38 @@ class PartitionedSGD(_PartitionedOptimizer):
                 loss = closure()
         for group in self.param_groups:
             lr, mom, damp, nest = group["lr"], group["momentum"], group["dampening"], group["nesterov"]
-            for p, g, m, si, wd, nsteps in self._slots(group, k):
+            for p, slot, si, nsteps, wd in self._params_for(group, k):
                 state = self.state[p]
                 if "step" not in state:
                     state["step"] = torch.zeros(nsteps, dtype=torch.float32)
+                    if mom and slot is not True:
+                        state["momentum_buffer"] = torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
                 first = bool(state["step"][si] == 0)
                 state["step"][si] += 1
-                if wd:
-                    g = g.add(p, alpha=wd)
-                if mom:
-                    buf = state.get("momentum_buffer")
-                    if m is True:
+                if slot is True:  # torch's single-tensor SGD
+                    g = p.grad if not wd else p.grad.add(p, alpha=wd)
+                    if mom:
+                        buf = state.get("momentum_buffer")
                         if buf is None or first:
                             buf = state["momentum_buffer"] = g.detach().clone()
                         else:
                             buf.mul_(mom).add_(g, alpha=1 - damp)
-                    else:
-                        if buf is None:
-                            buf = torch.zeros_like(p, memory_format=torch.preserve_format)
-                        new = g if first else torch.add(buf * mom, g, alpha=1 - damp)
-                        buf = state["momentum_buffer"] = torch.where(m, new, buf)
-                    g = g.add(buf, alpha=mom) if nest else buf
-                if m is True:
+                        g = g.add(buf, alpha=mom) if nest else buf
                     p.add_(g, alpha=-lr)
-                else:
-                    p.add_(torch.where(m, g, 0.0), alpha=-lr)
+                    continue
+                off0, off1, idx = slot
+                pflat, gflat = self._flat(p)
+                g = self._gather(gflat, idx)
+                if wd:
+                    g = g.add(self._gather(pflat, idx), alpha=wd)
+                if mom:
+                    buf = state["momentum_buffer"][off0:off1]
+                    if first:
+                        buf.copy_(g)
+                    else:
+                        buf.mul_(mom).add_(g, alpha=1 - damp)
+                    g = g.add(buf, alpha=mom) if nest else buf
+                self._apply(pflat, idx, g, -lr)
         return loss
 
 
@@ -260,30 +346,38 @@ class PartitionedAdam(_PartitionedOptimizer):
                 loss = closure()
         for group in self.param_groups:
             lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
-            for p, g, m, si, wd, nsteps in self._slots(group, k):
+            for p, slot, si, nsteps, wd in self._params_for(group, k):
                 state = self.state[p]
                 if "step" not in state:
                     state["step"] = torch.zeros(nsteps, dtype=torch.float32)
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    if slot is True:
+                        state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    else:
+                        state["exp_avg"] = torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
+                        state["exp_avg_sq"] = torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
                 state["step"][si] += 1
                 step = float(state["step"][si])
-                if wd:
-                    g = g.add(p, alpha=wd)
                 bc1 = 1 - b1**step
                 bc2_sqrt = (1 - b2**step) ** 0.5
                 step_size = lr / bc1
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                if m is True:  # same op sequence as torch's single-tensor Adam
+                if slot is True:  # same op sequence as torch's single-tensor Adam
+                    g = p.grad if not wd else p.grad.add(p, alpha=wd)
+                    exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                     exp_avg.lerp_(g, 1 - b1)
                     exp_avg_sq.mul_(b2).addcmul_(g, g, value=1 - b2)
                     denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
                     p.addcdiv_(exp_avg, denom, value=-step_size)
-                else:
-                    new_avg = torch.lerp(exp_avg, g, 1 - b1)
-                    new_sq = (exp_avg_sq * b2).addcmul_(g, g, value=1 - b2)
-                    state["exp_avg"] = torch.where(m, new_avg, exp_avg)
-                    state["exp_avg_sq"] = torch.where(m, new_sq, exp_avg_sq)
-                    denom = (new_sq.sqrt() / bc2_sqrt).add_(eps)
-                    p.add_(torch.where(m, new_avg / denom, 0.0), alpha=-step_size)
+                    continue
+                off0, off1, idx = slot
+                pflat, gflat = self._flat(p)
+                g = self._gather(gflat, idx)
+                if wd:
+                    g = g.add(self._gather(pflat, idx), alpha=wd)
+                exp_avg = state["exp_avg"][off0:off1]
+                exp_avg_sq = state["exp_avg_sq"][off0:off1]
+                exp_avg.lerp_(g, 1 - b1)
+                exp_avg_sq.mul_(b2).addcmul_(g, g, value=1 - b2)
+                denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+                self._apply(pflat, idx, exp_avg / denom, -step_size)
         return loss

@@ -7,6 +7,8 @@ reads the effective value of the current subnetwork:
 * nn.Linear / nn.Conv{1,2,3}d ``weight`` and ``bias`` (element-wise partitions, App. C):
   ``effective = where(assign <= k, w, w_default)`` with ``w_default`` the value at wrap time
   (``default="init"``, stored as a buffer) or 0 (``default="zero"``, no extra memory, App. D).
+  Memory: a uint8 assignment per entry, plus (C-1) cached float masks (``cache_masks=False`` drops
+  them and recomputes per forward) and, for ``init``, one copy of the initial values.
 * Normalisation affines (nn.GroupNorm / BatchNorm* / LayerNorm / InstanceNorm*) and the FixUp
   scalars `reprokit.models.layers.Scale` / `Bias` (per-partition vectors, App. I.2): the parameter is
   replaced by a (C, *shape) tensor whose row i-1 belongs to partition i; subnetwork k uses the product
@@ -65,10 +67,13 @@ class _SubnetState:
 class ElementwisePartition(nn.Module):
     """Parametrization ``w -> where(assign <= k, w, default)`` for one weight or bias tensor.
 
-    Boolean masks for k = 1..C-1 are cached as non-persistent buffers (they follow ``.to()`` but stay
-    out of the state dict); k = C returns ``w`` itself and k = 0 the default, so neither needs a mask.
-    ``mask_shape`` lets node partitioning cache a broadcastable (rows, 1, ...) mask instead of a full
-    one, which is cheaper in memory and in the ``where``.
+    Implemented as ``lerp(default, w, mask_k)`` (``w * mask_k`` for zero defaults) with a cached
+    0/1 *float* mask per k = 1..C-1: torch's lerp is exact for weights 0 and 1 (it switches formula
+    at 0.5), its gradient w.r.t. ``w`` is exactly ``mask_k * grad``, and on CPU it is an order of
+    magnitude faster than ``torch.where`` with a bool condition. Masks are non-persistent buffers
+    (they follow ``.to()`` and dtype casts, stay out of the state dict). k = C returns ``w`` itself and
+    k = 0 the default, so neither needs a mask. ``mask_shape`` lets node partitioning cache a
+    broadcastable (rows, 1, ...) mask instead of a full one.
     """
 
     def __init__(
@@ -77,6 +82,7 @@ class ElementwisePartition(nn.Module):
         state: _SubnetState,
         default: str,
         init_value: torch.Tensor | None,
+        dtype: torch.dtype,
         mask_shape: torch.Size | None = None,
         cache_masks: bool = True,
     ):
@@ -93,27 +99,32 @@ class ElementwisePartition(nn.Module):
         self._mask_names = [None] + [f"mask{k}" for k in range(1, state.num_partitions)]
         if cache_masks:
             for k in range(1, state.num_partitions):
-                self.register_buffer(self._mask_names[k], self._make_mask(k), persistent=False)
+                self.register_buffer(self._mask_names[k], self._make_mask(k, dtype), persistent=False)
 
-    def _make_mask(self, k: int) -> torch.Tensor:
+    def _make_mask(self, k: int, dtype: torch.dtype) -> torch.Tensor:
         a = self.assign
         if self._mask_shape is not None:
             a = a[(slice(None),) + (slice(0, 1),) * (a.ndim - 1)].reshape(self._mask_shape)
-        return a <= k
+        return (a <= k).to(dtype)
 
-    def _default_value(self, w: torch.Tensor) -> torch.Tensor:
-        return self.default if self.default is not None else torch.zeros_like(w)
+    def _load_from_state_dict(self, *args, **kwargs):
+        # loading may bring different assignments; the cached masks are derived data, so rebuild them
+        super()._load_from_state_dict(*args, **kwargs)
+        if self._cache:
+            for k in range(1, self._state.num_partitions):
+                name = self._mask_names[k]
+                self._buffers[name] = self._make_mask(k, self._buffers[name].dtype)
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         k = self._state.k
         if k >= self._state.num_partitions:
             return w
         if k <= 0:
-            return self._default_value(w)
-        mask = self._buffers[self._mask_names[k]] if self._cache else self._make_mask(k)
+            return self.default if self.default is not None else torch.zeros_like(w)
+        mask = self._buffers[self._mask_names[k]] if self._cache else self._make_mask(k, w.dtype)
         if self.default is not None:
-            return torch.where(mask, w, self.default)
-        return torch.where(mask, w, 0.0)
+            return torch.lerp(self.default, w, mask)
+        return w * mask
 
 
 class AffinePartition(nn.Module):
@@ -272,8 +283,8 @@ def partition(
             it would leak information from later chunks into earlier subnetworks.
         assignments: optional explicit uint8 assignments (ids 1..C) for element-wise parameters,
             keyed by name in the unwrapped model; overrides the scheme for those tensors.
-        cache_masks: cache one bool mask per k and tensor (C-1 bytes per entry) instead of
-            recomputing ``assign <= k`` on every forward.
+        cache_masks: cache one float 0/1 mask per k < C and tensor (C-1 floats per entry, fewer for
+            node partitioning) instead of recomputing ``assign <= k`` on every forward.
 
     Parameters with ``requires_grad=False`` are constants and are left untouched.
     """
@@ -346,7 +357,7 @@ def partition(
             else:
                 a = random_weight_assignment(p.shape, props.tolist(), gen)
             par = ElementwisePartition(a.to(p.device), state, default, p if default == "init" else None,
-                                       mask_shape=mask_shape, cache_masks=cache_masks)
+                                       dtype=p.dtype, mask_shape=mask_shape, cache_masks=cache_masks)
             parametrize.register_parametrization(module, pname, par)
         else:
             par = AffinePartition(kind, state, default, p)

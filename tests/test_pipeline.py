@@ -1,0 +1,137 @@
+"""End to end through Snakemake on a copy of the workflow: DAG speed, config errors, Fig. 2 at test
+scale, the report, one-cell re-runs, and SIGTERM/resume of a real cell through the CLI."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def make_workdir(tmp_path: Path, **overrides) -> Path:
+    work = tmp_path / "wf"
+    work.mkdir()
+    shutil.copy(REPO / "Snakefile", work / "Snakefile")
+    shutil.copytree(REPO / "workflow", work / "workflow", ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+    shutil.copytree(REPO / "config", work / "config")
+    cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    cfg["data"]["mirrors"] = [str(SHARED_DATA)]
+    for key, value in overrides.items():
+        cfg[key] = value
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return work
+
+
+def snakemake(work: Path, *args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_paper_scale_dag_builds_fast(tmp_path):
+    work = make_workdir(tmp_path)
+    t0 = time.monotonic()
+    res = snakemake(work, "-n", "--quiet", "--config", "scale=paper")
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert elapsed < 10, f"paper-scale DAG took {elapsed:.1f} s"
+
+
+def test_misspelled_key_fails_before_any_job(tmp_path):
+    work = make_workdir(tmp_path)
+    cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    cfg["experiments"]["fig2a"]["settings"]["bach_size"] = 3
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    res = snakemake(work, "-n", "--config", "scale=test")
+    assert res.returncode != 0
+    assert "bach_size" in res.stderr
+    assert not (work / "results").exists()
+
+
+def test_cell_outside_grid_is_named(tmp_path):
+    work = make_workdir(tmp_path)
+    res = snakemake(work, "-n", "--config", "scale=test", "results/test/fig2a/method~partitioned/n_inputs~7/seed~0/metrics.json")
+    assert res.returncode != 0
+    assert "n_inputs='7'" in res.stderr
+
+
+@pytest.mark.slow
+def test_fig2_at_test_scale_end_to_end(tmp_path):
+    work = make_workdir(tmp_path)
+    res = snakemake(work, "--cores", "2", "--config", "scale=test", "figures/fig2.pdf")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert (work / "figures" / "fig2.pdf").stat().st_size > 1000
+    assert (work / "figures" / "fig2.png").stat().st_size > 1000
+    table = (work / "results" / "test" / "fig2a.csv").read_text().splitlines()
+    assert len(table) == 1 + 2 * 3  # header + methods x n_inputs at test scale
+    metrics = json.loads((work / "results/test/fig2a/method~partitioned/n_inputs~15/seed~0/metrics.json").read_text())
+    assert metrics["status"] == "completed" and metrics["scale"] == "test"
+    assert {"lml", "train_acc", "test_acc", "train_ll", "test_ll"} <= set(metrics["metrics"])
+    # re-running one cell: ask for its file
+    cell = "results/test/fig2a/method~laplace/n_inputs~1/seed~0/metrics.json"
+    before = json.loads((work / cell).read_text())
+    res = snakemake(work, "--cores", "1", "--config", "scale=test", "--forcerun", "cell", "--allowed-rules", "cell", "--", cell)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "1 of 1 steps" in res.stderr or "(100%) done" in res.stderr
+    after = json.loads((work / cell).read_text())
+    assert after["metrics"] == before["metrics"]  # the same cell run twice gives identical metrics
+    # the report holds the figure
+    res = snakemake(work, "--config", "scale=test", "--report", "report.html")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (work / "report.html").stat().st_size > 10000
+
+
+def _cell_args(work: Path, out: Path, ckpt: Path, n_steps: int):
+    sys.path.insert(0, str(REPO / "src"))
+    from reprokit.config import experiment
+
+    cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    cfg["experiments"]["fig2a"]["scales"]["test"]["settings"]["n_steps"] = n_steps
+    cell = experiment(cfg, "fig2a", "test").parse("method~partitioned/n_inputs~15/seed~0")
+    ctx = {"mirrors": [str(SHARED_DATA)], "cache_dir": None, "variants_dir": str(work / "variants"), "download": False}
+    return ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--out", str(out),
+            "--checkpoint", str(ckpt), "--checkpoint-every", "25"], cell
+
+
+@pytest.mark.slow
+def test_sigterm_then_restart_gives_bit_identical_metrics(tmp_path):
+    from reprokit.cell import main as cell_main
+    from reprokit.data import variants
+
+    work = make_workdir(tmp_path)
+    ref_out, ckpt = tmp_path / "ref", tmp_path / "ckpt" / "c.pt"
+    args, cell = _cell_args(work, ref_out, ckpt, n_steps=1500)
+    dataset, filename = ("input_selection", variants.variant_filename(
+        "chunks", n=cell.settings["n_train"], proportions=cell.settings["chunk_proportions"], seed=0))
+    vpath = work / "variants" / dataset / filename
+    variants.build_variant(dataset, filename, vpath, [str(SHARED_DATA)])
+    assert cell_main(args) == 0
+    ref = json.loads((ref_out / "metrics.json").read_text())
+
+    out = tmp_path / "killed"
+    args, _ = _cell_args(work, out, ckpt, n_steps=1500)
+    proc = subprocess.Popen([sys.executable, "-m", "reprokit.cell", *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not ckpt.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ckpt.exists(), "no checkpoint appeared"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert not (out / "metrics.json").exists()
+    assert ckpt.exists()
+    res = subprocess.run([sys.executable, "-m", "reprokit.cell", *args], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert resumed["resumed_from_step"] > 0
+    assert resumed["metrics"] == ref["metrics"]
+    assert (out / "curve.csv").read_text() == (ref_out / "curve.csv").read_text()
+    assert not ckpt.exists()
