@@ -73,10 +73,11 @@ if [ "$need_install" = 1 ]; then
         created_policy=1
     fi
     pkgs=(slurm-wlm munge)
-    if ! apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/tmp/slurm-up-apt.log 2>&1; then
+    apt=(apt-get -y -q -o DPkg::Lock::Timeout=180)  # wait for another apt/dpkg instead of failing
+    if ! "${apt[@]}" install --no-install-recommends "${pkgs[@]}" >/tmp/slurm-up-apt.log 2>&1; then
         log "apt-get install failed; running apt-get update and retrying"
-        apt-get update -q >>/tmp/slurm-up-apt.log 2>&1 || true
-        if ! apt-get install -y -q --no-install-recommends "${pkgs[@]}" >>/tmp/slurm-up-apt.log 2>&1; then
+        "${apt[@]}" update >>/tmp/slurm-up-apt.log 2>&1 || true
+        if ! "${apt[@]}" install --no-install-recommends "${pkgs[@]}" >>/tmp/slurm-up-apt.log 2>&1; then
             [ "$created_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
             tail -n 20 /tmp/slurm-up-apt.log >&2 || true
             die "apt-get install ${pkgs[*]} failed (full log: /tmp/slurm-up-apt.log)"

@@ -6,15 +6,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprokit.config import ConfigError, experiment, format_value, validate_config
+from reprokit.config import ConfigError, experiment, format_value, load_config, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
+CONFIG_FILES = [REPO / "config" / f for f in ("config.yaml", "partitioned.yaml", "bali.yaml")]
+
+
 @pytest.fixture
 def config():
-    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    return load_config(CONFIG_FILES, SCHEMA)
 
 
 def test_shipped_config_is_valid(config):
@@ -45,6 +48,13 @@ def test_unknown_axis_in_scale_override_is_named(config):
     bad = copy.deepcopy(config)
     bad["experiments"]["fig2a"]["scales"]["quick"]["grid"]["seeds"] = [0]
     with pytest.raises(ConfigError, match="seeds"):
+        validate_config(bad, SCHEMA)
+
+
+def test_unknown_kind_is_named(config):
+    bad = copy.deepcopy(config)
+    bad["experiments"]["fig2a"]["kind"] = "input_selektion"
+    with pytest.raises(ConfigError, match="input_selektion"):
         validate_config(bad, SCHEMA)
 
 

@@ -227,3 +227,24 @@ def test_matches_one_torch_optimizer_per_partition(kind, channels_last):
         refs[k - 1].step()
         for rp, (p, _) in zip(ref_params, pm.partitioned_parameters()):
             torch.testing.assert_close(p.detach(), rp.detach(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_cuda_matches_cpu(kind):
+    results = []
+    for device in ("cpu", "cuda"):
+        pm = partition(net(), [0.5, 0.3, 0.2], seed=1).to(device)
+        if kind == "adam":
+            opt = PartitionedAdam(pm, lr=0.01, weight_decay=1e-2, chunk_sizes=[5, 3, 2])
+        else:
+            opt = PartitionedSGD(pm, lr=0.05, momentum=0.9, weight_decay=1e-2, chunk_sizes=[5, 3, 2])
+        x, y = X.to(device), Y.to(device)
+        for k in [1, 2, 3, 1, 1, 2]:
+            opt.zero_grad()
+            with pm.subnetwork(k):
+                (pm(x) - y).pow(2).mean().backward()
+            opt.step(k)
+        results.append([p.detach().cpu() for p, _ in pm.partitioned_parameters()])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -63,6 +63,11 @@ def test_deterministic_and_checkpointable():
         ka, ia = a.param_step(8)
         kb, ib = b.param_step(8)
         assert ka == kb and torch.equal(ia, ib)
+    c = PartitionSchedule(torch.as_tensor(ids), generator=torch.Generator().manual_seed(5))  # torch ids too
+    d = PartitionSchedule(ids, generator=torch.Generator().manual_seed(5))
+    kc, ic = c.param_step(8)
+    kd, i_d = d.param_step(8)
+    assert kc == kd and torch.equal(ic, i_d)
     state = a.state_dict()
     run1 = [a.param_step(8) for _ in range(3)] + [a.hyper_step(8)]
     a.load_state_dict(state)

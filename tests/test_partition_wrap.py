@@ -247,7 +247,24 @@ def test_state_dict_and_deepcopy_roundtrip():
         with pm.subnetwork(k), other.subnetwork(k):
             torch.testing.assert_close(other(X), pm(X), rtol=0, atol=0)
     clone = copy.deepcopy(pm)
+    ids = {id(p) for p, _ in pm.partitioned_parameters()}
+    assert not ids & {id(p) for p, _ in clone.partitioned_parameters()}  # the copy owns its parameters
     clone.set_subnetwork(1)
     assert pm.current_subnetwork == C  # the copy has its own subnetwork state
     with pm.subnetwork(1):
         torch.testing.assert_close(clone(X), pm(X), rtol=0, atol=0)
+
+
+def test_dtype_cast_keeps_masks_consistent():
+    pm, _ = make()
+    pm.double()
+    x = X.double()
+    with pm.subnetwork(1):
+        before = pm(x)
+    assert before.dtype == torch.float64
+    perturb_double = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p, a in pm.partitioned_parameters():
+            p.add_(torch.where(a > 1, torch.randn(p.shape, generator=perturb_double, dtype=p.dtype), 0.0))
+    with pm.subnetwork(1):
+        torch.testing.assert_close(pm(x), before, rtol=0, atol=0)

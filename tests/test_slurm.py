@@ -56,7 +56,8 @@ PLACEHOLDER = "CHANGE_ME"
 # ----------------------------------------------------------------- helpers
 
 
-def _sh(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+def _sh(cmd: list[str], timeout: float = 90) -> subprocess.CompletedProcess:
+    # generous: slurmctld answers slowly when the 2 cores are busy
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -70,7 +71,7 @@ def _local_node_state() -> str:
     if shutil.which("sinfo") is None or not _local_controller_running():
         return ""
     try:
-        r = _sh(["sinfo", "-h", "-N", "-n", LOCAL_NODE, "-p", LOCAL_PARTITION, "-o", "%T"], timeout=20)
+        r = _sh(["sinfo", "-h", "-N", "-n", LOCAL_NODE, "-p", LOCAL_PARTITION, "-o", "%T"], timeout=60)
     except subprocess.TimeoutExpired:
         return ""
     return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else ""
@@ -250,7 +251,10 @@ def _check_slurm_run(rc: int, log: str) -> dict[str, str]:
         return submitted
     except BaseException:
         if run_id:  # never leave jobs of a failed run behind
-            _sh(["scancel", "--name", run_id.group(1)])
+            try:
+                _sh(["scancel", "--name", run_id.group(1)], timeout=30)
+            except Exception:
+                pass
         raise
 
 

@@ -167,6 +167,19 @@ class ExperimentGrid:
         return self.make_cell(coords)
 
 
+def unavailable_cells(grid: ExperimentGrid, is_available) -> dict[str, list[str]]:
+    """{cell.rel_dir: [missing datasets]} for cells whose data `is_available(name)` denies.
+
+    Decided before any job runs; such cells are not scheduled and appear as n/a in tables.
+    """
+    out = {}
+    for cell in grid.cells():
+        missing = [d for d in cell.datasets if not is_available(d)]
+        if missing:
+            out[cell.rel_dir] = missing
+    return out
+
+
 def experiment(config: dict, name: str, scale: str) -> ExperimentGrid:
     experiments = config.get("experiments", {})
     if name not in experiments:
@@ -174,33 +187,73 @@ def experiment(config: dict, name: str, scale: str) -> ExperimentGrid:
     return ExperimentGrid(name, experiments[name], scale)
 
 
-def load_config(path: str | Path, schema_path: str | Path, overrides: dict | None = None) -> dict:
-    """Load YAML, apply overrides and validate against the schema (used outside Snakemake)."""
+def load_config(paths, schema_path: str | Path, overrides: dict | None = None) -> dict:
+    """Load and merge YAML files (later files override earlier), apply overrides, validate.
+
+    Used outside Snakemake (tests, notebooks); the Snakefile merges the same files itself.
+    """
     import yaml
 
-    with open(path) as f:
-        config = yaml.safe_load(f)
+    config: dict = {}
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        with open(path) as f:
+            config = deep_merge(config, yaml.safe_load(f) or {})
     config = deep_merge(config, overrides or {})
     validate_config(config, schema_path)
     return config
 
 
+def _first_error(validator, instance, prefix: str):
+    import jsonschema
+
+    errors = list(validator.iter_errors(instance))
+    if not errors:
+        return None
+    err = jsonschema.exceptions.best_match(errors)
+    where = ".".join([prefix, *map(str, err.absolute_path)]).strip(".") or "(top level)"
+    return f"config error at '{where}': {err.message}"
+
+
 def validate_config(config: dict, schema_path: str | Path) -> None:
     """Validate against the JSON schema; raise one ConfigError naming the bad key or value.
 
-    The schema lives with the workflow (workflow/schemas/); the package only applies it.
+    The top-level schema fixes the structure; each experiment's settings and grid axes are checked
+    against `kinds/<kind>.schema.yaml` beside it. The schemas live with the workflow
+    (workflow/schemas/); the package only applies them.
     """
     import jsonschema
     import yaml
 
+    schema_path = Path(schema_path)
     with open(schema_path) as f:
         schema = yaml.safe_load(f)
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        err = jsonschema.exceptions.best_match(errors)
-        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise ConfigError(f"config error at '{where}': {err.message}")
+    message = _first_error(jsonschema.Draft202012Validator(schema), config, "")
+    if message:
+        raise ConfigError(message)
+    for name, spec in config.get("experiments", {}).items():
+        kind_file = schema_path.parent / "kinds" / f"{spec['kind']}.schema.yaml"
+        if not kind_file.exists():
+            raise ConfigError(f"config error at 'experiments.{name}.kind': no experiment kind '{spec['kind']}' "
+                              f"(no schema {kind_file})")
+        with open(kind_file) as f:
+            kind = yaml.safe_load(f)
+        settings_validator = jsonschema.Draft202012Validator(kind["settings"])
+        blocks = [(f"experiments.{name}.settings", spec.get("settings", {}), spec.get("grid", {}))]
+        for scale, override in (spec.get("scales") or {}).items():
+            blocks.append((f"experiments.{name}.scales.{scale}.settings", (override or {}).get("settings", {}) or {},
+                           (override or {}).get("grid", {}) or {}))
+        for prefix, settings, grid in blocks:
+            message = _first_error(settings_validator, settings, prefix)
+            if message:
+                raise ConfigError(message)
+            for axis in grid:
+                if axis not in kind["axes"]:
+                    raise ConfigError(f"config error at '{prefix.rsplit('.', 1)[0]}.grid.{axis}': axis '{axis}' is not "
+                                      f"one of {', '.join(kind['axes'])} for kind '{spec['kind']}'")
+    for name, art in config.get("artefacts", {}).items():
+        for exp in art["experiments"]:
+            if exp not in config.get("experiments", {}):
+                raise ConfigError(f"config error at 'artefacts.{name}.experiments': no experiment '{exp}'")
     scale = config.get("scale", "quick")
     for name in config.get("experiments", {}):
         ExperimentGrid(name, config["experiments"][name], scale)  # axis names, ranges

@@ -55,7 +55,7 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label):
     return best
 
 
-fig, axes = plt.subplots(2, 3, figsize=(12, 6), sharex="col")
+fig, axes = plt.subplots(2, 3, figsize=(12, 6))
 part = a[(a.method == "partitioned") & (a.status == "completed")]
 lap = a[(a.method == "laplace") & (a.status == "completed")]
 peak_part = panel(axes[0, 0], axes[1, 0], part, "lml", "Partitioned", "LML estimate")
@@ -78,9 +78,10 @@ axes[1, 2].set_xlabel("input mask element")
 axes[1, 2].set_ylabel("final keep probability")
 axes[1, 2].set_title("Final mask (mean over seeds)")
 
-note = (style.provenance(a, "synthetic input-selection task (Lyle et al. 2020), 30 inputs, label y in {0,1}, "
-                         "features use y in {-1,+1}")
-        + f"; LML peak K={peak_part:g}, Laplace peak K={peak_lap:g}; fig2b kept inputs (seed 0): "
-        + str(b["kept_inputs"].iloc[0] if len(b) else "n/a"))
+kept = sorted({int(i) for row in b["kept_inputs"].dropna().astype(str) for i in row.split()})
+note = (style.provenance(a, f"synthetic input selection (Lyle et al. 2020): {int(a['n_train'].iloc[0])} train / "
+                         f"{int(a['n_test'].iloc[0])} test, 30 inputs, label y in {{0,1}} enters the features as 2y-1")
+        + f"; LML peak K={peak_part:g}, Laplace peak K={peak_lap:g}; (b) inputs kept (p>0.5) in any seed: "
+        + (f"{kept[0]}..{kept[-1]} ({len(kept)})" if kept else "none"))
 fig.tight_layout(rect=(0, 0.03, 1, 1))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

@@ -3,12 +3,13 @@ import json
 import shlex
 from pathlib import Path
 
-from reprokit.config import ConfigError, experiment, format_value, validate_config
+from reprokit.config import ConfigError, experiment, validate_config
+from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data import registry
 from reprokit.experiments import kind_module, variant_path
 
 try:
-    validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+    validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
@@ -64,12 +65,7 @@ def cell_dir(cell):
 
 
 def unavailable_cells(name, scale):
-    out = {}
-    for cell in grid(name, scale).cells():
-        missing = [d for d in cell.datasets if not dataset_available(d)]
-        if missing:
-            out[cell.rel_dir] = missing
-    return out
+    return find_unavailable(grid(name, scale), dataset_available)
 
 
 def available_cell_outputs(name, scale):
@@ -82,4 +78,5 @@ def experiment_csv(name):
 
 
 def all_artefact_outputs():
+    # every artefact in every declared format
     return [f"figures/{name}.{ext}" for name, spec in config["artefacts"].items() for ext in spec["outputs"]]

@@ -45,6 +45,7 @@ __all__ = [
     "apply_variants",
     "build_variant",
     "chunk_assignment",
+    "chunk_counts",
     "dirichlet_client_split",
     "load_variant",
     "parse_variant_filename",

@@ -1,6 +1,6 @@
 """Experiment kinds: how one grid cell's settings become data + model + method for the loop.
 
-Each kind module exposes
+Each kind is a module of this package (its name is the config's `kind`) and exposes
   required_variants(cell) -> dict[name, (dataset, variant_filename)]   (files the pipeline builds first)
   build(cell, ctx) -> Run                                               (method + loop settings)
 """
@@ -13,9 +13,10 @@ from pathlib import Path
 
 from ..methods.base import Method
 
-KINDS = {
-    "input_selection": "reprokit.experiments.input_selection",
-}
+def kind_names() -> list[str]:
+    import pkgutil
+
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 @dataclass
@@ -43,9 +44,10 @@ class Run:
 
 
 def kind_module(kind: str):
-    if kind not in KINDS:
-        raise ValueError(f"experiment kind '{kind}' unknown (valid: {', '.join(sorted(KINDS))})")
-    return importlib.import_module(KINDS[kind])
+    """The module `reprokit.experiments.<kind>` (one per experiment kind)."""
+    if kind not in kind_names():
+        raise ValueError(f"experiment kind '{kind}' unknown (valid: {', '.join(kind_names())})")
+    return importlib.import_module(f"{__name__}.{kind}")
 
 
 def variant_path(variants_dir: str | Path, dataset: str, filename: str) -> Path:

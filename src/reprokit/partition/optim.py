@@ -38,7 +38,7 @@ N = sum of chunk sizes and N_{1:k} = size of chunks 1..k (the data partition k i
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -43,7 +43,10 @@ class PartitionSchedule:
 
     def __init__(self, chunk_ids, proportions: Sequence[float] | None = None,
                  generator: torch.Generator | int | None = None, num_chunks: int | None = None):
-        ids = torch.as_tensor(np.asarray(chunk_ids)).to(torch.int64).reshape(-1)
+        if isinstance(chunk_ids, torch.Tensor):
+            ids = chunk_ids.detach().cpu().to(torch.int64).reshape(-1)
+        else:
+            ids = torch.as_tensor(np.asarray(chunk_ids)).to(torch.int64).reshape(-1)
         if ids.numel() == 0 or int(ids.min()) < 0:
             raise ValueError("chunk_ids must be a non-empty array of ids 0..C-1")
         c = int(num_chunks) if num_chunks is not None else int(ids.max()) + 1

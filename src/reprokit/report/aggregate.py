@@ -26,6 +26,8 @@ def _row(cell, record: dict | None, missing_datasets: list[str]) -> dict:
     for key, value in record["metrics"].items():
         row[key] = value
     row["steps"] = record.get("steps")
+    for key, value in (record.get("info") or {}).items():
+        row[key] = value
     return row
 
 

@@ -1,0 +1,49 @@
+"""Aggregation keeps every grid cell: unavailable datasets become n/a rows with a note, tables show
+n/a with a footnote naming the dataset, and a missing result is an error rather than a silent gap."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from reprokit.config import ExperimentGrid, unavailable_cells
+from reprokit.report.aggregate import aggregate
+from reprokit.report.style import write_latex_table
+
+SPEC = {
+    "kind": "input_selection",
+    "grid": {"dataset": ["mnist", "cifar10"], "method": ["baseline"], "seed": [0, 1]},
+    "settings": {},
+}
+
+
+def _write(results, cell, acc):
+    folder = results / cell.rel_dir
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps({"status": "completed", "metrics": {"test_acc": acc}, "steps": 5}))
+    pd.DataFrame({"step": [0, 5], "loss": [1.0, 0.5]}).to_csv(folder / "curve.csv", index=False)
+
+
+def test_unavailable_dataset_becomes_na_row_and_footnote(tmp_path):
+    grid = ExperimentGrid("t1", SPEC, "test")
+    missing = unavailable_cells(grid, lambda name: name != "cifar10")
+    assert sorted(missing) == sorted(c.rel_dir for c in grid.cells() if c.coord_dict["dataset"] == "cifar10")
+    for cell in grid.cells():
+        if cell.rel_dir not in missing:
+            _write(tmp_path, cell, 0.9 + cell.coord_dict["seed"] / 100)
+    table, curves = aggregate(list(grid.cells()), tmp_path, missing)
+    assert len(table) == 4 and len(curves) == 4
+    na = table[table.dataset == "cifar10"]
+    assert set(na.status) == {"unavailable"} and na.test_acc.isna().all()
+    assert "cifar10" in na.note.iloc[0]
+    summary = table.groupby("dataset", sort=False)["test_acc"].mean().reset_index()
+    out = tmp_path / "t.tex"
+    write_latex_table(summary, out, "demo", "test", "note", footnotes=["n/a: dataset cifar10 unavailable here"])
+    tex = out.read_text()
+    assert "n/a" in tex and "cifar10 unavailable" in tex and "TEST DATA" in tex
+
+
+def test_missing_result_is_an_error(tmp_path):
+    grid = ExperimentGrid("t1", SPEC, "test")
+    with pytest.raises(FileNotFoundError, match="metrics.json"):
+        aggregate(list(grid.cells()), tmp_path, {})
