@@ -7,9 +7,17 @@ from snakemake.utils import min_version
 min_version("8.20")
 
 
+import glob
+
+
 configfile: "config/config.yaml"
-configfile: "config/partitioned.yaml"
-configfile: "config/bali.yaml"
+
+
+# Every experiment family has its own file (artefacts + experiment grids), merged in name order.
+for _path in sorted(glob.glob("config/experiments/*.yaml")):
+
+    configfile: _path
+
 
 
 include: "workflow/rules/common.smk"

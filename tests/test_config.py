@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
-CONFIG_FILES = [REPO / "config" / f for f in ("config.yaml", "partitioned.yaml", "bali.yaml")]
+CONFIG_FILES = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "experiments").glob("*.yaml"))]
 
 
 @pytest.fixture
