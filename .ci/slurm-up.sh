@@ -5,7 +5,7 @@
 #
 # Installs Debian's slurm-wlm (22.05) + munge if they are missing, writes
 # /etc/slurm/{slurm,gres,cgroup}.conf for one node called `localhost` (partition
-# `local`, one fake GPU so that `gpu=1` / `gres=gpu:1` jobs schedule), starts
+# `local`, fake GPUs so that `gpu=1` / `gres=gpu:1` jobs schedule), starts
 # munged, slurmctld and slurmd, and waits until `sinfo` shows the node idle.
 # No accounting daemon: `sacct` cannot answer here, so the snakemake SLURM
 # plugin must poll with `--slurm-status-command squeue` (MinJobAge is set high
@@ -16,6 +16,7 @@
 #
 # Environment knobs:
 #   SLURM_UP_TIMEOUT   seconds to wait for the node to become idle (default 60)
+#   SLURM_UP_GPUS      number of fake GPUs on the node (default 2)
 #   SLURM_UP_FORCE=1   do not take the "already idle" shortcut: re-check the
 #                      config (restarting the daemons if it changed) and daemons
 set -euo pipefail
@@ -26,6 +27,8 @@ CONF_DIR=/etc/slurm
 STATE_DIR=/var/lib/slurm
 LOG_DIR=/var/log/slurm
 TIMEOUT=${SLURM_UP_TIMEOUT:-60}
+# Fake GPUs on the node: 2 lets two 1-GPU cells run side by side on the 2 cores.
+GPUS=${SLURM_UP_GPUS:-2}
 
 log() { echo "[slurm-up] $*" >&2; }
 die() {
@@ -184,12 +187,13 @@ SlurmctldLogFile=$LOG_DIR/slurmctld.log
 SlurmdLogFile=$LOG_DIR/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-NodeName=$NODE NodeAddr=127.0.0.1 $topology RealMemory=$real_mem Gres=gpu:1 State=UNKNOWN
+NodeName=$NODE NodeAddr=127.0.0.1 $topology RealMemory=$real_mem Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
 )
-new_gres="# Written by .ci/slurm-up.sh: a fake GPU so GPU-requesting jobs can be scheduled.
-NodeName=$NODE Name=gpu File=/dev/null"
+# Fake GPUs: gres entries without device files (nothing is bound; task/none).
+new_gres="# Written by .ci/slurm-up.sh: fake GPUs so GPU-requesting jobs can be scheduled.
+NodeName=$NODE Name=gpu Count=$GPUS"
 # slurmd 22.05 always loads a cgroup plugin (CgroupPlugin=disabled only exists
 # from 23.x on); autodetect picks v1/v2. Nothing uses it for jobs, since
 # proctrack/linuxproc and task/none are configured.

@@ -38,8 +38,8 @@ SLURM_UP = REPO / ".ci" / "slurm-up.sh"
 
 # Target of the run through the repo's own Snakefile (a path relative to the repo
 # root), e.g. "figures/fig2.pdf" built from cells under results/test/fig2a/.
-# None: only the throwaway workflow runs.
-REAL_TARGET: str | None = None
+# None: only the throwaway workflow runs. REPROKIT_SLURM_TARGET overrides it.
+REAL_TARGET: str | None = os.environ.get("REPROKIT_SLURM_TARGET") or None
 # Rule whose jobs must go to SLURM; every other rule must be a localrule.
 CELL_RULE = "cell"
 # Extra --config for the runs.
@@ -205,8 +205,8 @@ def _run_snakemake(workdir: Path, overlay: Path, targets: list[str], log_path: P
     exe = [snakemake] if snakemake else [sys.executable, "-m", "snakemake"]
     cmd = [
         "timeout", "-k", "10", str(RUN_TIMEOUT_S),
-        *exe, "--profile", PROFILE_NAME, "--profile", str(overlay),
-        "--config", *CONFIG, "--nocolor", *targets,
+        *exe, *targets, "--profile", PROFILE_NAME, "--profile", str(overlay),
+        "--nocolor", "--config", *CONFIG,  # last: --config takes every word after it
     ]  # fmt: skip
     with open(log_path, "w") as log:
         log.write("$ " + " ".join(cmd) + "\n")
@@ -287,10 +287,10 @@ def slurm_node():
 
 def test_profile_resolves_from_repo_root(monkeypatch):
     """`--profile slurm` typed in the repo root finds slurm/config.yaml (no SLURM needed)."""
-    from snakemake.cli import get_profile_dir
+    cli = pytest.importorskip("snakemake.cli")  # the same lookup `snakemake --profile` does
 
     monkeypatch.chdir(REPO)
-    found = get_profile_dir(PROFILE_NAME)
+    found = cli.get_profile_dir(PROFILE_NAME)
     assert found is not None, "snakemake does not resolve --profile slurm from the repo root"
     assert Path(found[1]).resolve() == PROFILE.resolve()
 

@@ -155,7 +155,9 @@ def dirichlet_client_split(keys, n_clients: int, alpha: float, seed) -> np.ndarr
 
     Recipe (all draws from ``default_rng(seed)``, in this order):
       1. the K distinct key values (labels, or rotation bins) are sorted; each client c draws
-         q_c ~ Dirichlet(alpha, ..., alpha) over them (one (n_clients, K) draw);
+         q_c ~ Dirichlet(alpha * p) over them, p = the keys' overall frequencies (Hsu et al. 2019's
+         concentration alpha * prior; with alpha = 0.1 and 10 labels most clients hold one label, as
+         App. J.2 says) (one (n_clients, K) draw);
       2. each key's examples are shuffled into a pool (keys in sorted order);
       3. clients get equal sizes: n // n_clients each, the first n % n_clients one more;
       4. examples are dealt round-robin (round r: clients 0..n_clients-1 that still need an example,
@@ -174,7 +176,8 @@ def dirichlet_client_split(keys, n_clients: int, alpha: float, seed) -> np.ndarr
     rng = _rng(seed)
     values, inv = np.unique(keys, return_inverse=True)
     k = values.size
-    q = rng.dirichlet(np.full(k, float(alpha)), size=n_clients)
+    prior = np.bincount(inv, minlength=k) / n
+    q = rng.dirichlet(float(alpha) * prior, size=n_clients)
     pools = [rng.permutation(np.flatnonzero(inv == j)) for j in range(k)]
     left = np.array([len(pl) for pl in pools], dtype=np.int64)
     taken = np.zeros(k, dtype=np.int64)

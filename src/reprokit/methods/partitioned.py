@@ -4,12 +4,16 @@ Each iteration: a parameter step (k ~ Cat(u), batch from D_1:k with replacement,
 partition k with the partition-aware optimiser) followed, when there are hyperparameters psi, by a
 hyper step (k ~ Cat(u_2..u_C), batch from D_k, loss of subnetwork k-1, Adam on psi). The LML
 objective (Eq. 2, sum of out-of-chunk log-likelihoods) is evaluated on every evaluation and used for
-early stopping / model selection when `early_stopping` is set.
+early stopping / model selection when `early_stopping` is set. `evaluate_fn` (no arguments ->
+metrics dict, evaluated with the full subnetwork C active) replaces the default LML + train/test
+evaluation, e.g. for augmentation-averaged predictions on a test subset; early stopping then needs
+an "lml" key in what it returns.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 from torch import nn
@@ -35,8 +39,10 @@ class PartitionedTraining:
     hyperparameter modules whose parameters are `hyper_params`."""
 
     def __init__(self, net: nn.Module, pmodel, hyper_params: list[nn.Parameter], data: TaskData,
-                 chunk_ids: torch.Tensor, cfg: PartitionedConfig, n_steps: int, seed: int):
+                 chunk_ids: torch.Tensor, cfg: PartitionedConfig, n_steps: int, seed: int,
+                 evaluate_fn: Callable[[], dict[str, float]] | None = None):
         self.net, self.pmodel, self.data, self.cfg = net, pmodel, data, cfg
+        self.evaluate_fn = evaluate_fn
         self.chunk_ids = torch.as_tensor(chunk_ids, dtype=torch.long)
         n_chunks = len(cfg.chunk_proportions)
         self.chunk_sizes = [int((self.chunk_ids == c).sum()) for c in range(n_chunks)]
@@ -99,9 +105,13 @@ class PartitionedTraining:
         return float(value)
 
     def evaluate(self, step: int) -> dict[str, float]:
-        metrics = {"lml": self.lml()}
-        with self.pmodel.subnetwork(self.pmodel.num_partitions):
-            metrics.update(evaluate_classifier(self.net, self.data))
+        if self.evaluate_fn is not None:
+            with self.pmodel.subnetwork(self.pmodel.num_partitions):
+                metrics = dict(self.evaluate_fn())
+        else:
+            metrics = {"lml": self.lml()}
+            with self.pmodel.subnetwork(self.pmodel.num_partitions):
+                metrics.update(evaluate_classifier(self.net, self.data))
         if self.cfg.early_stopping and step >= 0:
             if self.best is None or metrics["lml"] > self.best["lml"]:
                 self.best = {**metrics, "best_step": step}

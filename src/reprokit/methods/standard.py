@@ -1,11 +1,16 @@
 """Standard training on all of the training data ("Baseline" / MAP): one optimiser, no partitions.
 
-Hyperparameter modules inside `net` (input masks, augmentations) are held fixed.
+Hyperparameter modules inside `net` (input masks, augmentations) are held fixed, unless their
+parameters are passed as `hyper_params`: they are then optimised jointly on the training loss by
+their own Adam (Augerino, methods/augerino.py), and a subclass may add a `regularizer()` term.
+`evaluate_fn` (no arguments -> metrics dict) replaces the default train/test evaluation, e.g. to
+average predictions over augmentation samples or evaluate a test subset.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -53,26 +58,46 @@ def evaluate_classifier(net: nn.Module, data: TaskData) -> dict[str, float]:
 
 
 class StandardTraining:
-    def __init__(self, net: nn.Module, data: TaskData, optim: OptimConfig, n_steps: int, seed: int):
+    def __init__(self, net: nn.Module, data: TaskData, optim: OptimConfig, n_steps: int, seed: int,
+                 hyper_params: list[nn.Parameter] | None = None, hyper_lr: float = 1e-3,
+                 evaluate_fn: Callable[[], dict[str, float]] | None = None):
         self.net, self.data, self.cfg = net, data, optim
-        trainable = [p for p in net.parameters() if p.requires_grad]
+        self.hyper_params = list(hyper_params or [])
+        hyper_ids = {id(p) for p in self.hyper_params}
+        trainable = [p for p in net.parameters() if p.requires_grad and id(p) not in hyper_ids]
         self.opt = make_optimizer(trainable, optim)
         self.sched = make_scheduler(self.opt, optim, n_steps)
+        self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=hyper_lr) if self.hyper_params else None
         self.sampler = EpochSampler(data.n_train, optim.batch_size, make_generator(seed + 1))
+        self.evaluate_fn = evaluate_fn
+
+    def regularizer(self) -> torch.Tensor | None:
+        """Hook: a term added to the training loss (None: nothing added)."""
+        return None
 
     def train_step(self, step: int) -> dict[str, float]:
         idx = self.sampler.next()
         self.net.train()
         out = self.net(self.data.x_train[idx])
         loss = -log_likelihood(out, self.data.y_train[idx], self.data.task).mean()
+        reg = self.regularizer()
+        total = loss if reg is None else loss + reg
         self.opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if self.hyper_opt is not None:
+            self.hyper_opt.zero_grad(set_to_none=True)
+        total.backward()
         self.opt.step()
+        if self.hyper_opt is not None:
+            self.hyper_opt.step()
         if self.sched is not None:
             self.sched.step()
-        return {"loss": loss.item()}
+        if reg is None:
+            return {"loss": loss.item()}
+        return {"loss": total.item(), "nll": loss.item(), "reg": reg.item()}
 
     def evaluate(self, step: int) -> dict[str, float]:
+        if self.evaluate_fn is not None:
+            return self.evaluate_fn()
         return evaluate_classifier(self.net, self.data)
 
     def final_metrics(self) -> dict[str, float]:
@@ -84,6 +109,7 @@ class StandardTraining:
             "opt": self.opt.state_dict(),
             "sched": self.sched.state_dict() if self.sched else None,
             "sampler": self.sampler.state_dict(),
+            **({"hyper_opt": self.hyper_opt.state_dict()} if self.hyper_opt is not None else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -92,3 +118,5 @@ class StandardTraining:
         if self.sched is not None:
             self.sched.load_state_dict(state["sched"])
         self.sampler.load_state_dict(state["sampler"])
+        if self.hyper_opt is not None:
+            self.hyper_opt.load_state_dict(state["hyper_opt"])

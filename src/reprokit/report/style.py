@@ -43,12 +43,17 @@ def scale_of(table: pd.DataFrame) -> str:
     return scales[0]
 
 
-def finish_figure(fig, scale: str, note: str, pdf: str | Path | None, png: str | Path | None) -> None:
-    """Add the provenance footer (and the test watermark), then save atomically."""
+def annotate_figure(fig, scale: str, note: str) -> None:
+    """The provenance footer, and a "TEST DATA" watermark on test-scale figures."""
     fig.text(0.01, 0.005, note, fontsize=6, color="0.3", ha="left", va="bottom")
     if scale == "test":
         fig.text(0.5, 0.5, "TEST DATA", fontsize=48, color="red", alpha=0.25, ha="center", va="center",
                  rotation=30, transform=fig.transFigure)
+
+
+def finish_figure(fig, scale: str, note: str, pdf: str | Path | None, png: str | Path | None) -> None:
+    """Annotate (provenance, test watermark), then save atomically."""
+    annotate_figure(fig, scale, note)
     for path, fmt in ((pdf, "pdf"), (png, "png")):
         if path is None:
             continue

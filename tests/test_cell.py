@@ -1,0 +1,96 @@
+"""The cell entry point: a diverged run ends with status 'diverged', NaN metrics and exit code 0;
+outputs are written (metrics.json last); logs show progress off a terminal; the package never
+imports snakemake; figures carry their provenance and the test watermark."""
+
+import json
+import logging
+import math
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from reprokit import cell as cell_mod
+from reprokit.config import Cell
+from reprokit.experiments import CellContext, Run
+from reprokit.train import LoopConfig, run_loop
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Exploding:
+    """Loss grows geometrically and overflows to inf after a few steps."""
+
+    def __init__(self):
+        self.w = torch.tensor(10.0)
+
+    def train_step(self, step):
+        self.w = self.w ** 2
+        return {"loss": float(self.w)}
+
+    def evaluate(self, step):
+        return {"test_acc": 0.5, "test_ll": -float(self.w)}
+
+    def final_metrics(self):
+        return {"test_acc": 0.5, "test_ll": -float(self.w)}
+
+    def state_dict(self):
+        return {"w": self.w}
+
+    def load_state_dict(self, s):
+        self.w = s["w"]
+
+
+@pytest.fixture
+def exploding_kind(monkeypatch):
+    mod = types.ModuleType("reprokit.experiments.exploding")
+    mod.required_variants = lambda cell: {}
+    mod.build = lambda cell, ctx: Run(Exploding(), n_steps=100, eval_every=2)
+    monkeypatch.setattr(cell_mod, "kind_module", lambda kind: mod)
+    return mod
+
+
+def test_diverged_cell_writes_nan_metrics_and_exits_zero(tmp_path, exploding_kind):
+    cell = Cell(scale="test", experiment="boom", coords=(("seed", 0),), settings={}, kind="exploding")
+    ctx = {"mirrors": [], "cache_dir": None, "variants_dir": str(tmp_path / "v")}
+    args = ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--out", str(tmp_path / "out"),
+            "--checkpoint", str(tmp_path / "ckpt" / "c.pt")]
+    assert cell_mod.main(args) == 0
+    record = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert record["status"] == "diverged"
+    assert math.isnan(record["metrics"]["test_acc"]) and math.isnan(record["metrics"]["test_ll"])
+    assert record["steps"] < 100
+    assert (tmp_path / "out" / "config.json").exists() and (tmp_path / "out" / "curve.csv").exists()
+    assert not (tmp_path / "ckpt" / "c.pt").exists()
+
+
+def test_progress_is_logged_when_not_on_a_terminal(caplog):
+    class Slow(Exploding):
+        def train_step(self, step):
+            return {"loss": 1.0}
+
+    with caplog.at_level(logging.INFO, logger="reprokit.train"):
+        run_loop(Slow(), LoopConfig(n_steps=5, eval_every=0, log_every_seconds=0.0, label="demo"))
+    assert any("demo: step" in r.getMessage() for r in caplog.records)
+
+
+def test_package_never_imports_snakemake():
+    for path in (REPO / "src" / "reprokit").rglob("*.py"):
+        text = path.read_text()
+        assert "import snakemake" not in text and "from snakemake" not in text, path
+
+
+def test_test_scale_figures_are_watermarked():
+    import matplotlib.pyplot as plt
+
+    from reprokit.report.style import annotate_figure
+
+    for scale, marked in (("test", True), ("quick", False)):
+        fig = plt.figure()
+        annotate_figure(fig, scale, f"{scale} scale; 1 seed(s); data: demo")
+        texts = [t.get_text() for t in fig.texts]
+        assert ("TEST DATA" in texts) == marked
+        assert any("1 seed(s)" in t for t in texts)
+        plt.close(fig)
