@@ -191,9 +191,14 @@ NodeName=$NODE NodeAddr=127.0.0.1 $topology RealMemory=$real_mem Gres=gpu:$GPUS 
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
 )
-# Fake GPUs: gres entries without device files (nothing is bound; task/none).
-new_gres="# Written by .ci/slurm-up.sh: fake GPUs so GPU-requesting jobs can be scheduled.
-NodeName=$NODE Name=gpu Count=$GPUS"
+# Fake GPUs: slurmd only counts a gpu gres that has a device file, one per GPU;
+# any distinct character devices do (nothing is bound to them: task/none).
+fake_devs=(/dev/null /dev/zero /dev/full /dev/urandom)
+[ "$GPUS" -ge 1 ] && [ "$GPUS" -le "${#fake_devs[@]}" ] || die "SLURM_UP_GPUS must be 1..${#fake_devs[@]}"
+new_gres="# Written by .ci/slurm-up.sh: fake GPUs so GPU-requesting jobs can be scheduled."
+for i in $(seq 0 $((GPUS - 1))); do
+    new_gres+=$'\n'"NodeName=$NODE Name=gpu File=${fake_devs[$i]}"
+done
 # slurmd 22.05 always loads a cgroup plugin (CgroupPlugin=disabled only exists
 # from 23.x on); autodetect picks v1/v2. Nothing uses it for jobs, since
 # proctrack/linuxproc and task/none are configured.

@@ -211,3 +211,13 @@ def test_features_scale_and_bias_column():
     f = layer.features(h)
     torch.testing.assert_close(f, torch.cat([h, torch.ones(4, 1)], 1) / 2.0)  # 1 / sqrt(3 + 1)
     assert BaliLinear(3, 2, scale_input=False).features(h)[:, -1].eq(1).all()
+
+
+def test_model_scales_hidden_features_and_first_layer_only_on_request():
+    h = torch.randn(4, 3)
+    default = BaliMLP(3, [5], 2)
+    assert torch.equal(default.layers[0].features(h), torch.cat([h, torch.ones(4, 1)], 1))  # x_1 = (x, 1)
+    hid = torch.randn(4, 5)
+    torch.testing.assert_close(default.layers[1].features(hid), torch.cat([hid, torch.ones(4, 1)], 1) / math.sqrt(6))
+    scaled = BaliMLP(3, [5], 2, config=BaliConfig(scale_input_layer=True))
+    torch.testing.assert_close(scaled.layers[0].features(h), torch.cat([h, torch.ones(4, 1)], 1) / 2.0)

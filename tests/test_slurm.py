@@ -106,10 +106,13 @@ def _node_info() -> dict:
 def _clamp_resources(res: dict, node: dict) -> dict:
     """Keep the profile's resource requests but fit them into the one test node."""
     out = dict(res)
+    wants_gpu = "gpu" in out or "gpu" in str(out.get("gres", ""))
+    # GPU jobs share the node's cores between its fake GPUs, so that they run side by side
+    max_cpus = max(1, node["cpus"] // max(1, node["gpus"])) if wants_gpu else node["cpus"]
     if "cpus_per_task" in out:
-        out["cpus_per_task"] = max(1, min(int(out["cpus_per_task"]), node["cpus"]))
+        out["cpus_per_task"] = max(1, min(int(out["cpus_per_task"]), max_cpus))
     if "cpus_per_gpu" in out:
-        out["cpus_per_gpu"] = max(1, min(int(out["cpus_per_gpu"]), node["cpus"]))
+        out["cpus_per_gpu"] = max(1, min(int(out["cpus_per_gpu"]), max_cpus))
     for key in ("mem_mb", "mem_mb_per_cpu"):
         if key in out:
             out[key] = max(100, min(int(out[key]), node["mem_mb"] // 4))
@@ -117,9 +120,9 @@ def _clamp_resources(res: dict, node: dict) -> dict:
         del out["mem"]
         out["mem_mb"] = node["mem_mb"] // 4
     if "gpu" in out:
-        out["gpu"] = max(1, min(int(out["gpu"]), node["gpus"]))
+        out["gpu"] = 1
     if "gres" in out:
-        out["gres"] = re.sub(r"^(gpu)(?::[A-Za-z0-9_.]+)?(?::\d+)?$", rf"\1:{node['gpus']}", str(out["gres"]))
+        out["gres"] = re.sub(r"^gpu(?::[A-Za-z0-9_.]+)?(?::\d+)?$", "gpu:1", str(out["gres"]))
     out.pop("gpu_model", None)  # the fake GPU has no type
     out.pop("constraint", None)
     out.pop("qos", None)
@@ -212,6 +215,8 @@ def _run_snakemake(workdir: Path, overlay: Path, targets: list[str], log_path: P
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         rc = subprocess.run(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    if rc < 0:  # timeout re-raises the signal that killed the command (-k: SIGKILL)
+        rc = 128 - rc
     return rc, log_path.read_text()
 
 

@@ -28,9 +28,11 @@ class BaliConfig:
                       D_y of the layer, the smallest integer for which the prior is proper (u0 > D_y - 1).
     batch_size:       informational (the N_eff/B scale uses the actual batch size of each step).
     reparam:          "weight" (BALI-W, Eq. 22), "local" (BALI-L, App. F Eq. 68) or "mean" (App. F Eq. 69).
-    scale_input_layer: also divide the first layer's features (x, 1) by sqrt(D_0 + 1) (Eq. 12). Sec. 2.3
-                      writes x_{n,1} = (x_n, 1) unscaled but motivates the scaling with "priors with the same
-                      scale in each layer"; we scale every layer by default.
+    scale_input_layer: also divide the first layer's features (x, 1) by sqrt(D_0 + 1). Eq. 12 scales the
+                      hidden features (h(z_{l-1}), 1); Sec. 2.3 then states x_{n,1} = (x_n, 1) for the first
+                      layer, unscaled, which is the default here. (With the Table 5 prior sigma_r^2 = 10 and
+                      N_eff = N/50, scaling 784 MNIST pixels makes the first layer prior-dominated and training
+                      markedly slower: ~89% vs ~93% test accuracy after 300 steps in our check.)
     bias_correction:  Adam-style division of the EMAs by b_t = 1 - prod_s (1 - beta_s) (Sec. 3.2).
     stats_dtype:      dtype of the EMA statistics and posterior factors ("float64" by default).
     """
@@ -49,7 +51,7 @@ class BaliConfig:
     u0: float | None = None
     batch_size: int | None = None
     reparam: str = "weight"
-    scale_input_layer: bool = True
+    scale_input_layer: bool = False
     bias_correction: bool = True
     stats_dtype: str = "float64"
 

@@ -18,7 +18,7 @@ TASKS = ("regression", "classification")
 class BaliMLP(nn.Module):
     """Fully connected BNN learned with BALI.
 
-    Layer l computes z_l = W_l^T x_l with x_1 = (x, 1) (scaled, see `BaliConfig.scale_input_layer`) and
+    Layer l computes z_l = W_l^T x_l with x_1 = (x, 1) (unscaled unless `BaliConfig.scale_input_layer`) and
     x_l = (h(z_{l-1}), 1) / sqrt(D_{l-1} + 1) (Eq. 12). `forward(x)` draws one weight sample per layer
     and per call (BALI-W), samples the pre-activations (BALI-L) or uses the posterior means, as set by
     `config.reparam` or the `reparam` argument.
