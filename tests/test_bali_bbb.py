@@ -71,7 +71,7 @@ def test_bbb_fits_and_predictive_interface():
     y = torch.sin(2 * x) + 0.05 * torch.randn(48, 1)
     m = BBBMLP(1, [32], 1, "tanh", "regression", prior_sigma=1.0)
     opt = torch.optim.Adam(m.parameters(), lr=1e-2)
-    for _ in range(400):
+    for _ in range(250):
         loss, _ = m.elbo_loss(x, y, n_data=48, kl_factor=0.01)
         opt.zero_grad()
         loss.backward()

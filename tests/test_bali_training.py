@@ -82,7 +82,7 @@ def test_small_regression_fit_reduces_rmse(reparam):
     mean, var = predictive(m, x, 16, generator=gen)
     rmse = (mean - y).square().mean().sqrt().item()
     assert rmse < 0.25 * y.std().item(), rmse
-    assert sum(losses[-20:]) / 20 < sum(losses[:5]) / 5 - 1.0
+    assert sum(losses[-20:]) / 20 < sum(losses[:5]) / 5 - 0.3
     # The inferred noise is positive and much smaller than the target variance.
     s2 = m.noise_cov().item()
     assert 0.0 < s2 < 0.2 * y.var().item()

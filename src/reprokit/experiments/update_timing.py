@@ -1,0 +1,307 @@
+"""Table 8 (App. D.2): time per update relative to a standard parameter update, measured.
+
+Grid axes: `model` (a name of `reprokit.models.registry`, e.g. mnist_cnn | fixup_resnet8 |
+fixup_resnet14) and `seed` (initialisation, partition assignment, synthetic batch, k draws).
+
+One cell times, in one process and on one fixed batch of `batch_size` images (synthetic N(0, 1) pixels
+of the model's input shape and random labels: the cost of a dense update does not depend on the pixel
+values), three kinds of update of the same architecture, all averaging predictions over
+`n_aug_samples` learnable affine augmentation samples (`AugmentedModel`, S*B images per forward):
+
+* ``standard``: the unpartitioned network, augmentation held fixed (no gradient for psi), negative
+  log-likelihood, ``backward()``, one step of torch's Adam / SGD: "a regular parameter update during
+  standard training" (the paper's reference, x1).
+* ``param`` (Partitioned parameter update, App. I.1): k ~ Cat(u) drawn by `PartitionSchedule`, forward
+  through subnetwork k of a `partition()`-ed copy (same initial weights), backward, and
+  ``PartitionedAdam/SGD.step(k)``.
+* ``hyper`` (Partitioned hyperparameter update): k ~ Cat(u_2..u_C), forward through subnetwork k-1,
+  gradient w.r.t. psi, one Adam step on psi.
+
+`backward` chooses what each partitioned update differentiates: ``minimal`` (default) = only what
+it updates (network weights for ``param``, psi only via ``torch.autograd.grad`` for ``hyper``);
+``full`` = ``loss.backward()`` w.r.t. everything that requires grad, which is what
+`methods.partitioned.PartitionedTraining.train_step` does today.
+
+Measurement: every loop step is one *repetition* that runs each update once, in an order rotated
+by one each repetition (so drift and ordering effects hit all kinds alike), with Python's garbage
+collector paused. The first `n_warmup` repetitions are discarded. Each update is timed with the
+process CPU clock (``time.process_time``; robust to other processes on a shared machine, exact for a
+single intra-op thread) and the wall clock; on CUDA the wall clock after ``synchronize()``.
+The reported ratio is the median over repetitions of (partitioned time / standard time of the same
+repetition), with the inter-quartile range; the per-repetition times go to the curve (one row per
+repetition, ``eval_every`` is 1). ``torch.set_num_threads(num_threads)`` fixes the intra-op threads.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import math
+import platform
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..augment.affine import AugmentedModel, build_augmentation
+from ..models.registry import build_model
+from ..partition import PartitionSchedule, PartitionedAdam, PartitionedSGD, chunk_assignment, partition
+from . import CellContext, Run
+
+KINDS = ("standard", "param", "hyper")
+BACKWARDS = ("minimal", "full")
+
+
+def required_variants(cell) -> dict:
+    return {}
+
+
+def cpu_model_name() -> str:
+    """The CPU model string (``model name`` of /proc/cpuinfo; platform fallbacks elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("update_timing: device 'cuda' requested but CUDA is not available")
+    return torch.device(name)
+
+
+def device_description(device: torch.device, num_threads: int) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{cpu_model_name()} ({num_threads} thread{'s' if num_threads != 1 else ''})"
+
+
+def _make_optimizer(name: str, params, lr: float, momentum: float, weight_decay: float):
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    raise ValueError(f"update_timing: optimizer '{name}' unknown (valid: adam, sgd)")
+
+
+class UpdateTiming:
+    """A timing "method" for the training loop: `train_step` is one timed repetition of every update."""
+
+    def __init__(self, model_name: str, settings: dict, seed: int):
+        s = settings
+        self.backward = s.get("backward", "minimal")
+        if self.backward not in BACKWARDS:
+            raise ValueError(f"update_timing: backward '{self.backward}' unknown (valid: {', '.join(BACKWARDS)})")
+        self.n_warmup = int(s["n_warmup"])
+        self.device = resolve_device(s.get("device", "cpu"))
+        timer = s.get("timer", "auto")
+        self.timer = ("wall" if self.device.type == "cuda" else "cpu") if timer == "auto" else timer
+        if self.device.type == "cuda" and self.timer == "cpu":
+            raise ValueError("update_timing: timer 'cpu' cannot time CUDA kernels; use 'wall' or 'auto'")
+        self.seed = int(seed)
+        torch.manual_seed(self.seed)
+        gen = torch.Generator().manual_seed(self.seed)
+
+        base = build_model(model_name, **(s.get("model_kwargs") or {}))
+        pmodel_src = copy.deepcopy(base)  # identical initial weights for both networks
+        props = list(s["chunk_proportions"])
+        self.pmodel = partition(pmodel_src, props, scheme=s.get("partition_scheme", "random"),
+                                default=s.get("partition_default", "init"), seed=self.seed)
+        self.aug = build_augmentation(s["augmentation"], init=s.get("augmentation_init", 0.1))
+        self.psi = list(self.aug.parameters())
+        S = int(s["n_aug_samples"])
+        self.standard_net = AugmentedModel(base, self.aug, S).to(self.device)
+        self.partitioned_net = AugmentedModel(self.pmodel, self.aug, S).to(self.device)
+
+        shape = tuple(int(d) for d in s["input_shape"])
+        B = int(s["batch_size"])
+        self.x = torch.randn((B, *shape), generator=gen).to(self.device)
+        self.y = torch.randint(0, int(s.get("n_classes", 10)), (B,), generator=gen).to(self.device)
+
+        n_virtual = int(s.get("schedule_examples", 1000))
+        chunk_ids = chunk_assignment(n_virtual, props, gen)
+        sizes = np.bincount(chunk_ids, minlength=len(props)).tolist()
+        self.schedule = PartitionSchedule(chunk_ids, generator=self.seed + 1)
+        opt, lr, mom, wd = s["optimizer"], float(s["lr"]), float(s.get("momentum", 0.9)), float(s.get("weight_decay", 0.0))
+        self.opt = _make_optimizer(opt, base.parameters(), lr, mom, wd)
+        popt_cls = PartitionedAdam if opt == "adam" else PartitionedSGD
+        pkw = dict(lr=lr, weight_decay=wd, chunk_sizes=sizes, wd_scaling=s.get("wd_scaling", "reciprocal"))
+        if opt == "sgd":
+            pkw["momentum"] = mom
+        self.popt = popt_cls(self.pmodel, **pkw)
+        self.hopt = torch.optim.Adam(self.psi, lr=float(s.get("hyper_lr", 1e-3)))
+        self.rows: list[dict] = []
+        self.n_params = sum(p.numel() for p in base.parameters())
+        self.info = {
+            "device": self.device.type,
+            "device_name": device_description(self.device, torch.get_num_threads()),
+            "num_threads": torch.get_num_threads(),
+            "timer": self.timer,
+            "backward": self.backward,
+            "batch_size": B,
+            "n_aug_samples": S,
+            "n_params": self.n_params,
+            "chunk_sizes": " ".join(map(str, sizes)),
+            "torch": torch.__version__,
+        }
+
+    # -- the three updates ------------------------------------------------------------------------
+    def _set_psi_grad(self, flag: bool) -> None:
+        for p in self.psi:
+            p.requires_grad_(flag)
+
+    def _nll(self, net, x, y):
+        return F.nll_loss(net(x), y)
+
+    def update_standard(self) -> torch.Tensor:
+        self._set_psi_grad(False)
+        loss = self._nll(self.standard_net, self.x, self.y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+
+    def update_param(self, k: int) -> torch.Tensor:
+        self._set_psi_grad(self.backward == "full")
+        with self.pmodel.subnetwork(k):
+            loss = self._nll(self.partitioned_net, self.x, self.y)
+        self.popt.zero_grad(set_to_none=True)
+        self.hopt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.popt.step(k)
+        return loss.detach()
+
+    def update_hyper(self, k: int) -> torch.Tensor:
+        """Hyper step of App. I.1: k >= 2 is the chunk, subnetwork k-1 is evaluated."""
+        self._set_psi_grad(True)
+        with self.pmodel.subnetwork(k - 1):
+            loss = self._nll(self.partitioned_net, self.x, self.y)
+        self.hopt.zero_grad(set_to_none=True)
+        if self.backward == "full":
+            self.popt.zero_grad(set_to_none=True)
+            loss.backward()
+        else:
+            for p, g in zip(self.psi, torch.autograd.grad(loss, self.psi)):
+                p.grad = g
+        self.hopt.step()
+        return loss.detach()
+
+    # -- timing -----------------------------------------------------------------------------------
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _timed(self, fn, *args) -> tuple[float, float, float]:
+        self._sync()
+        c0, w0 = time.process_time(), time.perf_counter()
+        loss = fn(*args)
+        self._sync()
+        c1, w1 = time.process_time(), time.perf_counter()
+        return c1 - c0, w1 - w0, float(loss)
+
+    def repetition(self, step: int) -> dict:
+        """Run every update once (order rotated by `step`); return their times and the k's drawn."""
+        k_param, _ = self.schedule.param_step(1)
+        k_hyper, _ = self.schedule.hyper_step(1)
+        fns = {"standard": (self.update_standard,), "param": (self.update_param, k_param),
+               "hyper": (self.update_hyper, k_hyper)}
+        order = [KINDS[(i + step) % len(KINDS)] for i in range(len(KINDS))]
+        row = {"rep": step, "warmup": step < self.n_warmup, "k_param": k_param, "subnet_hyper": k_hyper - 1}
+        gc.collect()
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for kind in order:
+                fn, *args = fns[kind]
+                cpu, wall, loss = self._timed(fn, *args)
+                row[f"{kind}_cpu_s"], row[f"{kind}_wall_s"], row[f"{kind}_loss"] = cpu, wall, loss
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        return row
+
+    # -- Method protocol --------------------------------------------------------------------------
+    def train_step(self, step: int) -> dict:
+        row = self.repetition(step)
+        self.rows.append(row)
+        return {"loss": row["standard_loss"]}
+
+    def evaluate(self, step: int) -> dict:
+        if step == 0 or not self.rows:
+            return {}
+        return {k: v for k, v in self.rows[-1].items() if k != "rep"}
+
+    def final_metrics(self) -> dict:
+        return summarize(self.rows, self.timer)
+
+    def state_dict(self) -> dict:
+        # Timings are not bit-reproducible anyway; a resumed cell keeps the repetitions measured so far
+        # and continues the k draws, with the networks' current weights.
+        return {"rows": list(self.rows), "schedule": self.schedule.state_dict(),
+                "standard": self.standard_net.state_dict(), "partitioned": self.partitioned_net.state_dict(),
+                "opt": self.opt.state_dict(), "popt": self.popt.state_dict(), "hopt": self.hopt.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rows = list(state["rows"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.standard_net.load_state_dict(state["standard"])
+        self.partitioned_net.load_state_dict(state["partitioned"])
+        self.opt.load_state_dict(state["opt"])
+        self.popt.load_state_dict(state["popt"])
+        self.hopt.load_state_dict(state["hopt"])
+
+
+def _quantiles(values) -> tuple[float, float, float]:
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return (math.nan,) * 3
+    q25, q50, q75 = np.quantile(a, [0.25, 0.5, 0.75])
+    return float(q25), float(q50), float(q75)
+
+
+def summarize(rows: list[dict], timer: str = "cpu") -> dict:
+    """Median ratios (per repetition, partitioned / standard) over the non-warm-up repetitions.
+
+    Keys: ``{param,hyper}_ratio`` (+ ``_q25``/``_q75``) for the primary `timer`, the same with
+    ``_cpu``/``_wall`` suffixes for both clocks, median milliseconds ``{kind}_ms`` (+ ``_wall_ms``),
+    ``{param,hyper}_ratio_of_medians`` and per-subnetwork medians (``param_ratio_k{k}``,
+    ``hyper_ratio_subnet{k}``), and ``n_repeats``.
+    """
+    rows = [r for r in rows if not r["warmup"]]
+    out: dict = {"n_repeats": len(rows)}
+    for clock in ("cpu", "wall"):
+        for kind in KINDS:
+            _, med, _ = _quantiles([r[f"{kind}_{clock}_s"] for r in rows])
+            out[f"{kind}_{'ms' if clock == 'cpu' else 'wall_ms'}"] = 1000 * med
+        for kind in ("param", "hyper"):
+            ratios = [r[f"{kind}_{clock}_s"] / r[f"standard_{clock}_s"] for r in rows if r[f"standard_{clock}_s"] > 0]
+            q25, med, q75 = _quantiles(ratios)
+            out[f"{kind}_ratio_{clock}"], out[f"{kind}_ratio_{clock}_q25"], out[f"{kind}_ratio_{clock}_q75"] = med, q25, q75
+    for kind in ("param", "hyper"):
+        for suffix in ("", "_q25", "_q75"):
+            out[f"{kind}_ratio{suffix}"] = out[f"{kind}_ratio_{timer}{suffix}"]
+        std = out["standard_ms" if timer == "cpu" else "standard_wall_ms"]
+        own = out[f"{kind}_ms" if timer == "cpu" else f"{kind}_wall_ms"]
+        out[f"{kind}_ratio_of_medians"] = own / std if std > 0 else math.nan
+    for key, label, kind in (("k_param", "param_ratio_k", "param"), ("subnet_hyper", "hyper_ratio_subnet", "hyper")):
+        for k in sorted({r[key] for r in rows}):
+            sel = [r for r in rows if r[key] == k]
+            _, med, _ = _quantiles([r[f"{kind}_{timer}_s"] / r[f"standard_{timer}_s"] for r in sel])
+            out[f"{label}{k}"] = med
+            out[f"{label}{k}_n"] = len(sel)
+    return out
+
+
+def build(cell, ctx: CellContext) -> Run:
+    s, c = cell.settings, cell.coord_dict
+    torch.set_num_threads(int(s.get("num_threads", 1)))
+    method = UpdateTiming(str(c["model"]), s, int(c["seed"]))
+    n_steps = int(s["n_warmup"]) + int(s["n_repeats"])
+    return Run(method, n_steps, eval_every=1, info=dict(method.info))
