@@ -17,8 +17,8 @@
 # Environment knobs:
 #   SLURM_UP_TIMEOUT   seconds to wait for the node to become idle (default 60)
 #   SLURM_UP_GPUS      number of fake GPUs on the node (default 2)
-#   SLURM_UP_FORCE=1   do not take the "already idle" shortcut: re-check the
-#                      config (restarting the daemons if it changed) and daemons
+#   SLURM_UP_FORCE=1   skip the "already idle" shortcut: rewrite the config if it
+#                      differs (restarting slurmctld/slurmd then) and start what is down
 set -euo pipefail
 
 NODE=localhost

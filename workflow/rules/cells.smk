@@ -1,5 +1,8 @@
 # One job per grid cell. Ask for a cell's metrics.json to (re-)run exactly that cell, e.g.
 #   snakemake --cores 1 results/quick/fig2a/method~partitioned/n_inputs~15/seed~0/metrics.json
+# A cell may depend on other cells' results (kind's `required_cells`): they run first.
+
+from reprokit.config import format_value
 
 
 def cell_variants(wildcards):
@@ -7,13 +10,42 @@ def cell_variants(wildcards):
     return [str(variant_path(VARIANTS, d, f)) for d, f in kind_module(cell.kind).required_variants(cell).values()]
 
 
+def cell_upstream(cell):
+    """{name: metrics.json} of the cells this cell reads (a kind's optional `required_cells(cell)`,
+    {name: (experiment, coords)}, e.g. a retrain cell reading the hyperparameters another cell found)."""
+    fn = getattr(kind_module(cell.kind), "required_cells", None)
+    out = {}
+    for name, (exp, coords) in (fn(cell) if fn is not None else {}).items():
+        try:
+            src = grid(exp, cell.scale)
+            missing = [a for a in src.axes if a not in coords]
+            if missing:
+                raise ConfigError(f"cell {cell.rel_dir} needs a cell of '{exp}' but does not give its axes {missing}")
+            rel = "/".join(f"{a}~{format_value(coords[a])}" for a in src.axes)
+            out[name] = f"{cell_dir(src.parse(rel))}/metrics.json"
+        except ConfigError as err:
+            raise WorkflowError(f"{cell.rel_dir}: input '{name}': {err}") from None
+    return out
+
+
+def cell_upstream_inputs(wildcards):
+    return list(cell_upstream(cell_of(wildcards)).values())
+
+
 def cell_json(wildcards):
-    return shlex.quote(json.dumps(cell_of(wildcards).to_dict()))
+    # Upstream results reach the cell as settings["_inputs"] = {name: path of metrics.json}.
+    cell = cell_of(wildcards)
+    d = cell.to_dict()
+    upstream = cell_upstream(cell)
+    if upstream:
+        d["settings"] = {**d["settings"], "_inputs": upstream}
+    return shlex.quote(json.dumps(d))
 
 
 rule cell:
     input:
         cell_variants,
+        cell_upstream_inputs,
     output:
         metrics=f"{RESULTS}/{{scale}}/{{experiment}}/{{coords}}/metrics.json",
         curve=f"{RESULTS}/{{scale}}/{{experiment}}/{{coords}}/curve.csv",

@@ -53,11 +53,18 @@ def dataset_available(name):
     return _AVAILABLE[name]
 
 
+_CELLS = {}
+
+
 def cell_of(wildcards):
-    try:
-        return grid(wildcards.experiment, wildcards.scale).parse(wildcards.coords)
-    except ConfigError as err:
-        raise WorkflowError(str(err)) from None
+    # Cached: several input functions ask for the same cell while the DAG is built.
+    key = (wildcards.experiment, wildcards.scale, wildcards.coords)
+    if key not in _CELLS:
+        try:
+            _CELLS[key] = grid(wildcards.experiment, wildcards.scale).parse(wildcards.coords)
+        except ConfigError as err:
+            raise WorkflowError(str(err)) from None
+    return _CELLS[key]
 
 
 def cell_dir(cell):

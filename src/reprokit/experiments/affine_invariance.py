@@ -94,7 +94,10 @@ def _param_props(cell) -> list[float]:
 
 
 def n_steps_of(cell) -> int:
+    """`n_steps`; for rotated data `rotated_n_steps` if set, else `n_steps * rotated_steps_factor`."""
     s = cell.settings
+    if _rotated(cell) and s.get("rotated_n_steps") is not None:
+        return int(s["rotated_n_steps"])
     factor = float(s.get("rotated_steps_factor", 1)) if _rotated(cell) else 1.0
     return int(round(int(s["n_steps"]) * factor))
 

@@ -64,3 +64,57 @@ def classification_metrics(logits: torch.Tensor, y: torch.Tensor) -> dict[str, f
     ll = -F.cross_entropy(logits, y, reduction="mean")
     acc = (logits.argmax(-1) == y).float().mean()
     return {"acc": float(acc), "ll": float(ll)}
+
+
+class PredictiveEvaluation:
+    """Mixin for Bayesian methods (BALI, MC dropout, BBB, MAP): `evaluate`/`final_metrics` from Monte Carlo
+    output samples via `reprokit.metrics.split_metrics`.
+
+    The class defines `sample_outputs(x, n_samples, generator) -> [S, B, D]`, `noise_cov()` (regression)
+    and calls `_setup_eval(...)` in its constructor. Evaluation draws from a generator re-seeded at every
+    call, so it never touches the training generators and is reproducible. Metrics: `{train,test}_{nll,
+    ll, rmse|acc}` and, on the test split, `test_ece` and (binary) `test_auc`; regression metrics are in
+    the targets' original units when `y_std` (the standardisation scale) is given.
+    """
+
+    def _setup_eval(self, data: TaskData, seed: int, n_eval_samples: int, y_std=None,
+                    train_eval_size: int | None = None, eval_batch_size: int = 8192) -> None:
+        self.eval_data = data
+        self.eval_seed = int(seed) + 7919
+        self.n_eval_samples = int(n_eval_samples)
+        self.y_std = y_std
+        self.eval_batch_size = int(eval_batch_size)
+        self.train_eval_idx = None
+        if train_eval_size is not None and int(train_eval_size) < data.n_train:
+            gen = torch.Generator().manual_seed(int(seed) + 104729)
+            self.train_eval_idx = torch.randperm(data.n_train, generator=gen)[: int(train_eval_size)].sort().values
+
+    def eval_splits(self) -> dict:
+        d = self.eval_data
+        xt, yt = d.x_train, d.y_train
+        if self.train_eval_idx is not None:
+            xt, yt = xt[self.train_eval_idx], yt[self.train_eval_idx]
+        return {"train": (xt, yt), "test": (d.x_test, d.y_test)}
+
+    def noise_cov(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def evaluate(self, step: int) -> dict[str, float]:
+        from ..metrics import split_metrics
+
+        gen = torch.Generator().manual_seed(self.eval_seed)
+        regression = self.eval_data.task == "regression"
+        return split_metrics(lambda x, s: self.sample_outputs(x, s, generator=gen), self.eval_splits(),
+                             self.eval_data.task, self.n_eval_samples,
+                             noise_cov=self.noise_cov if regression else None, y_std=self.y_std,
+                             batch_size=self.eval_batch_size)
+
+    def final_metrics(self) -> dict[str, float]:
+        out = self.evaluate(-1)
+        if self.eval_data.task == "regression":
+            sd = torch.diagonal(torch.as_tensor(self.noise_cov(), dtype=torch.float64)).sqrt()
+            if self.y_std is not None:
+                sd = sd * torch.as_tensor(self.y_std, dtype=torch.float64).reshape(-1)
+            out["noise_sd"] = float(sd.mean())
+        return out

@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from .common import TaskData
-from .curvature import LinearDiagGGN
 from .standard import OptimConfig, StandardTraining
 
 
@@ -24,7 +23,10 @@ class PosthocDiagLaplace(StandardTraining):
         self.marglik_steps = marglik_steps
 
     def laplace_log_marginal_likelihood(self) -> float:
+        # Imported here: laplace-torch configures the root logger at import time.
         from laplace import Laplace  # laplace-torch
+
+        from .curvature import LinearDiagGGN
 
         self.net.eval()
         likelihood = "classification" if self.data.task == "classification" else "regression"

@@ -71,6 +71,11 @@ class StandardTraining:
         self.sampler = EpochSampler(data.n_train, optim.batch_size, make_generator(seed + 1))
         self.evaluate_fn = evaluate_fn
 
+    def data_nll(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Hook: mean negative log-likelihood of a minibatch (default: categorical on logits, or Gaussian
+        with unit noise). MC dropout / MAP regression override it with a learned noise scale."""
+        return -log_likelihood(out, y, self.data.task).mean()
+
     def regularizer(self) -> torch.Tensor | None:
         """Hook: a term added to the training loss (None: nothing added)."""
         return None
@@ -79,7 +84,7 @@ class StandardTraining:
         idx = self.sampler.next()
         self.net.train()
         out = self.net(self.data.x_train[idx])
-        loss = -log_likelihood(out, self.data.y_train[idx], self.data.task).mean()
+        loss = self.data_nll(out, self.data.y_train[idx])
         reg = self.regularizer()
         total = loss if reg is None else loss + reg
         self.opt.zero_grad(set_to_none=True)

@@ -1,0 +1,266 @@
+"""BALI paper, classification benchmark (Sec. 5.3-5.5): Table 2, Fig. 2 (NLL curves), Fig. 3 (OOD ROC).
+
+Grid axes: `method` (bali | dropout | map), `dataset` (spambase, magic, cdc_diabetes, mnist, fashion_mnist),
+`seed`. For the UCI sets the seed is also the seed of the random 80/20 split (`registry.load(split=seed)`);
+MNIST / FashionMNIST use the standard 60000/10000 split. The seed drives initialisation, minibatches and
+weight / dropout-mask draws (methods/bali.py, methods/mc_dropout.py).
+
+Data: UCI features are z-scored with training statistics (`standardize`); images are flattened pixels in
+[0, 1] (the OOD set of Fig. 3 gets exactly the same treatment).
+
+The cell's method wraps BaliMethod / MCDropout / MAP (training, state, Monte Carlo `sample_outputs`) and
+adds this experiment's evaluation:
+
+* curve rows (every `eval_every` iterations, or every `eval_every_epochs` epochs = round(epochs N / B)
+  iterations): `{train,test}_{nll,ll,acc}` of the Monte Carlo predictive with `eval_samples` draws, on
+  `train_eval_size` random training points and the test set (or a fixed `test_eval_size` subset of it);
+* final metrics (Table 2): `test_{nll,ll,acc,ece}` and, binary, `test_auc`, on the whole test set with
+  `final_samples` draws (ECE: 15 equal-width bins, reprokit.metrics); `train_{nll,acc}` likewise on the
+  training evaluation subset;
+* with `ood_dataset` (Fig. 3): the negative predictive entropy is the score, in-distribution (ID) test
+  points are the positives, the OOD dataset's test split the negatives. `ood_auroc` (rank formula) and
+  the ROC curve sampled at the fixed false-positive rates `ROC_FPR_GRID` as columns
+  `roc_tpr_at_fpr_<f>` (see `tpr_at_fpr`), plus the mean predictive entropies `ood_entropy_{id,ood}`.
+  The ROC lives in metrics.json and so in the aggregated table: one row per cell, no side file.
+
+Run.info records the hyperparameters each cell actually used (resolved N_eff, sigma_u^2, evaluation
+period, data sizes); Tables 5 and 6 are rendered from those columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..bali import BaliConfig
+from ..data import registry
+from ..methods.bali import BaliMethod
+from ..methods.common import TaskData
+from ..methods.mc_dropout import MAP, MCDropout
+from ..methods.standard import OptimConfig
+from ..metrics import predictive_entropy, predictive_metrics, rank_auc, roc_curve, split_metrics
+from . import CellContext, Run
+
+METHODS = ("bali", "dropout", "map")
+UCI = ("spambase", "magic", "cdc_diabetes")
+IMAGES = ("mnist", "fashion_mnist")
+# False-positive rates at which each cell records its OOD ROC curve (dense near 0, where curves differ).
+ROC_FPR_GRID = tuple(sorted({0.0, 0.001, 0.002, 0.005, *(round(i / 100, 2) for i in range(101))}))
+
+
+def roc_column(fpr: float) -> str:
+    return f"roc_tpr_at_fpr_{fpr:.3f}"
+
+
+def required_variants(cell) -> dict:
+    return {}
+
+
+# ------------------------------------------------------------------------------------------------ data
+
+
+def _subset(n: int, size: int | None, seed: int) -> torch.Tensor | None:
+    """Sorted indices of a random subset of `size` of range(n) (None: everything)."""
+    if size is None or int(size) >= n:
+        return None
+    rng = np.random.default_rng(int(seed))
+    return torch.from_numpy(np.sort(rng.permutation(n)[: int(size)]))
+
+
+def load_task(dataset: str, settings: dict, seed: int, ctx: CellContext) -> tuple[TaskData, dict]:
+    """The cell's TaskData (features flattened to [N, D] float32) and facts about it."""
+    if dataset in UCI:
+        bundle = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download, split=seed)
+    elif dataset in IMAGES:
+        bundle = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
+    else:
+        raise ValueError(f"bali_classification: dataset '{dataset}' unknown (valid: {', '.join(UCI + IMAGES)})")
+    n_total = bundle.n_train + bundle.n_test
+    xtr, ytr = bundle.x_train.reshape(bundle.n_train, -1), bundle.y_train
+    xte, yte = bundle.x_test.reshape(bundle.n_test, -1), bundle.y_test
+    for name, (n, size) in {"train": (len(ytr), settings.get("train_subset")),
+                            "test": (len(yte), settings.get("test_subset"))}.items():
+        idx = _subset(n, size, 1000 + seed if name == "train" else 2000 + seed)
+        if idx is not None and name == "train":
+            xtr, ytr = xtr[idx], ytr[idx]
+        elif idx is not None:
+            xte, yte = xte[idx], yte[idx]
+    if settings.get("standardize", False):
+        mean = xtr.to(torch.float64).mean(0)
+        std = xtr.to(torch.float64).std(0, unbiased=False)
+        std = torch.where(std > 0, std, torch.ones_like(std))
+        xtr = ((xtr - mean) / std).float()
+        xte = ((xte - mean) / std).float()
+    data = TaskData(xtr.contiguous(), ytr.long(), xte.contiguous(), yte.long(), task="classification",
+                    n_classes=int(bundle.n_classes))
+    return data, {"n_total": n_total, "n_train": data.n_train, "n_test": int(data.x_test.shape[0]),
+                  "n_features": int(xtr.shape[1]), "n_classes": int(bundle.n_classes)}
+
+
+def load_ood(dataset: str, settings: dict, seed: int, ctx: CellContext) -> torch.Tensor:
+    """Test images of the OOD dataset, flattened like the ID data (test_subset applies)."""
+    bundle = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
+    x = bundle.x_test.reshape(bundle.n_test, -1)
+    idx = _subset(len(x), settings.get("test_subset"), 3000 + seed)
+    return (x if idx is None else x[idx]).contiguous()
+
+
+# ------------------------------------------------------------------------------------------------ ROC
+
+
+def tpr_at_fpr(fpr: torch.Tensor, tpr: torch.Tensor, grid) -> np.ndarray:
+    """Sample a ROC curve (points in threshold order, both coordinates non-decreasing) at the FPRs `grid`.
+
+    The curve is the polyline through its points; where it jumps vertically at an FPR (several points
+    with that FPR) the highest TPR is taken, between distinct FPRs it is interpolated linearly.
+    """
+    f = np.asarray(fpr, dtype=np.float64)
+    t = np.asarray(tpr, dtype=np.float64)
+    xs, first = np.unique(f, return_index=True)
+    last = np.r_[first[1:] - 1, len(f) - 1]  # points are grouped by FPR (non-decreasing)
+    lo, hi = t[first], t[last]  # TPR entering / leaving each distinct FPR
+    out = []
+    for g in grid:
+        j = int(np.searchsorted(xs, g, side="right")) - 1
+        if j < 0:
+            out.append(0.0)
+        elif xs[j] == g or j == len(xs) - 1:
+            out.append(float(hi[j]))
+        else:
+            w = (g - xs[j]) / (xs[j + 1] - xs[j])
+            out.append(float(hi[j] + w * (lo[j + 1] - hi[j])))
+    return np.asarray(out)
+
+
+def ood_metrics(probs_id: torch.Tensor, probs_ood: torch.Tensor) -> dict[str, float]:
+    """OOD detection by negative predictive entropy: ID points are positives (score high = 'ID')."""
+    score_id, score_ood = -predictive_entropy(probs_id), -predictive_entropy(probs_ood)
+    scores = torch.cat([score_id, score_ood])
+    labels = torch.cat([torch.ones(len(score_id)), torch.zeros(len(score_ood))])
+    fpr, tpr, _ = roc_curve(scores, labels)
+    out = {"ood_auroc": rank_auc(scores, labels),
+           "ood_entropy_id": float(-score_id.mean()), "ood_entropy_ood": float(-score_ood.mean())}
+    for g, v in zip(ROC_FPR_GRID, tpr_at_fpr(fpr, tpr, ROC_FPR_GRID)):
+        out[roc_column(g)] = float(v)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ method
+
+
+class ClassificationBenchmark:
+    """Method protocol around BaliMethod / MCDropout / MAP with this experiment's curve and final metrics.
+
+    Evaluation draws from generators re-seeded at every call (never the training ones), so curves and
+    metrics do not depend on when a run was interrupted; the state is the inner method's.
+    """
+
+    def __init__(self, inner, data: TaskData, seed: int, eval_samples: int, final_samples: int,
+                 train_eval_size: int | None, test_eval_size: int | None, ood_x: torch.Tensor | None = None,
+                 eval_batch_size: int = 4096):
+        self.inner, self.data, self.seed = inner, data, int(seed)
+        self.eval_samples, self.final_samples = int(eval_samples), int(final_samples)
+        self.train_idx = _subset(data.n_train, train_eval_size, 4000 + seed)
+        self.test_idx = _subset(int(data.x_test.shape[0]), test_eval_size, 5000 + seed)
+        self.ood_x = ood_x
+        self.eval_batch_size = int(eval_batch_size)
+
+    # Method protocol ------------------------------------------------------------------------------
+    def train_step(self, step: int) -> dict[str, float]:
+        return self.inner.train_step(step)
+
+    def state_dict(self) -> dict:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.inner.load_state_dict(state)
+
+    def _train_split(self):
+        d = self.data
+        return (d.x_train, d.y_train) if self.train_idx is None else (d.x_train[self.train_idx], d.y_train[self.train_idx])
+
+    def _sampler(self, offset: int):
+        gen = torch.Generator().manual_seed(self.seed + offset)
+        return lambda x, s: self.inner.sample_outputs(x, s, generator=gen)
+
+    def _samples(self, x: torch.Tensor, n_samples: int, sample_fn) -> torch.Tensor:
+        b = self.eval_batch_size
+        return torch.cat([sample_fn(x[i : i + b], n_samples) for i in range(0, x.shape[0], b)], dim=1)
+
+    @torch.no_grad()
+    def evaluate(self, step: int) -> dict[str, float]:
+        d = self.data
+        test = (d.x_test, d.y_test) if self.test_idx is None else (d.x_test[self.test_idx], d.y_test[self.test_idx])
+        return split_metrics(self._sampler(7919), {"train": self._train_split(), "test": test}, "classification",
+                             self.eval_samples, calibration_splits=(), batch_size=self.eval_batch_size)
+
+    @torch.no_grad()
+    def final_metrics(self) -> dict[str, float]:
+        sample_fn = self._sampler(15485863)
+        d = self.data
+        test_samples = self._samples(d.x_test, self.final_samples, sample_fn)
+        out = {f"test_{k}": v for k, v in
+               predictive_metrics(test_samples, d.y_test, "classification", calibration=True).items()}
+        xt, yt = self._train_split()
+        train = predictive_metrics(self._samples(xt, self.final_samples, sample_fn), yt, "classification")
+        out.update({f"train_{k}": v for k, v in train.items()})
+        if self.ood_x is not None:
+            probs_id = torch.softmax(test_samples.to(torch.float64), -1).mean(0)
+            ood_samples = self._samples(self.ood_x, self.final_samples, sample_fn)
+            probs_ood = torch.softmax(ood_samples.to(torch.float64), -1).mean(0)
+            out.update(ood_metrics(probs_id, probs_ood))
+        return out
+
+
+def _eval_every(s: dict, n_train: int) -> int:
+    if s.get("eval_every") is not None:
+        return int(s["eval_every"])
+    return max(1, int(round(float(s["eval_every_epochs"]) * n_train / int(s["batch_size"]))))
+
+
+def build(cell, ctx: CellContext) -> Run:
+    s, c = cell.settings, cell.coord_dict
+    method, dataset, seed = c["method"], str(c["dataset"]), int(c["seed"])
+    if method not in METHODS:
+        raise ValueError(f"bali_classification: method '{method}' unknown (valid: {', '.join(METHODS)})")
+    data, info = load_task(dataset, s, seed, ctx)
+    n_steps, batch = int(s["n_steps"]), int(s["batch_size"])
+    hidden, activation = list(s["hidden"]), s["activation"]
+    eval_every = _eval_every(s, data.n_train)
+    info.update({"dataset_name": dataset, "batch_size": batch, "n_steps": n_steps, "eval_every": eval_every,
+                 "eval_samples": int(s["eval_samples"]), "final_samples": int(s["final_samples"]),
+                 "hidden": "x".join(map(str, hidden)), "activation": activation,
+                 "standardize": bool(s.get("standardize", False))})
+    if method == "bali":
+        b = s["bali"]
+        n_eff = data.n_train / float(b["n_eff_divisor"])
+        cfg = BaliConfig(alpha=float(b["alpha"]), beta=float(b["beta"]), beta_milestones=tuple(b["beta_milestones"]),
+                         beta_decay=float(b["beta_decay"]), n_iterations=n_steps, n_eff=n_eff,
+                         sigma_init=float(b["sigma_init"]), sigma_r2=float(b["sigma_r2"]),
+                         sigma_u2_factor=float(b["sigma_u2_factor"]), batch_size=batch, reparam=b["reparam"])
+        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=int(s["eval_samples"]))
+        info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
+                     "beta_milestones": " ".join(f"{m:g}" for m in cfg.beta_milestones),
+                     "sigma_r2": cfg.prior_var_r, "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor,
+                     "n_eff": n_eff, "n_eff_divisor": float(b["n_eff_divisor"]), "sigma_init": cfg.sigma_init,
+                     "reparam": cfg.reparam, "scale_input_layer": cfg.scale_input_layer})
+    else:
+        o = s["optim"]
+        optim = OptimConfig(optimizer="adam", lr=float(o["lr"]), weight_decay=float(o["weight_decay"]), batch_size=batch)
+        p = float(s["dropout_p"]) if method == "dropout" else 0.0
+        if method == "dropout":
+            inner = MCDropout(data, hidden, activation, p, optim, n_steps, seed, n_eval_samples=int(s["eval_samples"]))
+        else:
+            inner = MAP(data, hidden, activation, optim, n_steps, seed)
+        info.update({"optimizer": "adam", "lr": optim.lr, "weight_decay": optim.weight_decay, "dropout_p": p})
+    ood_x = None
+    if s.get("ood_dataset"):
+        info["ood_dataset"] = s["ood_dataset"]
+        try:
+            ood_x = load_ood(s["ood_dataset"], s, seed, ctx)
+            info["n_ood"] = int(ood_x.shape[0])
+        except registry.DatasetUnavailable as err:  # Table 2 / Fig. 2 still get this cell; Fig. 3 shows n/a
+            info["ood_note"] = f"OOD dataset {s['ood_dataset']} unavailable: " + str(err).splitlines()[0]
+    wrapped = ClassificationBenchmark(inner, data, seed, int(s["eval_samples"]), int(s["final_samples"]),
+                                      s.get("train_eval_size"), s.get("test_eval_size"), ood_x)
+    return Run(wrapped, n_steps, eval_every, info=info)
