@@ -1,22 +1,29 @@
 # Each table and figure is built by its own notebook (workflow/notebooks/<notebook>, jupytext
 # py:percent) from the experiments' tidy CSVs. One rule per artefact in config `artefacts:`; the
-# notebook gets `snakemake.input[<experiment>]`, `snakemake.input[<experiment>_curves]` and
+# notebook gets `snakemake.input[<experiment>]`, `snakemake.input[<experiment>_curves]`,
+# `snakemake.input[<name>]` for each `data: {name: path}` file of the artefact, and
 # `snakemake.output[pdf|png|tex]`.
 
 
 def artefact_inputs(name):
+    # experiments may be empty (artefacts rendered from code or from `data` files in the repo)
     exps = config["artefacts"][name]["experiments"]
-    return {e: experiment_csv(e) for e in exps} | {f"{e}_curves": f"{RESULTS}/{SCALE}/{e}_curves.csv" for e in exps}
+    data = config["artefacts"][name].get("data") or {}
+    return ({e: experiment_csv(e) for e in exps} | {f"{e}_curves": f"{RESULTS}/{SCALE}/{e}_curves.csv" for e in exps}
+            | dict(data))
 
 
 def artefact_outputs(name):
     spec = config["artefacts"][name]
     category = "Partitioned networks" if spec["paper"] == "partitioned" else "BALI"
-    caption = workflow.source_path(f"../report/{name}.rst")
     outs = {}
     for ext in spec["outputs"]:
         path = f"figures/{name}.{ext}"
-        outs[ext] = report(path, category=category, caption=caption) if ext in ("pdf", "png") else path
+        if ext in ("pdf", "png"):  # only figures go into the HTML report and need a caption file
+            caption = workflow.source_path(f"../report/{name}.rst")
+            outs[ext] = report(path, category=category, caption=caption)
+        else:
+            outs[ext] = path
     return outs
 
 
@@ -32,5 +39,9 @@ for _name, _spec in config["artefacts"].items():
             **artefact_outputs(_name),
         log:
             f"{LOGS}/artefacts/{_name}.log",
+        params:
+            notebook=_spec["notebook"],
+        # The script path is evaluated when the job runs, not here: a loop variable in it would name
+        # the *last* artefact's notebook for every rule. Snakemake formats it with the rule's params.
         script:
-            f"../notebooks/{_spec['notebook']}"
+            "../notebooks/{params.notebook}"

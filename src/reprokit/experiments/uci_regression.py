@@ -1,0 +1,128 @@
+"""BALI paper Sec. 5.2 / App. H.2: UCI regression benchmark (Tables 1, 4, 7).
+
+Grid axes: `method` (bali | dropout | bbb), `dataset` (uci_*), `seed` = the index of the standard
+Hernandez-Lobato & Adams 90/10 split (0..19, protein 0..4); it also seeds initialisation and minibatches.
+
+Data scaling (`standardize_x`, `standardize_y`, per method block): z-scores with training-split
+statistics (registry.standardize). When the targets are standardised the method trains and predicts in
+standardised units and every reported metric is converted back to the original units (RMSE x y_std,
+log-likelihood - log y_std), so the numbers are always comparable with the paper's. For BALI the choice
+matters beyond that: the noise prior U_0 = sigma_u^2 I = 0.01 N_eff I acts on the targets' scale
+(see config/experiments/bali_regression.yaml for the decision and its evidence).
+
+Metrics (final, Monte Carlo predictive with `final_samples` draws): test_rmse, test_ll, test_nll,
+train_* likewise, noise_sd (inferred / learned noise std in original units).
+"""
+
+from __future__ import annotations
+
+from ..bali import BaliConfig
+from ..data import registry
+from ..methods.bali import BaliMethod
+from ..methods.bbb import BBBMethod
+from ..methods.common import TaskData
+from ..methods.mc_dropout import MCDropout
+from ..methods.standard import OptimConfig
+from . import CellContext, Run
+
+METHODS = ("bali", "dropout", "bbb")
+
+
+def required_variants(cell) -> dict:
+    return {}
+
+
+def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool, ctx: CellContext):
+    """(TaskData, y_std or None, info) for one standard split; y_std is set iff the targets were standardised."""
+    raw = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download, split=split)
+    z, stats = registry.standardize(raw)
+    xb = z if standardize_x else raw
+    yb = z if standardize_y else raw
+    data = TaskData(xb.x_train, yb.y_train, xb.x_test, yb.y_test, task="regression")
+    y_std = float(stats["y_std"].reshape(-1)[0]) if standardize_y else None
+    info = {"n_train": raw.n_train, "n_test": raw.n_test, "n_features": int(raw.x_train.shape[1]),
+            "split": split, "standardize_x": standardize_x, "standardize_y": standardize_y,
+            "y_std_train": float(stats["y_std"].reshape(-1)[0])}
+    return data, y_std, info
+
+
+def batch_size_of(value, n_train: int) -> int:
+    """`full` (or 0) = the whole training split (Table 4: B = N for yacht, concrete, energy)."""
+    if value in ("full", 0, None):
+        return n_train
+    return min(int(value), n_train)
+
+
+class _Final:
+    """Curve evaluations with `eval_samples`, final metrics with `final_samples` draws (same inner method)."""
+
+    def __init__(self, inner, eval_samples: int, final_samples: int):
+        self.inner, self.eval_samples, self.final_samples = inner, int(eval_samples), int(final_samples)
+
+    def train_step(self, step):
+        return self.inner.train_step(step)
+
+    def evaluate(self, step):
+        self.inner.n_eval_samples = self.eval_samples
+        return self.inner.evaluate(step)
+
+    def final_metrics(self):
+        self.inner.n_eval_samples = self.final_samples
+        try:
+            return self.inner.final_metrics()
+        finally:
+            self.inner.n_eval_samples = self.eval_samples
+
+    def state_dict(self):
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state):
+        self.inner.load_state_dict(state)
+
+
+def build(cell, ctx: CellContext) -> Run:
+    s, c = cell.settings, cell.coord_dict
+    method, dataset, seed = c["method"], str(c["dataset"]), int(c["seed"])
+    if method not in METHODS:
+        raise ValueError(f"uci_regression: method '{method}' unknown (valid: {', '.join(METHODS)})")
+    m = s[method]
+    data, y_std, info = load_task(dataset, seed, bool(m["standardize_x"]), bool(m["standardize_y"]), ctx)
+    hidden, activation = list(s["hidden"]), s["activation"]
+    n_steps = int(m["n_steps"])
+    batch = batch_size_of(m["batch_size"], data.n_train)
+    common = dict(train_eval_size=s.get("train_eval_size"), y_std=y_std)
+    info.update({"dataset_name": dataset, "hidden": "x".join(map(str, hidden)), "activation": activation,
+                 "n_steps": n_steps, "batch_size": batch, "eval_samples": int(s["eval_samples"]),
+                 "final_samples": int(s["final_samples"])})
+    if method == "bali":
+        n_eff = data.n_train / float(m["n_eff_divisor"])
+        cfg = BaliConfig(alpha=float(m["alpha"]), beta=float(m["beta"]), beta_milestones=tuple(m["beta_milestones"]),
+                         beta_decay=float(m["beta_decay"]), n_iterations=n_steps, n_eff=n_eff,
+                         sigma_init=float(m["sigma_init"]), sigma_r2=float(m["sigma_r2"]),
+                         sigma_u2_factor=float(m["sigma_u2_factor"]), batch_size=batch,
+                         reparam=m.get("reparam", "weight"), scale_input_layer=bool(m.get("scale_input_layer", False)))
+        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=int(s["eval_samples"]), **common)
+        info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
+                     "beta_milestones": " ".join(f"{x:g}" for x in cfg.beta_milestones), "sigma_r2": cfg.prior_var_r,
+                     "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor, "n_eff": n_eff,
+                     "n_eff_divisor": float(m["n_eff_divisor"]), "sigma_init": cfg.sigma_init, "reparam": cfg.reparam,
+                     "u0": "D_y", "scale_input_layer": cfg.scale_input_layer})
+    elif method == "dropout":
+        p = float(m["p"])
+        # Gal & Ghahramani (2016): the dropout-VI prior with length-scale l gives the L2 term
+        # l^2 (1 - p) / (2 N) ||W||^2 per data point, i.e. Adam weight decay l^2 (1 - p) / N.
+        wd = float(m["prior_lengthscale"]) ** 2 * (1.0 - p) / data.n_train
+        optim = OptimConfig(optimizer="adam", lr=float(m["lr"]), weight_decay=wd, batch_size=batch)
+        inner = MCDropout(data, hidden, activation, p, optim, n_steps, seed, n_eval_samples=int(s["eval_samples"]),
+                          dropout_input=bool(m["dropout_input"]), **common)
+        info.update({"dropout_p": p, "lr": optim.lr, "weight_decay": wd, "dropout_input": bool(m["dropout_input"])})
+    else:
+        optim = OptimConfig(optimizer="adam", lr=float(m["lr"]), batch_size=batch)
+        inner = BBBMethod(data, hidden, activation, float(m["kl_factor"]), optim, n_steps, seed,
+                          prior_sigma=float(m["prior_sigma"]), init_sigma=float(m["init_sigma"]),
+                          n_eval_samples=int(s["eval_samples"]), **common)
+        info.update({"kl_factor": float(m["kl_factor"]), "lr": optim.lr, "prior_sigma": float(m["prior_sigma"])})
+    eval_every = int(s["eval_every"]) if s.get("eval_every") else max(1, n_steps // int(s.get("n_evals", 10)))
+    info["eval_every"] = eval_every
+    return Run(_Final(inner, int(s["eval_samples"]), int(s["final_samples"])), n_steps, eval_every, info=info)
+

@@ -1,0 +1,227 @@
+"""Tables and curves of the BALI classification benchmark (Table 2, Tables 5/6, Figs. 2/3) from the
+aggregated CSVs of the `bali_classification` experiments. The notebooks only load, call and save.
+
+Conventions: mean ± standard error over seeds/splits (no ± with one seed); a cell whose dataset was
+unavailable shows "n/a"; a diverged cell has NaN metrics and makes its entry "NaN" (the papers'
+convention). Tables 5 and 6 are rendered from the hyperparameters each cell recorded in metrics.json
+(`info`, columns of the aggregated table), i.e. from what actually ran, not from the config file.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .style import SCALE_NOTE
+
+DATASETS = {"spambase": "Spambase", "cdc_diabetes": "Diabetes", "magic": "Telescope", "mnist": "MNIST",
+            "fashion_mnist": "FashionMNIST"}
+METHODS = {"bali": "BALI", "dropout": "DO", "map": "MAP"}
+COLORS = {"bali": "tab:blue", "dropout": "tab:orange", "map": "tab:green"}
+UCI = ("spambase", "cdc_diabetes", "magic")
+ROC_PREFIX = "roc_tpr_at_fpr_"
+
+
+def load(paths) -> pd.DataFrame:
+    """Concatenate aggregated tables (or curve tables); empty files are skipped."""
+    frames = []
+    for p in paths:
+        try:
+            frames.append(pd.read_csv(p))
+        except pd.errors.EmptyDataError:
+            continue
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _fmt(x: float, digits: int) -> str:
+    return "NaN" if not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def mean_se(values, digits: int = 3) -> str:
+    """'m ± se' over finite-or-NaN values (any NaN -> 'NaN'); one value: 'm'; none: 'n/a'."""
+    v = np.asarray(list(values), dtype=np.float64)
+    if v.size == 0:
+        return "n/a"
+    if np.isnan(v).any():
+        return "NaN"
+    if v.size == 1:
+        return _fmt(float(v[0]), digits)
+    return f"{_fmt(float(v.mean()), digits)} ± {_fmt(float(v.std(ddof=1) / math.sqrt(v.size)), digits)}"
+
+
+def _ran(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] != "unavailable"] if "status" in df else df
+
+
+def scale_of(df: pd.DataFrame) -> str:
+    scales = sorted(set(df["scale"]))
+    if len(scales) != 1:
+        raise ValueError(f"table mixes scales {scales}")
+    return scales[0]
+
+
+def provenance(df: pd.DataFrame) -> str:
+    """Scale, seeds/splits per dataset group, and the data, for captions and figure footers."""
+    parts = [SCALE_NOTE.get(scale_of(df), scale_of(df))]
+    ran = _ran(df)
+    uci = ran[ran["dataset"].isin(UCI)]
+    img = ran[~ran["dataset"].isin(UCI)]
+    if len(uci):
+        parts.append(f"UCI: {uci['seed'].nunique()} random 80/20 split(s) (seed = split)")
+    if len(img):
+        parts.append(f"MNIST/FashionMNIST: standard 60000/10000 split, {img['seed'].nunique()} seed(s)")
+    sizes = []
+    for d in DATASETS:
+        rows = ran[ran["dataset"] == d]
+        if len(rows) and "n_train" in rows:
+            sizes.append(f"{DATASETS[d]} {int(rows['n_train'].iloc[0])}/{int(rows['n_test'].iloc[0])}")
+    if sizes:
+        parts.append("train/test sizes: " + ", ".join(sizes))
+    missing = sorted({DATASETS.get(d, d) for d in df.loc[df["status"] == "unavailable", "dataset"]}) if "status" in df else []
+    if missing:
+        parts.append("n/a = dataset unavailable: " + ", ".join(missing))
+    return "; ".join(parts)
+
+
+def _datasets(df: pd.DataFrame) -> list[str]:
+    present = set(df["dataset"])
+    return [d for d in DATASETS if d in present]
+
+
+def _methods(df: pd.DataFrame) -> list[str]:
+    present = set(df["method"])
+    return [m for m in METHODS if m in present]
+
+
+# ---------------------------------------------------------------------------------------------- Table 2
+
+
+def table2(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows (dataset, metric): ACC, ECE and, for binary sets, AUC; columns BALI, DO, MAP (mean ± s.e.)."""
+    rows = []
+    for d in _datasets(df):
+        sub = df[df["dataset"] == d]
+        binary = d in UCI
+        for key, label in (("test_acc", "ACC ↑"), ("test_ece", "ECE ↓"), ("test_auc", "AUC ↑")):
+            if key == "test_auc" and not binary:
+                continue
+            row = {"Dataset": DATASETS[d], "Metric": label}
+            for m in _methods(df):
+                cells = sub[sub["method"] == m]
+                ran = _ran(cells)
+                if len(ran) == 0:
+                    row[METHODS[m]] = "n/a"
+                else:
+                    vals = ran[key] if key in ran else pd.Series([np.nan] * len(ran))
+                    row[METHODS[m]] = mean_se(vals.to_numpy(dtype=np.float64))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------- Tables 5/6
+
+
+def _recorded(rows: pd.DataFrame, column: str, fmt=lambda v: f"{v:g}") -> str:
+    """The value a column holds in every cell of `rows` (several distinct values are all listed)."""
+    if column not in rows or rows[column].isna().all():
+        return "n/a"
+    values = list(dict.fromkeys(rows[column].dropna().tolist()))
+    return " / ".join(fmt(v) if isinstance(v, (int, float, np.number)) else str(v) for v in values)
+
+
+def _int(v) -> str:
+    return f"{int(round(float(v)))}"
+
+
+def table5(df: pd.DataFrame) -> pd.DataFrame:
+    """BALI hyperparameters per dataset as recorded by the BALI cells (paper Table 5 layout)."""
+    bali = _ran(df[df["method"] == "bali"])
+    rows = []
+    for d in _datasets(df):
+        r = bali[bali["dataset"] == d]
+        if len(r) == 0:
+            rows.append({"Dataset": DATASETS[d], "size": "n/a"})
+            continue
+        rows.append({
+            "Dataset": DATASETS[d],
+            "size": _recorded(r, "n_total", _int),
+            "N_train": _recorded(r, "n_train", _int),
+            "α": _recorded(r, "alpha"),
+            "β": _recorded(r, "beta"),
+            "σ_r²": _recorded(r, "sigma_r2"),
+            "σ_u²": f"{_recorded(r, 'sigma_u2_factor')}·N_eff = {_recorded(r, 'sigma_u2', lambda v: f'{v:.4g}')}",
+            "N_eff": f"N_train/{_recorded(r, 'n_eff_divisor')} = {_recorded(r, 'n_eff', lambda v: f'{v:.6g}')}",
+            "B": _recorded(r, "batch_size", _int),
+            "# iterations": _recorded(r, "n_steps", _int),
+        })
+    return pd.DataFrame(rows)
+
+
+def table5_footnotes(df: pd.DataFrame) -> list[str]:
+    bali = _ran(df[df["method"] == "bali"])
+    if len(bali) == 0:
+        return []
+    return [f"β decays by a factor {_recorded(bali, 'beta_decay')} after fractions {_recorded(bali, 'beta_milestones')} "
+            f"of the iterations; initial weights N(0, σ_init² I) with σ_init = {_recorded(bali, 'sigma_init')}; "
+            f"reparametrisation: {_recorded(bali, 'reparam')}; first-layer input scaling: "
+            f"{_recorded(bali, 'scale_input_layer')}; architecture {_recorded(bali, 'hidden')} "
+            f"{_recorded(bali, 'activation')}. Values read from the cells' metrics.json (what ran)."]
+
+
+def table6(df: pd.DataFrame) -> pd.DataFrame:
+    """Adam hyperparameters of MC dropout and MAP per dataset as recorded by their cells (paper Table 6)."""
+    rows = []
+    for d in _datasets(df):
+        for m in ("dropout", "map"):
+            r = _ran(df[(df["dataset"] == d) & (df["method"] == m)])
+            if m not in set(df["method"]):
+                continue
+            if len(r) == 0:
+                rows.append({"Dataset": DATASETS[d], "Method": METHODS[m], "learning rate": "n/a"})
+                continue
+            rows.append({
+                "Dataset": DATASETS[d], "Method": METHODS[m],
+                "learning rate": _recorded(r, "lr"),
+                "weight decay": _recorded(r, "weight_decay"),
+                "dropout probability": _recorded(r, "dropout_p"),
+                "batch size B": _recorded(r, "batch_size", _int),
+                "# iterations": _recorded(r, "n_steps", _int),
+            })
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------- Fig. 2 / Fig. 3
+
+
+def nll_curves(curves: pd.DataFrame, dataset: str, method: str) -> pd.DataFrame:
+    """Mean over seeds of train/test NLL per step (rows with NaN NLL, e.g. a divergence row, dropped)."""
+    sub = curves[(curves["dataset"] == dataset) & (curves["method"] == method)]
+    cols = [c for c in ("train_nll", "test_nll") if c in sub]
+    if sub.empty or not cols:
+        return pd.DataFrame(columns=["step", "train_nll", "test_nll", "n_seeds"])
+    sub = sub.dropna(subset=cols)
+    g = sub.groupby("step")
+    out = g[cols].mean()
+    out["n_seeds"] = g["seed"].nunique()
+    return out.reset_index()
+
+
+def roc_grid(df: pd.DataFrame) -> np.ndarray:
+    cols = sorted((c for c in df.columns if c.startswith(ROC_PREFIX)), key=lambda c: float(c[len(ROC_PREFIX):]))
+    return np.asarray([float(c[len(ROC_PREFIX):]) for c in cols])
+
+
+def roc_mean(df: pd.DataFrame, dataset: str, method: str) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """(fpr grid, mean TPR over seeds, per-seed AUROCs) for one trained-on dataset and method."""
+    grid = roc_grid(df)
+    rows = _ran(df[(df["dataset"] == dataset) & (df["method"] == method)])
+    if "ood_auroc" in rows:
+        rows = rows.dropna(subset=["ood_auroc"])
+    else:
+        rows = rows.iloc[0:0]
+    if len(rows) == 0 or grid.size == 0:
+        return grid, np.full(grid.shape, np.nan), []
+    cols = [f"{ROC_PREFIX}{g:.3f}" for g in grid]
+    return grid, rows[cols].to_numpy(dtype=np.float64).mean(0), rows["ood_auroc"].astype(float).tolist()

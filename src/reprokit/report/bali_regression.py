@@ -1,0 +1,181 @@
+"""Tables and figure helpers for the BALI regression artefacts (Tables 1, 4, 7; Figs. 1, 4-7).
+
+Cells come from the tidy CSVs of the `uci_regression` / `synthetic_predictive` experiments
+(report/aggregate.py); the paper's numbers from config/tables/bali_uci_paper.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from . import style
+
+DATASETS = ["uci_yacht", "uci_concrete", "uci_energy", "uci_redwine", "uci_kin8nm", "uci_powerplant", "uci_protein"]
+NAMES = {"uci_yacht": "Yacht", "uci_concrete": "Concrete", "uci_energy": "Energy", "uci_redwine": "Redwine",
+         "uci_kin8nm": "Kin8nm", "uci_powerplant": "Powerplant", "uci_protein": "Protein"}
+OURS = {"bali": "BALI", "dropout": "DO", "bbb": "BBB"}
+PAPER_OWN = ["BALI", "DO"]  # the paper's own runs
+QUOTED = ["BBB", "NNG-MVG", "VADAM", "PBP"]  # literature values the paper quotes
+
+
+def load(paths) -> pd.DataFrame:
+    frames = [pd.read_csv(p) for p in paths]
+    df = pd.concat(frames, ignore_index=True)
+    style.scale_of(df)  # one scale only
+    return df
+
+
+def fmt(mean: float, se: float, digits: int = 3) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "NaN"
+    return f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+def summarise(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """mean, s.e. (std ddof=1 / sqrt(n); 0 for one split) and n over splits per (dataset, method), for the
+    metric `test_<metric>`. A diverged split (NaN) makes the mean NaN (the papers' convention)."""
+    rows = []
+    col = f"test_{metric}"
+    for (dataset, method), g in df.groupby(["dataset", "method"], sort=False):
+        ran = g[g["status"].isin(["completed", "diverged"])]
+        if ran.empty:
+            rows.append({"dataset": dataset, "method": method, "mean": np.nan, "se": np.nan, "n": 0, "status": "unavailable"})
+            continue
+        v = ran[col].astype(float).to_numpy() if col in ran else np.full(len(ran), np.nan)
+        se = float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
+        rows.append({"dataset": dataset, "method": method, "mean": float(np.mean(v)), "se": se, "n": len(v),
+                     "status": "diverged" if (ran["status"] == "diverged").any() else "completed"})
+    return pd.DataFrame(rows)
+
+
+def paper_values(path) -> dict:
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tuple[pd.DataFrame, list[str]]:
+    """Rows: datasets in the paper's order (those in the grid); columns: ours (BALI, DO, BBB, splits), then
+    the paper's BALI and DO, then the literature values the paper quotes. Returns (table, footnotes)."""
+    summary = summarise(df, metric)
+    key = "rmse" if metric == "rmse" else "ll"
+    present = [d for d in DATASETS if d in set(df["dataset"])]
+    out, notes = [], []
+    for d in present:
+        row = {"Dataset": NAMES[d]}
+        ns = set()
+        for method, label in OURS.items():
+            s = summary[(summary.dataset == d) & (summary.method == method)]
+            if s.empty or s.iloc[0]["status"] == "unavailable":
+                row[f"{label} (ours)"] = "n/a"
+                if not s.empty:
+                    notes.append(f"{NAMES[d]} {label}: dataset unavailable")
+                continue
+            r = s.iloc[0]
+            row[f"{label} (ours)"] = fmt(r["mean"], r["se"], digits)
+            ns.add(int(r["n"]))
+            if r["status"] == "diverged":
+                notes.append(f"{NAMES[d]} {label}: at least one split diverged (NaN)")
+        row["splits"] = "/".join(str(n) for n in sorted(ns)) if ns else "0"
+        vals = paper[key].get(d, {})
+        for m in PAPER_OWN + QUOTED:
+            v = vals.get(m)
+            row[f"{m} (paper)" if m in PAPER_OWN else f"{m} (quoted)"] = "-" if v is None else fmt(v[0], v[1], digits)
+        out.append(row)
+    return pd.DataFrame(out), notes
+
+
+def within_two_se(df: pd.DataFrame, paper: dict, metric: str) -> pd.DataFrame:
+    """Our mean vs the paper's: difference in units of the paper's s.e. (for captions and reports)."""
+    summary = summarise(df, metric)
+    key = "rmse" if metric == "rmse" else "ll"
+    rows = []
+    for _, r in summary.iterrows():
+        label = OURS.get(r["method"])
+        v = paper[key].get(r["dataset"], {}).get(label)
+        if v is None or r["n"] == 0:
+            continue
+        z = (r["mean"] - v[0]) / v[1] if v[1] > 0 else float("inf")
+        rows.append({"dataset": r["dataset"], "method": label, "ours": r["mean"], "ours_se": r["se"], "n": r["n"],
+                     "paper": v[0], "paper_se": v[1], "z_paper_se": z, "within_2se": abs(z) <= 2})
+    return pd.DataFrame(rows)
+
+
+def table4(df: pd.DataFrame) -> pd.DataFrame:
+    """Table 4 rendered from what the BALI cells recorded (values that ran)."""
+    b = df[(df["method"] == "bali") & df["status"].isin(["completed", "diverged"])]
+    rows = []
+    for d in [x for x in DATASETS if x in set(b["dataset"])]:
+        g = b[b["dataset"] == d]
+
+        def one(col, f=lambda v: f"{v:g}"):
+            vals = sorted({f(v) for v in g[col].dropna()}) if col in g else []
+            return ", ".join(vals) if vals else "n/a"
+
+        n_total = (g["n_train"] + g["n_test"]).iloc[0]
+        div = float(g["n_eff_divisor"].iloc[0])
+        rows.append({
+            "Dataset": NAMES[d], "size": f"{int(n_total)}", "α": one("alpha"), "β": one("beta"),
+            "σ_r²": one("sigma_r2"),
+            "σ_u²": f"{one('sigma_u2_factor')}·N_eff",
+            "N_eff": "N" if div == 1 else f"N/{div:g}",
+            "B": one("batch_size", lambda v: f"{int(v)}"), "# iterations": one("n_steps", lambda v: f"{int(v)}"),
+        })
+    return pd.DataFrame(rows)
+
+
+def provenance(df: pd.DataFrame) -> str:
+    ran = df[df["status"].isin(["completed", "diverged"])]
+    splits = ran.groupby("dataset")["seed"].nunique()
+    text = ", ".join(f"{NAMES.get(d, d)} {n}" for d, n in splits.items())
+    scales = sorted(set(df["scale"]))
+    return (f"{', '.join(style.SCALE_NOTE.get(s, s) for s in scales)}; splits per dataset: {text}; "
+            "data: UCI regression, standard 90/10 splits of Hernandez-Lobato & Adams (2015)")
+
+
+# ------------------------------------------------------------------ synthetic figures
+def floats(text) -> np.ndarray:
+    return np.array([float(v) for v in str(text).split()]) if isinstance(text, str) else np.array([])
+
+
+def synthetic_data(row: pd.Series):
+    """Training points and plotting grid of a synthetic cell, regenerated from its recorded `data_kwargs`."""
+    from ..data import registry
+
+    b = registry.load(str(row["dataset"]), **json.loads(row["data_kwargs"]))
+    return b
+
+
+def plot_predictive(ax, row: pd.Series, title: str) -> None:
+    """Mean +- 1 sd (regression) or the predictive p(class 1) map (classification) of one cell."""
+    b = synthetic_data(row)
+    if row.get("status") != "completed":
+        ax.text(0.5, 0.5, f"{row.get('status')}", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title)
+        return
+    if b.task == "regression":
+        xg = b.meta["x_grid"].numpy().ravel()
+        fg = b.meta["f_grid"].numpy().ravel()
+        mean, sd = floats(row["grid_mean"]), floats(row["grid_sd"])
+        ax.fill_between(xg, mean - sd, mean + sd, color="tab:blue", alpha=0.3, lw=0, label="±1 sd")
+        ax.plot(xg, mean, color="tab:blue", lw=1.2, label="predictive mean")
+        ax.plot(xg, fg, color="k", lw=0.8, ls="--", label="true f")
+        ax.scatter(b.x_train.numpy().ravel(), b.y_train.numpy().ravel(), s=6, color="tab:red", zorder=3, label="train")
+        lo, hi = float(np.min(fg)), float(np.max(fg))
+        pad = 0.5 * (hi - lo)
+        ax.set_ylim(lo - pad, hi + pad)
+        ax.set_xlabel("x")
+    else:
+        gx, gy = (a.numpy() for a in b.meta["grid_axes"])
+        p1 = floats(row["grid_p1"]).reshape(len(gx), len(gy))
+        cs = ax.contourf(gx, gy, p1.T, levels=np.linspace(0, 1, 11), cmap="RdBu_r", alpha=0.8)
+        ax.contour(gx, gy, p1.T, levels=[0.5], colors="k", linewidths=0.8)
+        x, y = b.x_train.numpy(), b.y_train.numpy()
+        ax.scatter(x[y == 0, 0], x[y == 0, 1], s=6, color="tab:blue", edgecolor="w", linewidth=0.3)
+        ax.scatter(x[y == 1, 0], x[y == 1, 1], s=6, color="tab:red", edgecolor="w", linewidth=0.3)
+        ax.figure.colorbar(cs, ax=ax, label="predictive p(class 1)")
+    ax.set_title(title)

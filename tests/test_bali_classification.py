@@ -1,0 +1,172 @@
+"""BALI classification benchmark (Table 2, Tables 5/6, Figs. 2/3): the experiment kind, OOD ROC, config, tables."""
+
+import glob
+import io
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from reprokit.config import experiment, load_config
+from reprokit.experiments import CellContext
+from reprokit.experiments import bali_classification as bcx
+from reprokit.report import bali_classification as bc
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config(overrides=None):
+    files = [os.path.join(REPO, "config", "config.yaml"), *sorted(glob.glob(os.path.join(REPO, "config", "experiments", "*.yaml")))]
+    return load_config(files, os.path.join(REPO, "workflow", "schemas", "config.schema.yaml"), overrides)
+
+
+# ------------------------------------------------------------------------------------------- OOD ROC
+
+
+def test_tpr_at_fpr_hand_example_with_vertical_jump_and_interpolation():
+    # ROC points (fpr, tpr): (0,0) (0,0.5) (0.5,0.5) (0.5,1) (1,1): a vertical jump at fpr 0 and 0.5
+    fpr = torch.tensor([0.0, 0.0, 0.5, 0.5, 1.0])
+    tpr = torch.tensor([0.0, 0.5, 0.5, 1.0, 1.0])
+    got = bcx.tpr_at_fpr(fpr, tpr, [0.0, 0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(got, [0.5, 0.5, 1.0, 1.0, 1.0])
+    # diagonal segment (ties between ID and OOD scores): linear interpolation
+    got = bcx.tpr_at_fpr(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]), [0.0, 0.3, 1.0])
+    np.testing.assert_allclose(got, [0.0, 0.3, 1.0])
+
+
+def test_ood_score_ordering_and_auroc():
+    eye = torch.eye(10, dtype=torch.float64)
+    confident = 0.98 * eye[torch.arange(50) % 10] + 0.002  # low entropy: looks in-distribution
+    uniform = torch.full((40, 10), 0.1, dtype=torch.float64)  # maximal entropy: looks OOD
+    m = bcx.ood_metrics(confident, uniform)
+    assert m["ood_auroc"] == 1.0
+    assert m[bcx.roc_column(0.0)] == 1.0  # every ID point accepted before the first OOD one
+    assert m["ood_entropy_id"] < m["ood_entropy_ood"] == pytest.approx(np.log(10))
+    reverse = bcx.ood_metrics(uniform, confident)  # a model that is sure on the OOD set fails
+    assert reverse["ood_auroc"] == 0.0 and reverse[bcx.roc_column(0.5)] == 0.0
+    # the sampled curve's area agrees with the rank AUROC on a random, tied example
+    gen = torch.Generator().manual_seed(0)
+    p_id = torch.softmax(3 * torch.randn(300, 10, generator=gen, dtype=torch.float64), -1)
+    p_ood = torch.softmax(torch.randn(300, 10, generator=gen, dtype=torch.float64).round(), -1)
+    m = bcx.ood_metrics(p_id, p_ood)
+    grid = np.asarray(bcx.ROC_FPR_GRID)
+    curve = np.asarray([m[bcx.roc_column(g)] for g in grid])
+    assert np.all(np.diff(curve) >= 0)
+    assert np.trapezoid(curve, grid) == pytest.approx(m["ood_auroc"], abs=0.01)
+    assert 0.5 < m["ood_auroc"] < 1.0
+
+
+# ------------------------------------------------------------------------------------------- config
+
+
+def test_config_encodes_paper_tables_5_and_6_and_small_quick_test_scales():
+    cfg = _config()
+    paper = {c.coord_dict["dataset"]: c.settings for c in experiment(cfg, "bali_cls_uci", "paper").cells()}
+    paper |= {c.coord_dict["dataset"]: c.settings for c in experiment(cfg, "bali_cls_image", "paper").cells()}
+    table5 = {"spambase": (0.1, 0.1, 10, 4, 20000), "magic": (0.5, 0.1, 8, 10, 20000),
+              "cdc_diabetes": (0.25, 0.05, 10, 100, 30000), "mnist": (0.25, 0.1, 10, 50, 30000),
+              "fashion_mnist": (0.25, 0.1, 10, 50, 30000)}
+    for d, (alpha, beta, sr2, div, iters) in table5.items():
+        b = paper[d]["bali"]
+        assert (b["alpha"], b["beta"], b["sigma_r2"], b["n_eff_divisor"], paper[d]["n_steps"]) == (alpha, beta, sr2, div, iters)
+        assert paper[d]["batch_size"] == 2048 and paper[d]["hidden"] == [256, 256] and paper[d]["activation"] == "leaky_tanh"
+        assert paper[d]["optim"] == {"lr": 2e-3 if d in bcx.IMAGES else 1e-3, "weight_decay": 1e-4}
+        assert paper[d]["dropout_p"] == 0.1 and paper[d]["eval_samples"] == 128
+    assert len(list(experiment(cfg, "bali_cls_uci", "paper").cells())) == 3 * 3 * 5
+    assert len(list(experiment(cfg, "bali_cls_image", "paper").cells())) == 3 * 2 * 3
+    for scale, max_steps in (("quick", 600), ("test", 20)):
+        for name in ("bali_cls_uci", "bali_cls_image"):
+            cells = list(experiment(cfg, name, scale).cells())
+            assert {c.coord_dict["method"] for c in cells} == {"bali", "dropout", "map"}  # same grid shape
+            assert max(c.settings["n_steps"] for c in cells) <= max_steps, (scale, name)
+
+
+def test_misspelled_setting_is_named():
+    from reprokit.config import ConfigError
+
+    with pytest.raises(ConfigError, match="n_eff_divisr"):
+        _config({"experiments": {"bali_cls_uci": {"settings": {"per_dataset": {"magic": {"bali": {"n_eff_divisr": 3}}}}}}})
+
+
+# ------------------------------------------------------------------------------------------- cells
+
+
+def _cells(cfg, name="bali_cls_uci", dataset="spambase"):
+    return {c.coord_dict["method"]: c for c in experiment(cfg, name, "test").cells() if c.coord_dict["dataset"] == dataset}
+
+
+@pytest.fixture
+def ctx(shared_data):
+    return CellContext(mirrors=[shared_data], cache_dir=None, variants_dir="unused")
+
+
+def test_resume_is_bit_identical_and_eval_is_side_effect_free(ctx):
+    cfg = _config()
+    for method, cell in _cells(cfg).items():
+        ref = bcx.build(cell, ctx).method
+        for step in range(12):
+            ref.train_step(step)
+        ref_eval = ref.evaluate(12)
+        assert ref.evaluate(12) == ref_eval  # evaluation is reproducible ...
+        a = bcx.build(cell, ctx).method
+        for step in range(6):
+            a.train_step(step)
+            a.evaluate(step)  # ... and never consumes training randomness
+        buf = io.BytesIO()
+        torch.save(a.state_dict(), buf)
+        buf.seek(0)
+        b = bcx.build(cell, ctx).method
+        b.load_state_dict(torch.load(buf, weights_only=False))
+        for step in range(6, 12):
+            b.train_step(step)
+        assert b.evaluate(12) == ref_eval, method
+        assert b.final_metrics() == ref.final_metrics(), method
+
+
+def test_cells_record_what_ran_and_tables_render_it(ctx, tmp_path):
+    """Tables 5/6 come from the cells' recorded hyperparameters: change the config, the table follows."""
+    from reprokit.cell import run_cell
+    from reprokit.report.aggregate import aggregate
+
+    cfg = _config({"experiments": {"bali_cls_uci": {"settings": {"per_dataset": {"spambase": {"bali": {"alpha": 0.123}}}},
+                                                    "scales": {"test": {"settings": {"eval_every": 5}}}}}})
+    grid = experiment(cfg, "bali_cls_uci", "test")
+    cells = [c for c in grid.cells() if c.coord_dict["dataset"] == "spambase"]
+    for cell in cells:
+        rec = run_cell(cell, ctx, tmp_path / cell.rel_dir, None)
+        assert rec["status"] == "completed"
+        assert {"test_acc", "test_ece", "test_auc", "test_nll"} <= set(rec["metrics"])
+        curve = pd.read_csv(tmp_path / cell.rel_dir / "curve.csv")
+        assert list(curve["step"]) == [0, 5, 10, 15, 20]
+        assert curve[["train_nll", "test_nll"]].notna().all().all()
+    unavailable = {c.rel_dir: ["cdc_diabetes"] for c in grid.cells() if c.coord_dict["dataset"] == "cdc_diabetes"}
+    table, _ = aggregate([c for c in grid.cells() if c.coord_dict["dataset"] != "magic"], tmp_path, unavailable)
+    bali = json.loads((tmp_path / cells[0].rel_dir / "metrics.json").read_text())
+    n_train = bali["info"]["n_train"]
+    assert bali["info"]["n_eff"] == pytest.approx(n_train / 4) and bali["info"]["alpha"] == 0.123
+
+    t5 = bc.table5(table).set_index("Dataset")
+    assert t5.loc["Spambase", "α"] == "0.123"
+    assert t5.loc["Spambase", "N_eff"] == f"N_train/4 = {n_train / 4:.6g}"
+    assert t5.loc["Spambase", "σ_r²"] == "10" and t5.loc["Spambase", "# iterations"] == "20"
+    assert t5.loc["Diabetes", "size"] == "n/a"
+    t6 = bc.table6(table).set_index(["Dataset", "Method"])
+    assert t6.loc[("Spambase", "DO"), "dropout probability"] == "0.1"
+    assert t6.loc[("Spambase", "MAP"), "dropout probability"] == "0"
+    assert t6.loc[("Spambase", "DO"), "learning rate"] == "0.001"
+    t2 = bc.table2(table)
+    spam = t2[t2["Dataset"] == "Spambase"].set_index("Metric")
+    assert list(spam.index) == ["ACC ↑", "ECE ↓", "AUC ↑"]
+    acc = float(table.loc[(table.method == "bali") & (table.dataset == "spambase"), "test_acc"].iloc[0])
+    assert spam.loc["ACC ↑", "BALI"] == f"{acc:.3f}"
+    assert set(t2.loc[t2["Dataset"] == "Diabetes", "BALI"]) == {"n/a"}
+
+
+def test_mean_se_formatting():
+    assert bc.mean_se([0.5]) == "0.500"
+    assert bc.mean_se([0.4, 0.6]) == "0.500 ± 0.100"
+    assert bc.mean_se([0.4, float("nan")]) == "NaN"
+    assert bc.mean_se([]) == "n/a"

@@ -1,0 +1,57 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # BALI Fig. 2 — NLL over iterations
+# Negative log predictive likelihood on the test set (solid) and on random training points (dashed) of
+# BALI, MC dropout (p = 0.1) and MAP, evaluated during training with Monte Carlo posterior / dropout
+# samples (Sec. 5.4); mean over seeds/splits. Read from the per-step curve (curve.csv) of each cell.
+
+# %%
+import matplotlib.pyplot as plt
+
+from reprokit.report import bali_classification as bc
+from reprokit.report import style
+
+style.setup()
+df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])  # noqa: F821
+curves = bc.load([snakemake.input["bali_cls_uci_curves"], snakemake.input["bali_cls_image_curves"]])  # noqa: F821
+scale = bc.scale_of(df)
+
+# %%
+order = ["mnist", "fashion_mnist", "spambase", "cdc_diabetes", "magic"]
+fig, axes = plt.subplots(1, len(order), figsize=(15, 3.2))
+for ax, d in zip(axes, order):
+    rows = df[df["dataset"] == d]
+    ax.set_title(bc.DATASETS[d])
+    ax.set_xlabel("iteration")
+    if rows.empty or (rows["status"] == "unavailable").all():
+        ax.text(0.5, 0.5, "n/a (dataset unavailable)", ha="center", va="center", transform=ax.transAxes)
+        continue
+    for m in bc.METHODS:
+        c = bc.nll_curves(curves, d, m) if not curves.empty else None
+        if c is None or c.empty:
+            continue
+        ax.plot(c["step"], c["test_nll"], color=bc.COLORS[m], ls="-", lw=1.2, label=f"{bc.METHODS[m]} test")
+        ax.plot(c["step"], c["train_nll"], color=bc.COLORS[m], ls="--", lw=1.0, label=f"{bc.METHODS[m]} train")
+    ax.set_yscale("log")
+    ran = rows[rows["status"] != "unavailable"]
+    ax.text(0.98, 0.98, f"eval every {int(ran['eval_every'].iloc[0])} it., "
+            f"{int(ran['eval_samples'].iloc[0])} samples", ha="right", va="top", fontsize=6, transform=ax.transAxes)
+axes[0].set_ylabel("NLL (log scale)")
+handles, labels = axes[0].get_legend_handles_labels()
+if not handles:
+    for ax in axes[1:]:
+        handles, labels = ax.get_legend_handles_labels()
+        if handles:
+            break
+fig.legend(handles, labels, loc="upper center", ncol=6, bbox_to_anchor=(0.5, 1.06))
+fig.tight_layout(rect=(0, 0.04, 1, 1))
+note = bc.provenance(df) + "; curve NLL: test set (or a fixed random subset of it) and random training points"
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

@@ -1,0 +1,59 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # BALI Fig. 3 — OOD detection ROC curves
+# Score: negative entropy of the predictive distribution. Trained on the in-distribution (ID) set, its
+# test split are the positives; the test split of the other dataset is the OOD set (negatives). TPR = ID
+# test points scored as ID, FPR = OOD points scored as ID (the standard convention; the paper's caption
+# words the false positives differently). Each cell records its ROC curve at fixed FPRs and its AUROC in
+# metrics.json; curves are averaged over seeds at those FPRs (vertical averaging).
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+from reprokit.report import bali_classification as bc
+from reprokit.report import style
+
+style.setup()
+df = bc.load([snakemake.input["bali_cls_image"]])  # noqa: F821
+scale = bc.scale_of(df)
+
+# %%
+pairs = [("mnist", "fashion_mnist"), ("fashion_mnist", "mnist")]
+fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
+summary = []
+for ax, (id_set, ood_set) in zip(axes, pairs):
+    ax.plot([0, 1], [0, 1], color="0.6", ls=":", lw=0.8)
+    ax.set_title(f"ID: {bc.DATASETS[id_set]}, OOD: {bc.DATASETS[ood_set]}")
+    ax.set_xlabel("false positive rate (OOD classified as ID)")
+    ax.set_ylabel("true positive rate (ID classified as ID)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.01)
+    drawn = False
+    for m in bc.METHODS:
+        fpr, tpr, aucs = bc.roc_mean(df, id_set, m)
+        if not aucs:
+            continue
+        auc = bc.mean_se(aucs)
+        ax.plot(fpr, tpr, color=bc.COLORS[m], lw=1.3, label=f"{bc.METHODS[m]} (AUROC {auc})")
+        summary.append(f"{bc.DATASETS[id_set]} {bc.METHODS[m]} {auc}")
+        drawn = True
+    if drawn:
+        ax.legend(loc="lower right")
+    else:
+        ax.text(0.5, 0.5, "n/a (dataset unavailable)", ha="center", va="center", transform=ax.transAxes)
+fig.tight_layout(rect=(0, 0.05, 1, 1))
+ran = df[df["status"] != "unavailable"]
+n_ood = sorted({int(v) for v in ran["n_ood"].dropna()}) if "n_ood" in ran else []
+note = (bc.provenance(df) + f"; OOD set: the other dataset's test split ({'/'.join(map(str, n_ood))} images); "
+        f"{'/'.join(str(int(v)) for v in sorted(set(ran['final_samples'])))} predictive samples")
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+print("; ".join(summary))

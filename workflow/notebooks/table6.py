@@ -1,0 +1,22 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Table 6 — computational complexities (partitioned networks paper, App. D.1)
+# Transcribed from the paper into `config/tables/complexity.yaml` (a data file, not computed) and
+# rendered here; the caption says so. No experiment cells: identical at every scale.
+# Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output` / `snakemake.config`.
+
+# %%
+from reprokit.report.tables import write_complexity_table
+
+data = snakemake.input["complexity"]  # noqa: F821 (injected by Snakemake)
+scale = snakemake.config["scale"]  # noqa: F821
+table = write_complexity_table(data, "table6", snakemake.output["tex"], scale)  # noqa: F821
+table
