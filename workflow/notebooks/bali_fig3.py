@@ -16,8 +16,9 @@
 # metrics.json; curves are averaged over seeds at those FPRs (vertical averaging).
 
 # %%
+import textwrap
+
 import matplotlib.pyplot as plt
-import numpy as np
 
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
@@ -50,10 +51,11 @@ for ax, (id_set, ood_set) in zip(axes, pairs):
         ax.legend(loc="lower right")
     else:
         ax.text(0.5, 0.5, "n/a (dataset unavailable)", ha="center", va="center", transform=ax.transAxes)
-fig.tight_layout(rect=(0, 0.05, 1, 1))
+fig.tight_layout(rect=(0, 0.08, 1, 1))
 ran = df[df["status"] != "unavailable"]
 n_ood = sorted({int(v) for v in ran["n_ood"].dropna()}) if "n_ood" in ran else []
 note = (bc.provenance(df) + f"; OOD set: the other dataset's test split ({'/'.join(map(str, n_ood))} images); "
         f"{'/'.join(str(int(v)) for v in sorted(set(ran['final_samples'])))} predictive samples")
+note = textwrap.fill(note, 170)
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
 print("; ".join(summary))

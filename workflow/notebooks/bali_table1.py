@@ -38,7 +38,7 @@ footnotes = [
     + ("(here: targets standardised)" if std_y else "")
     + "; the noise prior U_0 = 0.01 N_eff I acts on the targets' scale and original-unit targets reproduce the "
       "paper's log-likelihoods. DO and BBB standardise inputs and targets. All metrics in original units.",
-    "Our DO: p = 0.05 on inputs and hidden units, learned homoscedastic noise (no tau grid search), Adam; "
+    "Our DO: p = 0.05 on the hidden units, learned homoscedastic noise (no tau grid search), Adam; "
     "our BBB: N(0,1) prior, KL factor 1, learned noise, Adam (config/experiments/bali_regression.yaml).",
 ] + notes
 style.write_latex_table(

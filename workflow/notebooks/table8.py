@@ -126,8 +126,8 @@ backward = sorted(set(done["backward"].dropna())) if "backward" in done else []
 clock = {"cpu": "process CPU time", "wall": "wall-clock time (after device synchronisation)"}
 caption = (
     "Time per update relative to a standard parameter update (Table 8 of the paper). measured: on "
-    f"{' / '.join(devices) or 'n/a'}, {', '.join(clock.get(t, t) for t in timers)}, torch.set_num_threads("
-    f"{', '.join(map(str, threads))}); median over timed repetitions of the per-repetition ratio "
+    f"{' / '.join(devices) or 'n/a'} (torch.set_num_threads({', '.join(map(str, threads))})), "
+    f"{', '.join(clock.get(t, t) for t in timers)}; median over timed repetitions of the per-repetition ratio "
     "(partitioned / standard update of the same repetition), inter-quartile range in brackets; repetitions: "
     + ", ".join(f"{k} {v}" for k, v in n_reps.items())
     + f"; batch size {batches} images x {', '.join(map(str, samples))} augmentation samples. "

@@ -58,15 +58,22 @@ def required_variants(cell) -> dict:
 
 
 def cpu_model_name() -> str:
-    """The CPU model string (``model name`` of /proc/cpuinfo; platform fallbacks elsewhere)."""
+    """The CPU model string (``model name`` of /proc/cpuinfo, with family/model numbers, since
+    virtual machines often report a generic name such as "AMD EPYC"); platform fallbacks elsewhere."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break  # first processor only
+                key, _, value = line.partition(":")
+                fields[key.strip().lower()] = value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def resolve_device(name: str) -> torch.device:
@@ -80,7 +87,7 @@ def resolve_device(name: str) -> torch.device:
 def device_description(device: torch.device, num_threads: int) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{cpu_model_name()} ({num_threads} thread{'s' if num_threads != 1 else ''})"
+    return f"{cpu_model_name()}, {num_threads} intra-op thread{'s' if num_threads != 1 else ''}"
 
 
 def _make_optimizer(name: str, params, lr: float, momentum: float, weight_decay: float):

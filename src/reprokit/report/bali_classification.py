@@ -128,7 +128,13 @@ def _recorded(rows: pd.DataFrame, column: str, fmt=lambda v: f"{v:g}") -> str:
     if column not in rows or rows[column].isna().all():
         return "n/a"
     values = list(dict.fromkeys(rows[column].dropna().tolist()))
-    return " / ".join(fmt(v) if isinstance(v, (int, float, np.number)) else str(v) for v in values)
+
+    def one(v):
+        if isinstance(v, (bool, np.bool_)):
+            return "yes" if v else "no"
+        return fmt(v) if isinstance(v, (int, float, np.number)) else str(v)
+
+    return " / ".join(one(v) for v in values)
 
 
 def _int(v) -> str:

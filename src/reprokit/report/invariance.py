@@ -1,0 +1,115 @@
+"""Plot helpers for the learned-augmentation figures (partitioned paper Figs. 3, 5-9).
+
+Tables are the tidy aggregates of `affine_invariance` experiments (report/aggregate.py): one row per
+cell with its coordinates (list-valued axes such as `chunk_proportions` appear as "[8, 1, 1]"), the
+status, and the metrics (`test_acc`, learned or fixed ranges `aug_<name>`).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+AUG_NAMES = ("rotation", "shear", "translate_x", "translate_y", "scale_x", "scale_y")
+AUG_LABELS = {"rotation": "Rotation", "shear": "Shear", "translate_x": "Translation X",
+              "translate_y": "Translation Y", "scale_x": "Scale X", "scale_y": "Scale Y"}
+METHOD_STYLE = {  # label, colour, marker (Fig. 3 of the paper)
+    "baseline": ("Baseline", "tab:gray", "o"),
+    "augerino": ("Augerino", "tab:green", "s"),
+    "partitioned_ens": ("Partitioned (Ens.)", "tab:purple", "^"),
+    "partitioned": ("Partitioned", "tab:red", "D"),
+}
+
+
+def as_tuple(value) -> tuple:
+    """'[8, 1, 1]' / '8-1-1' / [8, 1, 1] -> (8, 1, 1) (numbers as written)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    text = str(value).strip()
+    if text.startswith("["):
+        return tuple(ast.literal_eval(text))
+    return tuple(ast.literal_eval(v) for v in text.split("-"))
+
+
+def props_label(value) -> str:
+    return "[" + ", ".join(f"{v:g}" for v in as_tuple(value)) + "]"
+
+
+def as_bool(series: pd.Series) -> pd.Series:
+    return series.map(lambda v: v if isinstance(v, bool) else str(v).strip().lower() == "true")
+
+
+def completed(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "completed"]
+
+
+def mean_se(df: pd.DataFrame, by, column: str) -> pd.DataFrame:
+    g = df.groupby(by)[column]
+    out = pd.DataFrame({"mean": g.mean(), "n": g.count()})
+    out["se"] = (g.std(ddof=1) / np.sqrt(out["n"])).fillna(0.0)
+    return out.reset_index()
+
+
+def seeds_text(tables) -> str:
+    n = sorted({int(t["seed"].nunique()) for t in tables if "seed" in t and len(t)})
+    return "/".join(map(str, n)) or "0"
+
+
+def heatmap(ax, table: pd.DataFrame, value: str = "test_acc", vmin=None, vmax=None, title: str = ""):
+    """Mean over seeds of `value`: rows = parameter proportions, columns = chunk proportions.
+    Cells that did not complete (diverged, n/a) are drawn as NaN and labelled."""
+    t = table.copy()
+    t["param"] = t["param_proportions"].map(props_label)
+    t["chunk"] = t["chunk_proportions"].map(props_label)
+    rows = list(dict.fromkeys(t["param"]))
+    cols = list(dict.fromkeys(t["chunk"]))
+    ok = completed(t)
+    grid = np.full((len(rows), len(cols)), np.nan)
+    for (p, c), sub in ok.groupby(["param", "chunk"]):
+        grid[rows.index(p), cols.index(c)] = sub[value].mean()
+    im = ax.imshow(grid, cmap="viridis", vmin=vmin, vmax=vmax, aspect="auto")
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            v = grid[i, j]
+            ax.text(j, i, "n/a" if not math.isfinite(v) else f"{100 * v:.1f}", ha="center", va="center",
+                    color="w" if not math.isfinite(v) or (vmax is not None and v < (vmin + vmax) / 2) else "k",
+                    fontsize=7)
+    ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel("Chunk proportions")
+    ax.set_ylabel("Param. proportions")
+    ax.set_title(title)
+    ax.grid(False)
+    return im
+
+
+def sensitivity_figure(tables: list[pd.DataFrame], value: str = "test_acc"):
+    """One heatmap per chunk count (tables in order of 2, 3, 4 chunks), shared colour scale."""
+    vals = pd.concat([completed(t)[value] for t in tables if len(t)], ignore_index=True)
+    vmin, vmax = (float(vals.min()), float(vals.max())) if len(vals) else (0.0, 1.0)
+    if vmin == vmax:
+        vmin, vmax = vmin - 0.005, vmax + 0.005
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.2 * len(tables), 3.8))
+    axes = np.atleast_1d(axes)
+    im = None
+    for i, (ax, t) in enumerate(zip(axes, tables)):
+        c = len(as_tuple(t["chunk_proportions"].iloc[0]))
+        im = heatmap(ax, t, value, vmin, vmax, f"({chr(97 + i)}) {c} chunks")
+    if im is not None:
+        fig.colorbar(im, ax=list(axes), shrink=0.8, label="Test accuracy")
+    return fig, axes
+
+
+def learned_ranges_text(table: pd.DataFrame, names=("rotation",)) -> str:
+    """'rotation 1.68 (mean of 2)' per dataset for completed cells, e.g. for a footer."""
+    ok = completed(table)
+    parts = []
+    for name in names:
+        col = f"aug_{name}"
+        if col in ok and len(ok):
+            parts.append(f"{name} {ok[col].mean():.2f}")
+    return ", ".join(parts)

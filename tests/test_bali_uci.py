@@ -1,0 +1,149 @@
+"""BALI regression experiments: config (Table 4 settings), data scaling choice, metrics in original units,
+synthetic predictive cells, table helpers."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from reprokit.config import experiment, load_config
+from reprokit.data import registry
+from reprokit.experiments import CellContext, synthetic_predictive, uci_regression
+from reprokit.report import bali_regression as br
+from reprokit.train import LoopConfig, run_loop
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@pytest.fixture(scope="module")
+def config():
+    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "experiments").glob("*.yaml"))]
+    return load_config(files, SCHEMA)
+
+
+def _cell(config, name, scale, **coords):
+    g = experiment(config, name, scale)
+    for c in g.cells():
+        if all(c.coord_dict[k] == v for k, v in coords.items()):
+            return c
+    raise KeyError(coords)
+
+
+def test_paper_scale_settings_follow_table4(config):
+    g = experiment(config, "bali_uci", "paper")
+    assert g.axes["seed"] == list(range(20)) and g.axes["method"] == ["bali", "dropout", "bbb"]
+    assert experiment(config, "bali_uci_protein", "paper").axes["seed"] == list(range(5))
+    expect = {  # dataset: (beta, sigma_r2, n_eff_divisor, batch, n_steps, hidden)
+        "uci_yacht": (0.2, 40, 1, "full", 20000, [50]), "uci_concrete": (0.2, 40, 1, "full", 20000, [50]),
+        "uci_energy": (0.2, 40, 1, "full", 20000, [50]), "uci_redwine": (0.2, 40, 1, 1024, 20000, [50]),
+        "uci_kin8nm": (0.2, 40, 4, 1024, 20000, [50]), "uci_powerplant": (0.2, 40, 4, 1024, 20000, [50]),
+        "uci_protein": (0.1, 20, 4, 2048, 30000, [100]),
+    }
+    for d, (beta, sr2, div, batch, steps, hidden) in expect.items():
+        exp = "bali_uci_protein" if d == "uci_protein" else "bali_uci"
+        s = _cell(config, exp, "paper", method="bali", dataset=d, seed=0).settings
+        b = s["bali"]
+        assert (b["alpha"], b["beta"], b["sigma_r2"], b["n_eff_divisor"], b["batch_size"], b["n_steps"]) == \
+            (0.3, beta, sr2, div, batch, steps), d
+        assert s["hidden"] == hidden and s["activation"] == "relu" and b["sigma_u2_factor"] == 0.01
+        # the data-scaling decision: z-scored inputs, targets in original units
+        assert b["standardize_x"] is True and b["standardize_y"] is False
+    # quick keeps the grid shape, fewer splits and iterations
+    q = experiment(config, "bali_uci", "quick")
+    assert q.axes["dataset"] == g.axes["dataset"] and len(q.axes["seed"]) == 3
+    assert _cell(config, "bali_uci", "quick", method="bali", dataset="uci_kin8nm", seed=0).settings["bali"]["n_eff_divisor"] == 4
+
+
+def test_fig7_local_matches_classification_benchmark_except_reparam(config):
+    for scale in ("paper", "quick", "test"):
+        w = experiment(config, "bali_cls_uci", scale)
+        l = experiment(config, "bali_fig7_local", scale)
+        assert l.axes["dataset"] == w.axes["dataset"] and l.axes["seed"] == w.axes["seed"], scale
+        for d in l.axes["dataset"]:
+            sw = _cell(config, "bali_cls_uci", scale, method="bali", dataset=d, seed=0).settings
+            sl = _cell(config, "bali_fig7_local", scale, method="bali", dataset=d, seed=0).settings
+            assert sw["bali"]["reparam"] == "weight" and sl["bali"]["reparam"] == "local"
+            sw = {**sw, "bali": {**sw["bali"], "reparam": None}}
+            sl = {**sl, "bali": {**sl["bali"], "reparam": None}}
+            assert sw == sl, (scale, d)
+
+
+def _ctx(shared_data):
+    return CellContext(mirrors=[shared_data], cache_dir=None, variants_dir="unused")
+
+
+@pytest.mark.parametrize("method", ["bali", "dropout"])
+def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method):
+    cell = _cell(config, "bali_uci", "test", method=method, dataset="uci_yacht", seed=0)
+    run = uci_regression.build(cell, _ctx(shared_data))
+    run_loop(run.method, LoopConfig(n_steps=run.n_steps, eval_every=0))
+    inner = run.method.inner
+    raw = registry.load("uci_yacht", [shared_data], split=0)
+    z, stats = registry.standardize(raw)
+    torch.testing.assert_close(inner.data.x_train, z.x_train)  # inputs z-scored in both
+    if method == "bali":  # BALI fits the raw targets: U_0 = 0.01 N_eff I is on the original scale
+        assert torch.equal(inner.data.y_train, raw.y_train) and inner.y_std is None
+        assert run.info["standardize_y"] is False
+    else:
+        torch.testing.assert_close(inner.data.y_train, z.y_train)
+        assert inner.y_std == pytest.approx(float(stats["y_std"]))
+    metrics = run.method.final_metrics()
+    # recompute the test RMSE / LL in original units from the same Monte Carlo samples
+    gen = torch.Generator().manual_seed(inner.eval_seed)
+    inner.sample_outputs(inner.data.x_train, run.method.final_samples, generator=gen)  # train split comes first
+    samples = inner.sample_outputs(inner.data.x_test, run.method.final_samples, generator=gen).double()
+    ys = 1.0 if inner.y_std is None else inner.y_std
+    ym = 0.0 if inner.y_std is None else float(stats["y_mean"])
+    pred = samples * ys + ym
+    rmse = float((pred.mean(0) - raw.y_test.double()).square().mean().sqrt())
+    assert metrics["test_rmse"] == pytest.approx(rmse, rel=1e-6)
+    var = torch.as_tensor(inner.noise_cov(), dtype=torch.float64).reshape(-1)[0] * ys**2
+    logp = torch.distributions.Normal(pred[..., 0], var.sqrt()).log_prob(raw.y_test.double()[:, 0])
+    ll = float((torch.logsumexp(logp, 0) - math.log(logp.shape[0])).mean())
+    assert metrics["test_ll"] == pytest.approx(ll, rel=1e-6, abs=1e-9)
+    assert metrics["noise_sd"] == pytest.approx(float(var.sqrt()), rel=1e-5)
+
+
+def test_synthetic_cells_store_grid_predictive(config):
+    for name, d in (("bali_synthetic", "sinc"), ("bali_bbb_synthetic", "two_moons")):
+        cell = _cell(config, name, "test", dataset=d)
+        run = synthetic_predictive.build(cell, CellContext(mirrors=[], cache_dir=None, variants_dir="unused"))
+        run_loop(run.method, LoopConfig(n_steps=run.n_steps, eval_every=0))
+        m = run.method.final_metrics()
+        b = registry.load(d, **__import__("json").loads(run.info["data_kwargs"]))
+        n_grid = b.meta["x_grid"].shape[0]
+        if d == "sinc":
+            assert b.n_train == 256  # App. H.1
+            mean, sd, epi = (br.floats(m[k]) for k in ("grid_mean", "grid_sd", "grid_sd_epistemic"))
+            assert len(mean) == len(sd) == n_grid and np.all(sd >= epi - 1e-4) and np.all(np.isfinite(mean))
+        else:
+            p1 = br.floats(m["grid_p1"])
+            assert len(p1) == n_grid and np.all((p1 >= 0) & (p1 <= 1))
+            assert run.info["kl_factor"] == cell.coord_dict["kl_factor"]
+
+
+def test_uci_table_formats_mean_se_and_labels_sources():
+    rows = []
+    for seed, (r, l) in enumerate([(0.5, -0.7), (0.7, -0.9)]):
+        rows.append({"scale": "paper", "method": "bali", "dataset": "uci_yacht", "seed": seed, "status": "completed",
+                     "test_rmse": r, "test_ll": l})
+        rows.append({"scale": "paper", "method": "dropout", "dataset": "uci_yacht", "seed": seed,
+                     "status": "diverged" if seed else "completed", "test_rmse": np.nan if seed else 1.0, "test_ll": -1})
+    rows.append({"scale": "paper", "method": "bbb", "dataset": "uci_yacht", "seed": 0, "status": "unavailable"})
+    df = pd.DataFrame(rows)
+    paper = br.paper_values(REPO / "config" / "tables" / "bali_uci_paper.yaml")
+    table, notes = br.uci_table(df, paper, "rmse")
+    row = table.iloc[0]
+    assert row["BALI (ours)"] == "0.600 ± 0.100"  # mean 0.6, sd 0.1414 / sqrt 2
+    assert row["DO (ours)"] == "NaN" and row["BBB (ours)"] == "n/a"
+    assert row["BALI (paper)"] == "0.642 ± 0.042" and row["BBB (quoted)"] == "1.174 ± 0.086"
+    assert row["splits"] == "2" and any("diverged" in n for n in notes)
+    check = br.within_two_se(df, paper, "ll")
+    b = check[check.method == "BALI"].iloc[0]
+    assert b["z_paper_se"] == pytest.approx((-0.8 + 0.745) / 0.033) and b["within_2se"]  # -1.67 s.e.
+    d = check[check.method == "DO"].iloc[0]
+    assert d["z_paper_se"] == pytest.approx((-1.0 + 1.250) / 0.015) and not d["within_2se"]

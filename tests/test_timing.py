@@ -1,0 +1,225 @@
+"""Table 8: the update_timing experiment kind (one cell = standard vs partitioned updates, timed) and
+its notebook (ratios from the cells' repetitions, the paper's values quoted apart, Diff. Laplace n/a)."""
+
+import glob
+import json
+import runpy
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from reprokit.config import ConfigError, experiment, load_config
+from reprokit.experiments import kind_module, update_timing
+from reprokit.experiments.update_timing import UpdateTiming, summarize
+from reprokit.train import LoopConfig, run_loop
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+CONFIGS = [REPO / "config" / "config.yaml", REPO / "config" / "experiments" / "partitioned_tables.yaml"]
+
+
+def tiny_settings(**kw):
+    s = dict(batch_size=3, n_aug_samples=2, input_shape=[1, 28, 28], n_classes=10,
+             chunk_proportions=[0.8, 0.1, 0.1], augmentation="schwobel", augmentation_init=0.1,
+             optimizer="adam", lr=1e-3, weight_decay=0.0, n_warmup=1, n_repeats=3, device="cpu")
+    s.update(kw)
+    return s
+
+
+def test_kind_is_registered_and_needs_no_variants():
+    mod = kind_module("update_timing")
+    assert mod is update_timing
+    assert mod.required_variants(None) == {}
+
+
+def test_cell_reports_positive_ratios_and_per_repetition_times():
+    m = UpdateTiming("mnist_cnn", tiny_settings(), seed=0)
+    result = run_loop(m, LoopConfig(n_steps=4, eval_every=1))
+    assert result.status == "completed"
+    metrics = m.final_metrics()
+    assert metrics["n_repeats"] == 3  # the warm-up repetition is not counted
+    for key in ("param_ratio", "hyper_ratio", "param_ratio_cpu", "hyper_ratio_wall", "standard_ms"):
+        assert np.isfinite(metrics[key]) and metrics[key] > 0, key
+    assert metrics["param_ratio_q25"] <= metrics["param_ratio"] <= metrics["param_ratio_q75"]
+    # the curve gets one row per repetition with every update's time
+    rows = [r for r in result.curve if "standard_cpu_s" in r]
+    assert len(rows) == 4 and rows[0]["warmup"] and not rows[-1]["warmup"]
+    assert all(r[f"{k}_wall_s"] > 0 for r in rows for k in ("standard", "param", "hyper"))
+
+
+def test_all_updates_use_the_same_batch():
+    m = UpdateTiming("mnist_cnn", tiny_settings(), seed=0)
+    seen = {}
+
+    def recorder(name):
+        def hook(module, args):
+            seen.setdefault(name, []).append(args[0])
+        return hook
+
+    m.standard_net.register_forward_pre_hook(recorder("standard"))
+    m.partitioned_net.register_forward_pre_hook(recorder("partitioned"))
+    m.repetition(0)
+    assert len(seen["standard"]) == 1 and len(seen["partitioned"]) == 2  # param + hyper update
+    for x in seen["standard"] + seen["partitioned"]:
+        assert x is m.x  # one fixed batch tensor, not a copy or a fresh draw
+    assert tuple(m.x.shape) == (3, 1, 28, 28)
+
+
+def test_networks_start_equal_and_each_update_changes_only_its_own_parameters():
+    m = UpdateTiming("mnist_cnn", tiny_settings(), seed=1)
+    x = torch.randn(4, 1, 28, 28)
+    with torch.no_grad(), m.pmodel.subnetwork(m.pmodel.num_partitions):
+        assert torch.equal(m.standard_net.model(x), m.pmodel(x))  # same initial weights
+
+    before = {name: p.detach().clone() for name, p, _ in m.pmodel.named_partitioned_parameters()}
+    psi_before = [p.detach().clone() for p in m.psi]
+    m.update_param(2)
+    for name, p, a in m.pmodel.named_partitioned_parameters():
+        changed = p.detach() != before[name]
+        assert not changed[a != 2].any(), f"{name}: entries outside partition 2 moved"
+    assert all(torch.equal(p, q) for p, q in zip(m.psi, psi_before))  # psi fixed in a parameter update
+
+    after_param = {name: p.detach().clone() for name, p, _ in m.pmodel.named_partitioned_parameters()}
+    m.update_hyper(3)
+    assert any(not torch.equal(p, q) for p, q in zip(m.psi, psi_before))
+    for name, p, _ in m.pmodel.named_partitioned_parameters():
+        assert torch.equal(p.detach(), after_param[name]), f"{name} moved in a hyperparameter update"
+
+
+@pytest.mark.parametrize("backward,net_grads", [("minimal", False), ("full", True)])
+def test_backward_mode_of_the_hyper_update(backward, net_grads):
+    m = UpdateTiming("mnist_cnn", tiny_settings(backward=backward), seed=0)
+    m.update_hyper(2)
+    assert all(p.grad is not None for p in m.psi)
+    grads = [p.grad is not None for p, _ in m.pmodel.partitioned_parameters()]
+    assert all(grads) if net_grads else not any(grads)
+
+
+def test_summary_is_median_of_per_repetition_ratios_without_warmup():
+    rows = []
+    std = [1.0, 2.0, 1.0, 4.0, 1.0]
+    par = [9.0, 2.2, 1.1, 4.8, 1.3]  # ratios 9 (warm-up), 1.1, 1.1, 1.2, 1.3
+    for i, (s, p) in enumerate(zip(std, par)):
+        rows.append({"rep": i, "warmup": i == 0, "k_param": 1 + i % 2, "subnet_hyper": 1,
+                     "standard_cpu_s": s, "param_cpu_s": p, "hyper_cpu_s": s / 2,
+                     "standard_wall_s": 2 * s, "param_wall_s": 2 * p, "hyper_wall_s": s})
+    out = summarize(rows, "cpu")
+    assert out["n_repeats"] == 4
+    assert out["param_ratio"] == pytest.approx(np.median([1.1, 1.1, 1.2, 1.3]))
+    assert out["hyper_ratio"] == pytest.approx(0.5)
+    assert out["param_ratio_wall"] == pytest.approx(out["param_ratio"])
+    assert out["standard_ms"] == pytest.approx(1000 * np.median([2.0, 1.0, 4.0, 1.0]))
+    assert out["param_ratio_k1_n"] + out["param_ratio_k2_n"] == 4
+
+
+def test_cpu_model_is_named():
+    name = update_timing.device_description(torch.device("cpu"), 1)
+    assert name and "unknown" not in name and "1 intra-op thread" in name
+
+
+def config(scale="test"):
+    return load_config(CONFIGS, SCHEMA, {"scale": scale})
+
+
+def test_grid_at_every_scale_uses_the_papers_protocol_shape():
+    cfg = config()
+    for scale in ("paper", "quick", "test"):
+        cells = list(experiment(cfg, "table8_timing", scale).cells())
+        assert {c.coord_dict["model"] for c in cells} == {"mnist_cnn", "fixup_resnet8", "fixup_resnet14"}
+        for c in cells:
+            assert c.settings["n_repeats"] >= 3 and c.settings["num_threads"] >= 1
+            assert "per_model" not in c.settings
+    paper = {c.coord_dict["model"]: c.settings for c in experiment(cfg, "table8_timing", "paper").cells()}
+    assert paper["mnist_cnn"]["n_aug_samples"] == 20 and paper["mnist_cnn"]["batch_size"] == 200
+    assert paper["fixup_resnet8"]["batch_size"] == 250 and paper["fixup_resnet8"]["augmentation"] == "immer"
+
+
+def test_misspelled_per_model_setting_is_named():
+    cfg = config()
+    cfg["experiments"]["table8_timing"]["settings"]["per_model"]["mnist_cnn"]["bach_size"] = 3
+    from reprokit.config import validate_config
+
+    with pytest.raises(ConfigError, match="bach_size"):
+        validate_config(cfg, SCHEMA)
+
+
+def test_test_scale_cell_runs_through_the_cell_entry_point(tmp_path):
+    from reprokit.cell import run_cell
+    from reprokit.experiments import CellContext
+
+    grid = experiment(config(), "table8_timing", "test")
+    cell = grid.parse("model~mnist_cnn/seed~0")
+    record = run_cell(cell, CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v")),
+                      tmp_path / "out", None)
+    assert record["status"] == "completed"
+    assert record["metrics"]["param_ratio"] > 0 and record["metrics"]["hyper_ratio"] > 0
+    assert record["info"]["batch_size"] == cell.settings["batch_size"]
+    assert record["info"]["device"] == "cpu" and record["info"]["num_threads"] == 1
+    curve = pd.read_csv(tmp_path / "out" / "curve.csv")
+    assert (curve["warmup"].astype(str) == "False").sum() == cell.settings["n_repeats"]
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["steps"] == (
+        cell.settings["n_warmup"] + cell.settings["n_repeats"])
+
+
+# -- the notebook ---------------------------------------------------------------------------------
+
+def fake_results(tmp_path):
+    """Aggregated CSVs as the pipeline writes them, with known per-repetition ratios."""
+    cells, curves = [], []
+    ratios = {"mnist_cnn": [1.02, 1.04, 1.10], "fixup_resnet8": [1.2, 1.3, 1.1], "fixup_resnet14": [0.9, 1.0, 1.1]}
+    for model, rs in ratios.items():
+        cells.append({"scale": "quick", "experiment": "table8_timing", "model": model, "seed": 0,
+                      "status": "completed", "timer": "cpu", "device_name": "Test CPU, 1 intra-op thread",
+                      "num_threads": 1, "batch_size": 20, "n_aug_samples": 20, "backward": "minimal",
+                      "param_ratio": np.median(rs)})
+        curves.append({"model": model, "seed": 0, "step": 0})
+        curves.append({"model": model, "seed": 0, "step": 1, "warmup": True, "standard_cpu_s": 1.0,
+                       "param_cpu_s": 50.0, "hyper_cpu_s": 50.0})
+        for i, r in enumerate(rs):
+            curves.append({"model": model, "seed": 0, "step": i + 2, "warmup": False, "standard_cpu_s": 0.5,
+                           "param_cpu_s": 0.5 * r, "hyper_cpu_s": 0.4})
+    paths = {"table8_timing": tmp_path / "t.csv", "table8_timing_curves": tmp_path / "c.csv"}
+    pd.DataFrame(cells).to_csv(paths["table8_timing"], index=False)
+    pd.DataFrame(curves).to_csv(paths["table8_timing_curves"], index=False)
+    return {k: str(v) for k, v in paths.items()}
+
+
+def run_notebook(name, inputs, outputs, scale):
+    fake = types.SimpleNamespace(input=inputs, output=outputs, config={"scale": scale})
+    return runpy.run_path(str(REPO / "workflow" / "notebooks" / name), init_globals={"snakemake": fake})
+
+
+def test_table8_notebook_reports_measured_ratios_and_quotes_the_paper_apart(tmp_path):
+    inputs = fake_results(tmp_path) | {"paper_values": str(REPO / "config" / "tables" / "table8_paper.yaml")}
+    out = tmp_path / "table8.tex"
+    ns = run_notebook("table8.py", inputs, {"tex": str(out)}, "quick")
+    tex = out.read_text()
+    table = ns["table"]
+    part = table[table[("", "Method")] == "Partitioned"].set_index(("", "Update"))
+    # medians of the per-repetition ratios (warm-up excluded), IQR in brackets
+    assert part.loc["Param.", ("MNIST CNN", "measured")].startswith("1.04 [")
+    assert part.loc["Param.", ("fixup ResNet-8", "measured")].startswith("1.20 [")
+    assert part.loc["Hyperparam.", ("fixup ResNet-14", "measured")].startswith("0.80 [")
+    # the paper's numbers only in the quoted column
+    assert part.loc["Param.", ("MNIST CNN", "paper (quoted)")] == "1.08"
+    assert part.loc["Param.", ("fixup ResNet-14", "paper (quoted)")] == "1.21"
+    laplace = table[table[("", "Method")] == "Diff. Laplace"]
+    for col in [c for c in table.columns if c[1] == "measured"]:
+        assert all(v.startswith("n/a (not implemented)") for v in laplace[col])
+    assert "2015.6" in tex and "Test CPU" in tex and "not implemented in reprokit" in tex
+    assert "quoted, not re-measured" in tex and "TEST DATA" not in tex
+
+
+def test_table8_notebook_marks_test_scale(tmp_path):
+    inputs = fake_results(tmp_path)
+    df = pd.read_csv(inputs["table8_timing"])
+    df["scale"] = "test"
+    df.to_csv(inputs["table8_timing"], index=False)
+    inputs["paper_values"] = str(REPO / "config" / "tables" / "table8_paper.yaml")
+    out = tmp_path / "table8.tex"
+    run_notebook("table8.py", inputs, {"tex": str(out)}, "test")
+    assert "TEST DATA" in out.read_text()

@@ -1,0 +1,95 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Fig. 3 — learning affine augmentations on subsets of data (partitioned networks paper)
+# Test accuracy vs training-set size. (a) MNIST and RotMNIST with the MNIST CNN (Table 9): Baseline
+# (no augmentation), Augerino (safe variant), Partitioned (Ens.) (C separate networks, network k fit
+# on D_1:k) and Partitioned (3 chunks [0.8, 0.1, 0.1]); the augmentation ranges are learned.
+# (b) CIFAR-10 / RotCIFAR-10 with a fixup ResNet-8 and (c) TinyImageNet / RotTinyImageNet with a
+# ResNet-50 (GroupNorm) are drawn from their own experiments; without the data they are n/a.
+# Last-layer ML (Schwöbel et al. 2021) and Diff. Laplace (Immer et al. 2022) are not run yet.
+# Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from reprokit.report import style
+from reprokit.report.invariance import METHOD_STYLE, as_bool, completed, mean_se
+
+style.setup()
+a = pd.read_csv(snakemake.input["fig3a"])  # noqa: F821 (injected by Snakemake)
+b = pd.read_csv(snakemake.input["fig3b"])  # noqa: F821
+c = pd.read_csv(snakemake.input["fig3c"])  # noqa: F821
+scale = style.scale_of(a)
+for t in (a, b, c):
+    t["rotated"] = as_bool(t["rotated"])
+
+
+# %%
+def panel(ax, df, title):
+    """Mean ± s.e. over seeds of test accuracy vs subset size, one line per method."""
+    ok = completed(df)
+    if ok.empty:
+        notes = sorted(set(df.get("note", pd.Series(dtype=str)).dropna()) - {""})
+        ax.text(0.5, 0.5, "n/a\n" + "\n".join(notes), ha="center", va="center", transform=ax.transAxes, fontsize=7)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(title)
+        return
+    for method, (label, color, marker) in METHOD_STYLE.items():
+        sub = ok[ok["method"] == method]
+        if sub.empty:
+            continue
+        ms = mean_se(sub, "n_train", "test_acc")
+        x = ms["n_train"] / 1000
+        ax.errorbar(x, 100 * ms["mean"], yerr=100 * ms["se"], color=color, marker=marker, ms=3.5, lw=1.2,
+                    capsize=2, label=label)
+    ax.set_xscale("log")
+    sizes = sorted(ok["n_train"].unique())
+    ax.set_xticks([s / 1000 for s in sizes], [f"{s / 1000:g}" for s in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("Dataset size (x1000)")
+    ax.set_ylabel("Test accuracy (%)")
+    ax.set_title(title)
+
+
+fig, axes = plt.subplots(2, 3, figsize=(11, 6))
+for row, rot in enumerate((False, True)):
+    prefix = "Rot" if rot else ""
+    panel(axes[row, 0], a[a["rotated"] == rot], f"(a) {prefix}MNIST, MNIST CNN")
+    panel(axes[row, 1], b[b["rotated"] == rot], f"(b) {prefix}CIFAR10, fixup ResNet-8")
+    panel(axes[row, 2], c[c["rotated"] == rot], f"(c) {prefix}TinyImagenet, ResNet-50 GN")
+handles, labels = axes[0, 0].get_legend_handles_labels()
+fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False, bbox_to_anchor=(0.5, 1.02))
+
+# %% [markdown]
+# Footer: scale, seeds, data, the subset sizes and iterations (a choice: the paper does not state
+# them), the learned rotation range of the partitioned runs, and what is missing.
+
+# %%
+ok = completed(a)
+part = ok[ok["method"] == "partitioned"]
+rot_text = "; ".join(
+    f"{'RotMNIST' if r else 'MNIST'} {g['aug_rotation'].mean():.2f}" for r, g in part.groupby("rotated")
+) if "aug_rotation" in part else "n/a"
+steps = ", ".join(f"{n}: {int(s)}" for n, s in ok.groupby("n_train")["n_steps"].max().items()) if len(ok) else "?"
+missing = []
+for name, t in (("CIFAR-10", b), ("TinyImageNet", c)):
+    if completed(t).empty:
+        missing.append(f"{name}: " + (", ".join(sorted(set(t["note"].dropna()) - {""})) or "not run"))
+note = (style.provenance(a, "MNIST (60k train / 10k test; RotMNIST: each image rotated once by U[-pi, pi])")
+        + f"; test examples {int(ok['n_test'].max()) if len(ok) else '?'}; iterations per size ({steps}) and "
+        "sizes are our choice (not stated); "
+        + f"learned rotation half-width (rad), Partitioned: {rot_text}"
+        + "\nNot shown: Last-layer ML and Diff. Laplace (not implemented yet). n/a: " + ("; ".join(missing) or "none"))
+fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

@@ -1,0 +1,79 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Fig. 9 — RotMNIST: random search vs partitioned networks (partitioned networks paper, App. G)
+# Six 1-D projections of the affine augmentation ranges (half-widths) against test accuracy:
+# standard networks trained with ranges drawn at random (rotation U(0, pi), the others U(0, 1/2)),
+# the partitioned runs of Fig. 3a on all of RotMNIST (trajectory over training and final point), and
+# standard networks retrained with the partitioned runs' final ranges. Same CNN, optimiser, iterations
+# and augmentation averaging for all.
+# Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from reprokit.report import style
+from reprokit.report.invariance import AUG_LABELS, AUG_NAMES, as_bool, completed
+
+style.setup()
+rand = pd.read_csv(snakemake.input["fig9_random"])  # noqa: F821 (injected by Snakemake)
+retr = pd.read_csv(snakemake.input["fig9_retrain"])  # noqa: F821
+part_all = pd.read_csv(snakemake.input["fig3a"])  # noqa: F821
+curves_all = pd.read_csv(snakemake.input["fig3a_curves"])  # noqa: F821
+scale = style.scale_of(rand)
+
+# the partitioned runs: fig3a cells on RotMNIST with the largest training set
+part_all["rotated"] = as_bool(part_all["rotated"])
+n_full = int(retr["n_train"].max())
+sel = (part_all["rotated"]) & (part_all["method"] == "partitioned") & (part_all["n_train"] == n_full)
+part = completed(part_all[sel])
+curves = curves_all.copy()
+if len(curves):
+    curves["rotated"] = as_bool(curves["rotated"])
+    curves = curves[curves["rotated"] & (curves["method"] == "partitioned") & (curves["n_train"] == n_full)]
+rand_ok, retr_ok = completed(rand), completed(retr)
+
+# %%
+fig, axes = plt.subplots(2, 3, figsize=(11, 6), sharey=True)
+for ax, name in zip(axes.flat, AUG_NAMES):
+    col = f"aug_{name}"
+    ax.scatter(rand_ok[col], 100 * rand_ok["test_acc"], marker="+", color="tab:gray", s=30, label="Random sampling")
+    for i, (seed, g) in enumerate(curves.groupby("seed") if len(curves) else []):
+        g = g.dropna(subset=[col, "test_acc"]).sort_values("step")
+        ax.plot(g[col], 100 * g["test_acc"], marker=".", ms=3, lw=0.8, color="tab:red", alpha=0.6,
+                label="Partitioned runs" if i == 0 else None)
+    ax.scatter(part[col], 100 * part["test_acc"], marker="*", s=90, color="tab:red", edgecolor="k", zorder=3,
+               label="Partitioned runs final")
+    ax.scatter(retr_ok[col], 100 * retr_ok["test_acc"], marker="D", s=35, color="tab:blue", edgecolor="k", zorder=3,
+               label="Partitioned runs final - retrained")
+    ax.set_xlabel(AUG_LABELS[name] + (" (rad)" if name == "rotation" else ""))
+    if name == "rotation":
+        ax.set_xticks([0, math.pi / 2, math.pi], ["0", "π/2", "π"])
+for ax in axes[:, 0]:
+    ax.set_ylabel("Test accuracy (%)")
+handles, labels = axes.flat[0].get_legend_handles_labels()
+fig.legend(handles, labels, loc="upper center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 1.02))
+
+# %%
+steps = sorted(set(pd.concat([rand_ok, retr_ok, part])["n_steps"].dropna().astype(int)))
+best = rand_ok["test_acc"].max() if len(rand_ok) else float("nan")
+note = (style.provenance(pd.concat([rand, part_all[sel], retr]), f"RotMNIST, {n_full} training / "
+                         + (f"{int(rand_ok['n_test'].max())}" if len(rand_ok) else "?") + " test examples")
+        + f"; {len(rand_ok)} random draws (of {len(rand)}), {len(part)} partitioned run(s), {len(retr_ok)} retrained"
+        + f"; {'/'.join(map(str, steps))} iterations; best random {100 * best:.1f}%, partitioned final "
+        + (f"{100 * part['test_acc'].mean():.1f}%" if len(part) else "n/a") + ", retrained "
+        + (f"{100 * retr_ok['test_acc'].mean():.1f}%" if len(retr_ok) else "n/a")
+        + (f"; learned rotation {part['aug_rotation'].mean():.2f} rad" if len(part) else ""))
+fig.tight_layout(rect=(0, 0.04, 1, 0.96))
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
