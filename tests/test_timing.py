@@ -45,6 +45,7 @@ def test_cell_reports_positive_ratios_and_per_repetition_times():
     for key in ("param_ratio", "hyper_ratio", "param_ratio_cpu", "hyper_ratio_wall", "standard_ms"):
         assert np.isfinite(metrics[key]) and metrics[key] > 0, key
     assert metrics["param_ratio_q25"] <= metrics["param_ratio"] <= metrics["param_ratio_q75"]
+    assert metrics["param_ratio_ci_lo"] <= metrics["param_ratio"] <= metrics["param_ratio_ci_hi"]
     # the curve gets one row per repetition with every update's time
     rows = [r for r in result.curve if "standard_cpu_s" in r]
     assert len(rows) == 4 and rows[0]["warmup"] and not rows[-1]["warmup"]
@@ -114,6 +115,8 @@ def test_summary_is_median_of_per_repetition_ratios_without_warmup():
     assert out["param_ratio_wall"] == pytest.approx(out["param_ratio"])
     assert out["standard_ms"] == pytest.approx(1000 * np.median([2.0, 1.0, 4.0, 1.0]))
     assert out["param_ratio_k1_n"] + out["param_ratio_k2_n"] == 4
+    assert out["param_ratio_of_minima"] == pytest.approx(1.1)  # fastest param 1.1 s / fastest standard 1.0 s
+    assert 1.1 <= out["param_ratio_ci_lo"] <= out["param_ratio"] <= out["param_ratio_ci_hi"] <= 1.3
 
 
 def test_cpu_model_is_named():
@@ -200,7 +203,7 @@ def test_table8_notebook_reports_measured_ratios_and_quotes_the_paper_apart(tmp_
     tex = out.read_text()
     table = ns["table"]
     part = table[table[("", "Method")] == "Partitioned"].set_index(("", "Update"))
-    # medians of the per-repetition ratios (warm-up excluded), IQR in brackets
+    # medians of the per-repetition ratios (warm-up excluded), 95% CI of the median in brackets
     assert part.loc["Param.", ("MNIST CNN", "measured")].startswith("1.04 [")
     assert part.loc["Param.", ("fixup ResNet-8", "measured")].startswith("1.20 [")
     assert part.loc["Hyperparam.", ("fixup ResNet-14", "measured")].startswith("0.80 [")

@@ -13,7 +13,7 @@
 # standard parameter update, a partitioned parameter update and a partitioned hyperparameter update
 # on the same batch with S augmentation samples, timed in one process, interleaved, after warm-up.
 # Each entry is the median over all timed repetitions (pooled over seeds) of the per-repetition ratio
-# partitioned / standard, with the inter-quartile range. The paper's RTX 3080 numbers are quoted in
+# partitioned / standard, with a 95% bootstrap confidence interval of that median. The paper's RTX 3080 numbers are quoted in
 # their own column (config/tables/table8_paper.yaml), never mixed with ours. Differentiable Laplace is
 # not implemented in reprokit, so its measured entries are n/a.
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from reprokit.experiments.update_timing import median_ci
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
@@ -56,13 +57,14 @@ def timer_of(model: str) -> str:
 
 
 def ratio_stats(model: str, kind: str) -> tuple[float, float, float, int]:
+    """(median, 95% CI low, high, number of repetitions) of the per-repetition ratios."""
     reps = repetitions(model)
     if reps.empty:
         return (np.nan, np.nan, np.nan, 0)
     t = timer_of(model)
     r = (reps[f"{kind}_{t}_s"] / reps[f"standard_{t}_s"]).to_numpy(dtype=float)
-    q25, q50, q75 = np.quantile(r, [0.25, 0.5, 0.75])
-    return float(q50), float(q25), float(q75), len(r)
+    lo, hi = median_ci(r)
+    return float(np.median(r)), lo, hi, len(r)
 
 
 def standard_ms(model: str) -> float:
@@ -79,8 +81,8 @@ paper_rows = {(r["method"], r["update"]): dict(zip(paper["models"], r["values"])
 
 
 def fmt_ratio(stats) -> str:
-    med, q25, q75, n = stats
-    return "n/a" if n == 0 or not np.isfinite(med) else f"{med:.2f} [{q25:.2f}, {q75:.2f}]"
+    med, lo, hi, n = stats
+    return "n/a" if n == 0 or not np.isfinite(med) else f"{med:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
 def fmt_paper(value) -> str:
@@ -128,7 +130,8 @@ caption = (
     "Time per update relative to a standard parameter update (Table 8 of the paper). measured: on "
     f"{' / '.join(devices) or 'n/a'} (torch.set_num_threads({', '.join(map(str, threads))})), "
     f"{', '.join(clock.get(t, t) for t in timers)}; median over timed repetitions of the per-repetition ratio "
-    "(partitioned / standard update of the same repetition), inter-quartile range in brackets; repetitions: "
+    "(partitioned / standard update of the same repetition), 95% bootstrap confidence interval of the median in "
+    "brackets; repetitions: "
     + ", ".join(f"{k} {v}" for k, v in n_reps.items())
     + f"; batch size {batches} images x {', '.join(map(str, samples))} augmentation samples. "
     f"paper (quoted): {paper['source']}, batch 250 (MNIST) / 200 (CIFAR10), 20 samples; quoted, not re-measured"

@@ -5,15 +5,29 @@
 from reprokit.config import format_value
 
 
+_KINDS = {}
+_UPSTREAM = {}
+
+
+def kind_of(cell):
+    # cached: kind_module() lists the package's modules on every call
+    if cell.kind not in _KINDS:
+        _KINDS[cell.kind] = kind_module(cell.kind)
+    return _KINDS[cell.kind]
+
+
 def cell_variants(wildcards):
     cell = cell_of(wildcards)
-    return [str(variant_path(VARIANTS, d, f)) for d, f in kind_module(cell.kind).required_variants(cell).values()]
+    return [str(variant_path(VARIANTS, d, f)) for d, f in kind_of(cell).required_variants(cell).values()]
 
 
 def cell_upstream(cell):
     """{name: metrics.json} of the cells this cell reads (a kind's optional `required_cells(cell)`,
     {name: (experiment, coords)}, e.g. a retrain cell reading the hyperparameters another cell found)."""
-    fn = getattr(kind_module(cell.kind), "required_cells", None)
+    key = (cell.scale, cell.rel_dir)
+    if key in _UPSTREAM:
+        return _UPSTREAM[key]
+    fn = getattr(kind_of(cell), "required_cells", None)
     out = {}
     for name, (exp, coords) in (fn(cell) if fn is not None else {}).items():
         try:
@@ -25,6 +39,7 @@ def cell_upstream(cell):
             out[name] = f"{cell_dir(src.parse(rel))}/metrics.json"
         except ConfigError as err:
             raise WorkflowError(f"{cell.rel_dir}: input '{name}': {err}") from None
+    _UPSTREAM[key] = out
     return out
 
 

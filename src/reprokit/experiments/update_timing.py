@@ -273,12 +273,24 @@ def _quantiles(values) -> tuple[float, float, float]:
     return float(q25), float(q50), float(q75)
 
 
+def median_ci(values, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval of the median (fixed seed: reproducible)."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    meds = np.median(a[rng.integers(0, a.size, size=(n_boot, a.size))], axis=1)
+    lo, hi = np.quantile(meds, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
 def summarize(rows: list[dict], timer: str = "cpu") -> dict:
     """Median ratios (per repetition, partitioned / standard) over the non-warm-up repetitions.
 
-    Keys: ``{param,hyper}_ratio`` (+ ``_q25``/``_q75``) for the primary `timer`, the same with
+    Keys: ``{param,hyper}_ratio`` (+ ``_q25``/``_q75`` quartiles, ``_ci_lo``/``_ci_hi`` 95% bootstrap
+    interval of the median) for the primary `timer`, the same with
     ``_cpu``/``_wall`` suffixes for both clocks, median milliseconds ``{kind}_ms`` (+ ``_wall_ms``),
-    ``{param,hyper}_ratio_of_medians`` and per-subnetwork medians (``param_ratio_k{k}``,
+    ``{param,hyper}_ratio_of_medians`` / ``_of_minima``, per-subnetwork medians (``param_ratio_k{k}``,
     ``hyper_ratio_subnet{k}``), and ``n_repeats``.
     """
     rows = [r for r in rows if not r["warmup"]]
@@ -291,12 +303,18 @@ def summarize(rows: list[dict], timer: str = "cpu") -> dict:
             ratios = [r[f"{kind}_{clock}_s"] / r[f"standard_{clock}_s"] for r in rows if r[f"standard_{clock}_s"] > 0]
             q25, med, q75 = _quantiles(ratios)
             out[f"{kind}_ratio_{clock}"], out[f"{kind}_ratio_{clock}_q25"], out[f"{kind}_ratio_{clock}_q75"] = med, q25, q75
+            out[f"{kind}_ratio_{clock}_ci_lo"], out[f"{kind}_ratio_{clock}_ci_hi"] = median_ci(ratios)
     for kind in ("param", "hyper"):
-        for suffix in ("", "_q25", "_q75"):
+        for suffix in ("", "_q25", "_q75", "_ci_lo", "_ci_hi"):
             out[f"{kind}_ratio{suffix}"] = out[f"{kind}_ratio_{timer}{suffix}"]
         std = out["standard_ms" if timer == "cpu" else "standard_wall_ms"]
         own = out[f"{kind}_ms" if timer == "cpu" else f"{kind}_wall_ms"]
         out[f"{kind}_ratio_of_medians"] = own / std if std > 0 else math.nan
+        # interference from other processes only adds time, so the fastest repetitions are a second,
+        # less noisy estimate of the intrinsic cost (as `timeit` reports the minimum)
+        fastest_std = min((r[f"standard_{timer}_s"] for r in rows), default=math.nan)
+        fastest_own = min((r[f"{kind}_{timer}_s"] for r in rows), default=math.nan)
+        out[f"{kind}_ratio_of_minima"] = fastest_own / fastest_std if fastest_std > 0 else math.nan
     for key, label, kind in (("k_param", "param_ratio_k", "param"), ("subnet_hyper", "hyper_ratio_subnet", "hyper")):
         for k in sorted({r[key] for r in rows}):
             sel = [r for r in rows if r[key] == k]

@@ -93,14 +93,16 @@ def sensitivity_figure(tables: list[pd.DataFrame], value: str = "test_acc"):
     vmin, vmax = (float(vals.min()), float(vals.max())) if len(vals) else (0.0, 1.0)
     if vmin == vmax:
         vmin, vmax = vmin - 0.005, vmax + 0.005
-    fig, axes = plt.subplots(1, len(tables), figsize=(4.2 * len(tables), 3.8))
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.6 * len(tables), 4.2))
     axes = np.atleast_1d(axes)
+    fig.subplots_adjust(left=0.08, right=0.88, bottom=0.3, top=0.9, wspace=0.55)
     im = None
     for i, (ax, t) in enumerate(zip(axes, tables)):
         c = len(as_tuple(t["chunk_proportions"].iloc[0]))
         im = heatmap(ax, t, value, vmin, vmax, f"({chr(97 + i)}) {c} chunks")
     if im is not None:
-        fig.colorbar(im, ax=list(axes), shrink=0.8, label="Test accuracy")
+        cax = fig.add_axes((0.9, 0.3, 0.015, 0.6))
+        fig.colorbar(im, cax=cax, label="Test accuracy")
     return fig, axes
 
 
