@@ -293,3 +293,26 @@ def test_random_ranges_are_in_range_and_fixed_per_sample():
         assert 0 <= r["rotation"] <= math.pi and all(0 <= r[n] <= 0.5 for n in names if n != "rotation")
         draws.append(r["rotation"])
     assert max(draws) > 2.0 and len(set(draws)) == 50
+
+
+def test_cifar_settings_of_fig3b_build_and_run(monkeypatch, tmp_path):
+    """Fig. 3b/3c cells are n/a here (no data); their settings (fixup ResNet, SGD + cosine, sqrt weight
+    decay scaling, Immer et al. generators) still build and train on a fake CIFAR-shaped set."""
+    g = torch.Generator().manual_seed(0)
+
+    def load(name, mirrors=(), cache_dir=None, download=False, checksums=None, **kw):
+        x = torch.rand(60, 3, 32, 32, generator=g)
+        if kw.get("dtype") == "uint8":
+            x = (x * 255).to(torch.uint8)
+        y = torch.arange(60) % 10
+        return Bundle(x[:40], y[:40], x[40:], y[40:], "classification", 10, "cifar10", {})
+
+    monkeypatch.setattr(registry, "load", load)
+    ctx = CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "variants"))
+    extra = dict(model="fixup_resnet8", optimizer="sgd", lr=0.1, momentum=0.9, lr_schedule="cosine",
+                 weight_decay=1e-4, wd_scaling="sqrt", augmentation="immer", n_train=40, dataset="cifar10",
+                 rotated=True, rotation_seed=0, n_steps=2, rotated_steps_factor=2)
+    cell = make_cell(ctx, "partitioned", extra)
+    record = run_cell(cell, ctx, tmp_path / "out", None)
+    assert record["status"] == "completed" and record["steps"] == 4  # doubled for rotated data
+    assert "aug_rotation" in record["metrics"]

@@ -31,6 +31,17 @@ def make_workdir(tmp_path: Path, **overrides) -> Path:
     return work
 
 
+FIG2_CONFIG = Path("config") / "experiments" / "fig2_input_selection.yaml"
+
+
+def edit_fig2_config(work: Path, edit) -> dict:
+    path = work / FIG2_CONFIG
+    cfg = yaml.safe_load(path.read_text())
+    edit(cfg)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return cfg
+
+
 def snakemake(work: Path, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, capture_output=True, text=True,
                           timeout=timeout)
@@ -47,9 +58,7 @@ def test_paper_scale_dag_builds_fast(tmp_path):
 
 def test_misspelled_key_fails_before_any_job(tmp_path):
     work = make_workdir(tmp_path)
-    cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
-    cfg["experiments"]["fig2a"]["settings"]["bach_size"] = 3
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    edit_fig2_config(work, lambda cfg: cfg["experiments"]["fig2a"]["settings"].__setitem__("bach_size", 3))
     res = snakemake(work, "-n", "--config", "scale=test")
     assert res.returncode != 0
     assert "bach_size" in res.stderr
@@ -58,7 +67,7 @@ def test_misspelled_key_fails_before_any_job(tmp_path):
 
 def test_cell_outside_grid_is_named(tmp_path):
     work = make_workdir(tmp_path)
-    res = snakemake(work, "-n", "--config", "scale=test", "results/test/fig2a/method~partitioned/n_inputs~7/seed~0/metrics.json")
+    res = snakemake(work, "-n", "results/test/fig2a/method~partitioned/n_inputs~7/seed~0/metrics.json", "--config", "scale=test")
     assert res.returncode != 0
     assert "n_inputs='7'" in res.stderr
 
@@ -66,7 +75,7 @@ def test_cell_outside_grid_is_named(tmp_path):
 @pytest.mark.slow
 def test_fig2_at_test_scale_end_to_end(tmp_path):
     work = make_workdir(tmp_path)
-    res = snakemake(work, "--cores", "2", "--config", "scale=test", "figures/fig2.pdf")
+    res = snakemake(work, "--cores", "2", "figures/fig2.pdf", "--config", "scale=test")
     assert res.returncode == 0, res.stderr[-4000:]
     assert (work / "figures" / "fig2.pdf").stat().st_size > 1000
     assert (work / "figures" / "fig2.png").stat().st_size > 1000
@@ -78,7 +87,7 @@ def test_fig2_at_test_scale_end_to_end(tmp_path):
     # re-running one cell: ask for its file
     cell = "results/test/fig2a/method~laplace/n_inputs~1/seed~0/metrics.json"
     before = json.loads((work / cell).read_text())
-    res = snakemake(work, "--cores", "1", "--config", "scale=test", "--forcerun", "cell", "--allowed-rules", "cell", "--", cell)
+    res = snakemake(work, "--cores", "1", "--forcerun", "cell", "--allowed-rules", "cell", "--config", "scale=test", "--", cell)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "1 of 1 steps" in res.stderr or "(100%) done" in res.stderr
     after = json.loads((work / cell).read_text())
@@ -93,8 +102,7 @@ def _cell_args(work: Path, out: Path, ckpt: Path, n_steps: int):
     sys.path.insert(0, str(REPO / "src"))
     from reprokit.config import experiment
 
-    cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
-    cfg["experiments"]["fig2a"]["scales"]["test"]["settings"]["n_steps"] = n_steps
+    cfg = edit_fig2_config(work, lambda c: c["experiments"]["fig2a"]["scales"]["test"]["settings"].__setitem__("n_steps", n_steps))
     cell = experiment(cfg, "fig2a", "test").parse("method~partitioned/n_inputs~15/seed~0")
     ctx = {"mirrors": [str(SHARED_DATA)], "cache_dir": None, "variants_dir": str(work / "variants"), "download": False}
     return ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--out", str(out),

@@ -14,6 +14,8 @@
 # samples (Sec. 5.4); mean over seeds/splits. Read from the per-step curve (curve.csv) of each cell.
 
 # %%
+import textwrap
+
 import matplotlib.pyplot as plt
 
 from reprokit.report import bali_classification as bc
@@ -52,6 +54,7 @@ if not handles:
         if handles:
             break
 fig.legend(handles, labels, loc="upper center", ncol=6, bbox_to_anchor=(0.5, 1.06))
-fig.tight_layout(rect=(0, 0.04, 1, 1))
+fig.tight_layout(rect=(0, 0.07, 1, 1))
 note = bc.provenance(df) + "; curve NLL: test set (or a fixed random subset of it) and random training points"
+note = textwrap.fill(note, 230)
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

@@ -25,8 +25,8 @@ table
 footnotes = [
     "β is divided by 5 after 60% and after 80% of the iterations; R_0 = σ_r² I, U_0 = σ_u² I; N = number of "
     "training points of the split; B = N means the whole training split.",
-    "Not in the paper's Table 4, chosen here: σ_init = 1 (App. H.2), u_0 = D_y (the paper never gives it), "
-    "inputs z-scored and targets in original units, first-layer inputs not scaled by 1/sqrt(D+1).",
+    "Not in the paper's Table 4, chosen here: σ_init = 1 (App. H.2), u_0 = D_y (the paper never gives it); "
+    + br.bali_scaling_note(df) + ".",
 ]
 style.write_latex_table(
     table, snakemake.output["tex"],  # noqa: F821

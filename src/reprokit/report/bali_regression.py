@@ -128,6 +128,22 @@ def table4(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def bali_scaling_note(df: pd.DataFrame) -> str:
+    """What BALI's cells did with inputs / targets / the first layer, from the recorded info columns."""
+    b = df[(df["method"] == "bali") & df["status"].isin(["completed", "diverged"])]
+
+    def flag(col):
+        vals = sorted({bool(v) for v in b[col].dropna()}) if col in b else []
+        return "mixed" if len(vals) > 1 else (vals[0] if vals else None)
+
+    sx, sy, si = flag("standardize_x"), flag("standardize_y"), flag("scale_input_layer")
+    word = {True: "z-scored", False: "in original units", "mixed": "mixed", None: "n/a"}
+    text = f"BALI inputs {word[sx]}, targets {word[sy]}"
+    if si is not None:
+        text += ", first-layer features " + ("scaled by 1/sqrt(D+1)" if si is True else "not scaled (x_1 = (x, 1))")
+    return text
+
+
 def provenance(df: pd.DataFrame) -> str:
     ran = df[df["status"].isin(["completed", "diverged"])]
     splits = ran.groupby("dataset")["seed"].nunique()
