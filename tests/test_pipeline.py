@@ -43,8 +43,9 @@ def edit_fig2_config(work: Path, edit) -> dict:
 
 
 def snakemake(work: Path, *args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, capture_output=True, text=True,
-                          timeout=timeout)
+    """Run snakemake; its messages (stdout and stderr together) are in `.stdout`."""
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
 
 def test_paper_scale_dag_builds_fast(tmp_path):
@@ -52,7 +53,7 @@ def test_paper_scale_dag_builds_fast(tmp_path):
     t0 = time.monotonic()
     res = snakemake(work, "-n", "--quiet", "--config", "scale=paper")
     elapsed = time.monotonic() - t0
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 0, res.stdout[-3000:]
     assert elapsed < 10, f"paper-scale DAG took {elapsed:.1f} s"
 
 
@@ -61,7 +62,7 @@ def test_misspelled_key_fails_before_any_job(tmp_path):
     edit_fig2_config(work, lambda cfg: cfg["experiments"]["fig2a"]["settings"].__setitem__("bach_size", 3))
     res = snakemake(work, "-n", "--config", "scale=test")
     assert res.returncode != 0
-    assert "bach_size" in res.stderr
+    assert "bach_size" in res.stdout
     assert not (work / "results").exists()
 
 
@@ -69,14 +70,14 @@ def test_cell_outside_grid_is_named(tmp_path):
     work = make_workdir(tmp_path)
     res = snakemake(work, "-n", "results/test/fig2a/method~partitioned/n_inputs~7/seed~0/metrics.json", "--config", "scale=test")
     assert res.returncode != 0
-    assert "n_inputs='7'" in res.stderr
+    assert "n_inputs='7'" in res.stdout
 
 
 @pytest.mark.slow
 def test_fig2_at_test_scale_end_to_end(tmp_path):
     work = make_workdir(tmp_path)
     res = snakemake(work, "--cores", "2", "figures/fig2.pdf", "--config", "scale=test")
-    assert res.returncode == 0, res.stderr[-4000:]
+    assert res.returncode == 0, res.stdout[-4000:]
     assert (work / "figures" / "fig2.pdf").stat().st_size > 1000
     assert (work / "figures" / "fig2.png").stat().st_size > 1000
     table = (work / "results" / "test" / "fig2a.csv").read_text().splitlines()
@@ -88,13 +89,13 @@ def test_fig2_at_test_scale_end_to_end(tmp_path):
     cell = "results/test/fig2a/method~laplace/n_inputs~1/seed~0/metrics.json"
     before = json.loads((work / cell).read_text())
     res = snakemake(work, "--cores", "1", "--forcerun", "cell", "--allowed-rules", "cell", "--config", "scale=test", "--", cell)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "1 of 1 steps" in res.stderr or "(100%) done" in res.stderr
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert "1 of 1 steps" in res.stdout or "(100%) done" in res.stdout
     after = json.loads((work / cell).read_text())
     assert after["metrics"] == before["metrics"]  # the same cell run twice gives identical metrics
     # the report holds the figure
-    res = snakemake(work, "--config", "scale=test", "--report", "report.html")
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = snakemake(work, "--report", "report.html", "figures/fig2.pdf", "--config", "scale=test")
+    assert res.returncode == 0, res.stdout[-3000:]
     assert (work / "report.html").stat().st_size > 10000
 
 
@@ -137,7 +138,7 @@ def test_sigterm_then_restart_gives_bit_identical_metrics(tmp_path):
     assert not (out / "metrics.json").exists()
     assert ckpt.exists()
     res = subprocess.run([sys.executable, "-m", "reprokit.cell", *args], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 0, res.stdout[-2000:]
     resumed = json.loads((out / "metrics.json").read_text())
     assert resumed["resumed_from_step"] > 0
     assert resumed["metrics"] == ref["metrics"]
