@@ -9,7 +9,6 @@ that cell.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -24,12 +23,14 @@ class ConfigError(ValueError):
 
 
 def deep_merge(base: dict, override: dict) -> dict:
-    out = copy.deepcopy(base)
+    """Recursive merge; copies the dicts along merged paths only (config values are never mutated,
+    and a deep copy per cell made building the paper-scale DAG several seconds slower)."""
+    out = dict(base)
     for key, value in (override or {}).items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = deep_merge(out[key], value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = value
     return out
 
 
@@ -111,6 +112,8 @@ class ExperimentGrid:
                 )
             grid[axis] = values
         self.axes = {axis: expand_axis(f"{name}.{axis}", values) for axis, values in grid.items()}
+        self._by_text = {axis: {format_value(v): v for v in values} for axis, values in self.axes.items()}
+        self._cells: list | None = None
         self.artefacts = list(spec.get("artefacts", []))
 
     def cell_settings(self, coords: dict) -> dict:
@@ -138,9 +141,11 @@ class ExperimentGrid:
         )
 
     def cells(self) -> Iterator[Cell]:
-        names = list(self.axes)
-        for values in itertools.product(*(self.axes[a] for a in names)):
-            yield self.make_cell(dict(zip(names, values)))
+        if self._cells is None:  # built once: the DAG asks for them several times
+            names = list(self.axes)
+            self._cells = [self.make_cell(dict(zip(names, values)))
+                           for values in itertools.product(*(self.axes[a] for a in names))]
+        return iter(self._cells)
 
     def parse(self, coord_path: str) -> Cell:
         """Map 'axis~value/...' back to the grid's typed values; unknown values are named."""
@@ -156,7 +161,7 @@ class ExperimentGrid:
             got_axis, _, text = part.partition("~")
             if got_axis != axis:
                 raise ConfigError(f"cell path '{coord_path}': expected axis '{axis}', got '{got_axis}'")
-            matches = [v for v in self.axes[axis] if format_value(v) == text]
+            matches = [self._by_text[axis][text]] if text in self._by_text[axis] else []
             if not matches:
                 valid = ", ".join(format_value(v) for v in self.axes[axis])
                 raise ConfigError(
