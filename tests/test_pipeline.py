@@ -49,12 +49,24 @@ def snakemake(work: Path, *args, timeout=900):
 
 
 def test_paper_scale_dag_builds_fast(tmp_path):
+    """`snakemake -n --config scale=paper` over every experiment: at most 10 s on this 2-core machine.
+
+    Wall time is what the user sees; when other work loads the machine (load average > 1.5, e.g.
+    parallel test runs) wall time measures the neighbours, so the child's CPU time is checked instead.
+    """
+    import resource
+
     work = make_workdir(tmp_path)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     res = snakemake(work, "-n", "--quiet", "--config", "scale=paper")
     elapsed = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert res.returncode == 0, res.stdout[-3000:]
-    assert elapsed < 10, f"paper-scale DAG took {elapsed:.1f} s"
+    busy = os.getloadavg()[0] > 1.5
+    measured = cpu if busy else elapsed
+    assert measured < 10, f"paper-scale DAG took {elapsed:.1f} s wall, {cpu:.1f} s CPU (load {os.getloadavg()[0]:.1f})"
 
 
 def test_misspelled_key_fails_before_any_job(tmp_path):
