@@ -41,6 +41,7 @@ for _name, _spec in config["artefacts"].items():
             f"{LOGS}/artefacts/{_name}.log",
         params:
             notebook=_spec["notebook"],
+            scale=SCALE,  # a change of scale re-builds artefacts whose inputs do not name it (no cells)
         # The script path is evaluated when the job runs, not here: a loop variable in it would name
         # the *last* artefact's notebook for every rule. Snakemake formats it with the rule's params.
         script:
