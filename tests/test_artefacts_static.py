@@ -169,3 +169,8 @@ def test_each_artefact_rule_runs_its_own_notebook(tmp_path):
     assert "Notation for complexity analysis" in (work / "figures" / "table5.tex").read_text()
     assert "CNN architecture for the MNIST experiments" in (work / "figures" / "table9.tex").read_text()
     assert "TEST DATA" in (work / "figures" / "table9.tex").read_text()
+    # the test-scale (watermarked) build is not reused at another scale although no input names the scale
+    res = snakemake(work, "-n", "figures/table9.tex", "--config", "scale=quick")
+    assert res.returncode == 0 and "rule artefact_table9:" in res.stdout, res.stdout[-2000:]
+    res = snakemake(work, "-n", "figures/table9.tex", "--config", "scale=test")
+    assert res.returncode == 0 and "rule artefact_table9:" not in res.stdout, res.stdout[-2000:]
