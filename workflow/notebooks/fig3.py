@@ -77,19 +77,33 @@ fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False,
 
 # %%
 ok = completed(a)
-part = ok[ok["method"] == "partitioned"]
-rot_text = "; ".join(
-    f"{'RotMNIST' if r else 'MNIST'} {g['aug_rotation'].mean():.2f}" for r, g in part.groupby("rotated")
-) if "aug_rotation" in part else "n/a"
+
+
+def rotation_text(method):
+    """Learned rotation half-width (rad, mean over seeds) per dataset and training-set size."""
+    sub = ok[ok["method"] == method]
+    if sub.empty or "aug_rotation" not in sub:
+        return "n/a"
+    parts = []
+    for rot, g in sub.groupby("rotated"):
+        sizes = ", ".join(f"{n // 1000 if n >= 1000 else n}{'k' if n >= 1000 else ''} {v:.2f}"
+                          for n, v in g.groupby("n_train")["aug_rotation"].mean().items())
+        parts.append(f"{'RotMNIST' if rot else 'MNIST'} {sizes}")
+    return "; ".join(parts)
+
+
 steps = ", ".join(f"{n}: {int(s)}" for n, s in ok.groupby("n_train")["n_steps"].max().items()) if len(ok) else "?"
 missing = []
 for name, t in (("CIFAR-10", b), ("TinyImageNet", c)):
     if completed(t).empty:
         missing.append(f"{name}: " + (", ".join(sorted(set(t["note"].dropna()) - {""})) or "not run"))
-note = (style.provenance(a, "MNIST (60k train / 10k test; RotMNIST: each image rotated once by U[-pi, pi])")
-        + f"; test examples {int(ok['n_test'].max()) if len(ok) else '?'}; iterations per size ({steps}) and "
-        "sizes are our choice (not stated); "
-        + f"learned rotation half-width (rad), Partitioned: {rot_text}"
-        + "\nNot shown: Last-layer ML and Diff. Laplace (not implemented yet). n/a: " + ("; ".join(missing) or "none"))
-fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+note = "\n".join([
+    style.provenance(a, "MNIST (60k train / 10k test; RotMNIST: each image rotated once by U[-pi, pi])")
+    + f"; test examples {int(ok['n_test'].max()) if len(ok) else '?'}; training-set sizes and iterations per size "
+    f"({steps}) are our choice (not stated in the paper)",
+    "Learned rotation half-width (rad) - Partitioned: " + rotation_text("partitioned")
+    + " | Partitioned (Ens.): " + rotation_text("partitioned_ens"),
+    "Not shown: Last-layer ML and Diff. Laplace (not implemented yet). n/a: " + ("; ".join(missing) or "none"),
+])
+fig.tight_layout(rect=(0, 0.07, 1, 0.97))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

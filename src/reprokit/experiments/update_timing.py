@@ -17,10 +17,10 @@ values), three kinds of update of the same architecture, all averaging predictio
 * ``hyper`` (Partitioned hyperparameter update): k ~ Cat(u_2..u_C), forward through subnetwork k-1,
   gradient w.r.t. psi, one Adam step on psi.
 
-`backward` chooses what each partitioned update differentiates: ``minimal`` (default) = only what
-it updates (network weights for ``param``, psi only via ``torch.autograd.grad`` for ``hyper``);
-``full`` = ``loss.backward()`` w.r.t. everything that requires grad, which is what
-`methods.partitioned.PartitionedTraining.train_step` does today.
+`backward` chooses what each partitioned update differentiates: ``minimal`` (default) runs the very
+update functions the partitioned method trains with (`methods.partitioned.param_update` /
+`hyper_update`: network weights only for ``param``, psi only for ``hyper``); ``full`` =
+``loss.backward()`` w.r.t. everything that requires grad (kept to show what that costs).
 
 Measurement: every loop step is one *repetition* that runs each update once, in an order rotated
 by one each repetition (so drift and ordering effects hit all kinds alike), with Python's garbage
@@ -45,6 +45,7 @@ import torch
 import torch.nn.functional as F
 
 from ..augment.affine import AugmentedModel, build_augmentation
+from ..methods.partitioned import hyper_update, optimised_params, param_update
 from ..models.registry import build_model
 from ..partition import PartitionSchedule, PartitionedAdam, PartitionedSGD, chunk_assignment, partition
 from . import CellContext, Run
@@ -144,6 +145,7 @@ class UpdateTiming:
             pkw["momentum"] = mom
         self.popt = popt_cls(self.pmodel, **pkw)
         self.hopt = torch.optim.Adam(self.psi, lr=float(s.get("hyper_lr", 1e-3)))
+        self.weight_params = optimised_params(self.popt)
         self.rows: list[dict] = []
         self.n_params = sum(p.numel() for p in base.parameters())
         self.info = {
@@ -175,10 +177,15 @@ class UpdateTiming:
         self.opt.step()
         return loss.detach()
 
+    def _partitioned_loss(self) -> torch.Tensor:
+        return self._nll(self.partitioned_net, self.x, self.y)
+
     def update_param(self, k: int) -> torch.Tensor:
-        self._set_psi_grad(self.backward == "full")
+        self._set_psi_grad(True)
+        if self.backward == "minimal":
+            return param_update(self.pmodel, self.popt, k, self._partitioned_loss, self.weight_params)
         with self.pmodel.subnetwork(k):
-            loss = self._nll(self.partitioned_net, self.x, self.y)
+            loss = self._partitioned_loss()
         self.popt.zero_grad(set_to_none=True)
         self.hopt.zero_grad(set_to_none=True)
         loss.backward()
@@ -188,15 +195,13 @@ class UpdateTiming:
     def update_hyper(self, k: int) -> torch.Tensor:
         """Hyper step of App. I.1: k >= 2 is the chunk, subnetwork k-1 is evaluated."""
         self._set_psi_grad(True)
+        if self.backward == "minimal":
+            return hyper_update(self.pmodel, self.hopt, k, self._partitioned_loss, self.psi)
         with self.pmodel.subnetwork(k - 1):
-            loss = self._nll(self.partitioned_net, self.x, self.y)
+            loss = self._partitioned_loss()
         self.hopt.zero_grad(set_to_none=True)
-        if self.backward == "full":
-            self.popt.zero_grad(set_to_none=True)
-            loss.backward()
-        else:
-            for p, g in zip(self.psi, torch.autograd.grad(loss, self.psi)):
-                p.grad = g
+        self.popt.zero_grad(set_to_none=True)
+        loss.backward()
         self.hopt.step()
         return loss.detach()
 

@@ -24,6 +24,35 @@ from .common import TaskData, log_likelihood
 from .standard import OptimConfig, evaluate_classifier
 
 
+def optimised_params(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The tensors an optimiser updates (what its update should differentiate, nothing more)."""
+    return [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
+
+
+def param_update(pmodel, opt, k: int, loss_fn: Callable[[], torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
+    """Partitioned parameter update (App. I.1): loss of subnetwork k, gradients for `params` only (the
+    network weights: psi gets none, so a parameter update costs no more than a standard one), then the
+    partition-aware step on partition k."""
+    with pmodel.subnetwork(k):
+        loss = loss_fn()
+    opt.zero_grad(set_to_none=True)
+    loss.backward(inputs=params)
+    opt.step(k)
+    return loss.detach()
+
+
+def hyper_update(pmodel, hyper_opt, k: int, loss_fn: Callable[[], torch.Tensor],
+                 hyper_params: list[torch.Tensor]) -> torch.Tensor:
+    """Partitioned hyperparameter update (App. I.1): k >= 2 is the chunk the batch came from; the loss is
+    that of subnetwork k-1 and only psi is differentiated (no weight gradients are computed)."""
+    with pmodel.subnetwork(k - 1):
+        loss = loss_fn()
+    hyper_opt.zero_grad(set_to_none=True)
+    loss.backward(inputs=hyper_params)
+    hyper_opt.step()
+    return loss.detach()
+
+
 @dataclass
 class PartitionedConfig:
     chunk_proportions: list[float]
@@ -62,35 +91,29 @@ class PartitionedTraining:
             self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(
                 self.opt, T_max=n_steps, eta_min=cfg.optim.lr * cfg.optim.cosine_final_factor)
         self.hyper_params = list(hyper_params)
+        hyper_ids = {id(p) for p in self.hyper_params}
+        self.weight_params = [p for p in optimised_params(self.opt) if id(p) not in hyper_ids]
         self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=cfg.hyper_lr) if self.hyper_params else None
         self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), self.proportions, make_generator(seed + 1))
         self.best: dict | None = None
 
-    def _loss(self, k: int, idx: torch.Tensor) -> torch.Tensor:
-        with self.pmodel.subnetwork(k):
+    def _batch_loss(self, idx: torch.Tensor) -> Callable[[], torch.Tensor]:
+        def loss_fn():
             out = self.net(self.data.x_train[idx])
             return -log_likelihood(out, self.data.y_train[idx], self.data.task).mean()
+        return loss_fn
 
     def train_step(self, step: int) -> dict[str, float]:
         self.net.train()
         bs = self.cfg.optim.batch_size
         k, idx = self.schedule.param_step(bs)
-        loss = self._loss(k, idx)
-        self.opt.zero_grad(set_to_none=True)
-        if self.hyper_opt:
-            self.hyper_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.opt.step(k)
+        loss = param_update(self.pmodel, self.opt, k, self._batch_loss(idx), self.weight_params)
         if self.sched is not None:
             self.sched.step()
         out = {"loss": loss.item(), "k": k}
         if self.hyper_opt is not None:
             kh, idx_h = self.schedule.hyper_step(bs)
-            hyper_loss = self._loss(kh - 1, idx_h)
-            self.opt.zero_grad(set_to_none=True)
-            self.hyper_opt.zero_grad(set_to_none=True)
-            hyper_loss.backward()
-            self.hyper_opt.step()
+            hyper_loss = hyper_update(self.pmodel, self.hyper_opt, kh, self._batch_loss(idx_h), self.hyper_params)
             out["hyper_loss"] = hyper_loss.item()
         return out
 
