@@ -16,33 +16,9 @@
 
 # %%
 from reprokit.report import bali_regression as br
-from reprokit.report import style
 
-df = br.load([snakemake.input["bali_uci"], snakemake.input["bali_uci_protein"]])  # noqa: F821
-paper = br.paper_values(snakemake.input["paper"])  # noqa: F821
-scale = style.scale_of(df)
-table, notes = br.uci_table(df, paper, "ll")
+table, check = br.uci_artefact(snakemake.input, snakemake.output["tex"], "ll")  # noqa: F821
 table
 
 # %%
-check = br.within_two_se(df, paper, "ll")
 check
-
-# %%
-footnotes = [
-    "Columns '(ours)': computed by this pipeline. '(paper)': the paper's own BALI and DO runs. '(quoted)': "
-    "values quoted from the paper, which took them from the respective publications (not run by us).",
-    "Data scaling (not stated in the paper): " + br.bali_scaling_note(df) + "; the noise prior "
-    "U_0 = 0.01 N_eff I acts on the targets' scale, and original-unit targets reproduce the paper's "
-    "log-likelihoods on yacht and energy while standardised ones do not. DO and BBB standardise inputs and "
-    "targets. All metrics in original units.",
-    "Our DO: p = 0.05 on the hidden units, learned homoscedastic noise (no tau grid search), Adam; "
-    "our BBB: N(0,1) prior, KL factor 1, learned noise, Adam (config/experiments/bali_regression.yaml).",
-] + notes
-if len(check):
-    footnotes.append("Our mean minus the paper's, in units of the paper's s.e.: " + "; ".join(
-        f"{br.NAMES.get(r.dataset, r.dataset)} {r.method} {r.z_paper_se:+.1f}" for r in check.itertuples()) + ".")
-style.write_latex_table(
-    table, snakemake.output["tex"],  # noqa: F821
-    caption="BALI Table 7: test log-likelihood (higher is better) on the UCI regression benchmark, mean ± s.e. over splits",
-    scale=scale, note=br.provenance(df), footnotes=footnotes, label="tab:bali_table7")

@@ -14,24 +14,12 @@
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
 # %%
-import pandas as pd
-
 from reprokit.report import style
-from reprokit.report.invariance import completed, sensitivity_figure
+from reprokit.report.invariance import sensitivity_page
 
 style.setup()
-names = [f"retrain_rotmnist_c{c}" for c in (2, 3, 4)]
-tables = [pd.read_csv(snakemake.input[n]) for n in names]  # noqa: F821 (injected by Snakemake)
-scale = style.scale_of(pd.concat(tables))
-fig, axes = sensitivity_figure(tables, "test_acc")
+fig, scale, note = sensitivity_page(snakemake.input, "retrain_rotmnist", "RotMNIST", retrained=True)  # noqa: F821
+fig
 
 # %%
-ok = pd.concat([completed(t) for t in tables])
-bad = sum(len(t) - len(completed(t)) for t in tables)
-rot = f"{ok['aug_rotation'].mean():.2f} (range {ok['aug_rotation'].min():.2f}-{ok['aug_rotation'].max():.2f})" if len(ok) else "n/a"
-steps = sorted(set(ok["n_steps"].astype(int))) if len(ok) else []
-note = (style.provenance(pd.concat(tables), "RotMNIST, " + (f"{int(ok['n_train'].max())} training / {int(ok['n_test'].max())} test examples" if len(ok) else "?"))
-        + f"; {'/'.join(map(str, steps))} iterations; proportions grid: our choice (the paper's tick values are not in its text)"
-        + f"; rotation half-width used (rad): mean {rot}"
-        + (f"; {bad} cell(s) not completed (n/a)" if bad else ""))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from . import style
+
 AUG_NAMES = ("rotation", "shear", "translate_x", "translate_y", "scale_x", "scale_y")
 AUG_LABELS = {"rotation": "Rotation", "shear": "Shear", "translate_x": "Translation X",
               "translate_y": "Translation Y", "scale_x": "Scale X", "scale_y": "Scale Y"}
@@ -115,3 +117,28 @@ def learned_ranges_text(table: pd.DataFrame, names=("rotation",)) -> str:
         if col in ok and len(ok):
             parts.append(f"{name} {ok[col].mean():.2f}")
     return ", ".join(parts)
+
+
+def sensitivity_page(inputs, family: str, dataset_label: str, retrained: bool):
+    """Figs. 5-8: the 2/3/4-chunk heatmaps of one experiment family and their footer.
+
+    `inputs` maps f"{family}_c{C}" to the tidy CSVs (Snakemake's `input`); `retrained` says whether the
+    rotation column is what the partitioned network learned (Figs. 5, 6) or what a retrained standard
+    network used (Figs. 7, 8). Returns (figure, scale, footer note).
+    """
+    tables = [pd.read_csv(inputs[f"{family}_c{c}"]) for c in (2, 3, 4)]
+    whole = pd.concat(tables)
+    scale = style.scale_of(whole)
+    fig, _ = sensitivity_figure(tables, "test_acc")
+    ok = pd.concat([completed(t) for t in tables])
+    bad = sum(len(t) - len(completed(t)) for t in tables)
+    rot = (f"{ok['aug_rotation'].mean():.2f} (range {ok['aug_rotation'].min():.2f}-{ok['aug_rotation'].max():.2f})"
+           if len(ok) else "n/a")
+    steps = sorted(set(ok["n_steps"].astype(int))) if len(ok) else []
+    sizes = f"{int(ok['n_train'].max())} training / {int(ok['n_test'].max())} test examples" if len(ok) else "?"
+    note = (style.provenance(whole, f"{dataset_label}, {sizes}")
+            + f"; {'/'.join(map(str, steps))} iterations; proportions grid: our choice (the paper's tick values are "
+            "not in its text)"
+            + f"; {'rotation half-width used' if retrained else 'learned rotation half-width'} (rad): mean {rot}"
+            + (f"; {bad} cell(s) not completed (n/a)" if bad else ""))
+    return fig, scale, note
