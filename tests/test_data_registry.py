@@ -73,6 +73,26 @@ def test_checksum_table_agrees_with_torchvision_md5s():
         assert f"UCI/{folder}/index_train_{n_splits}.txt" not in table
 
 
+def test_shipped_torchvision_resources_match_installed_torchvision():
+    """The copy the registry reads (no torchvision import on availability checks) is what torchvision
+    publishes; regenerate with `python -m reprokit.data.make_checksums --torchvision` when this fails."""
+    from reprokit.data.make_checksums import torchvision_resources
+
+    assert registry._torchvision_resources() == torchvision_resources()
+
+
+def test_availability_check_does_not_import_torchvision(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from reprokit.data import registry; "
+            "[registry.is_available(n, []) for n in ('mnist', 'cifar10', 'tinyimagenet', 'uci_yacht')]; "
+            "print('torchvision' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
+
+
 # ---------------------------------------------------------------------------------------------- real images
 
 

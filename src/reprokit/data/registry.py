@@ -14,7 +14,8 @@ Every dataset is found in *mirror* folders in its original published layout, e.g
 a file is hashed once rather than on every job.
 
 Checksums: MNIST / FashionMNIST / CIFAR-10 use the official MD5s that torchvision ships
-(``torchvision.datasets.MNIST.resources`` etc.); TinyImageNet's zip uses its published MD5; UCI files
+(``torchvision.datasets.MNIST.resources`` etc., copied into ``torchvision_resources.json`` so that
+availability checks need not import torchvision; a test keeps the copy equal to torchvision's); TinyImageNet's zip uses its published MD5; UCI files
 use the SHA-256 values in ``checksums.tsv`` (shipped in this package, made by ``make_checksums.py``).
 An extracted TinyImageNet tree has no published per-file checksums: it is checked for structure
 only (``meta["verified"]`` says which).
@@ -219,25 +220,28 @@ IMAGE_DATASETS = ("mnist", "fashion_mnist", "cifar10", "tinyimagenet")
 _NAMES = (*IMAGE_DATASETS, *UCI_REGRESSION, *UCI_CLASSIFICATION, *SYNTHETIC)
 
 
-def _image_specs() -> dict[str, DatasetSpec]:
-    # torchvision is imported only when an image dataset is first asked for (it is slow to import)
-    from torchvision.datasets import CIFAR10, MNIST, FashionMNIST
+def _torchvision_resources() -> dict:
+    """torchvision's published file lists, MD5s and URLs (see make_checksums.torchvision_resources), read
+    from package data so that availability checks (every DAG build) do not import torchvision."""
+    return json.loads(Path(__file__).with_name("torchvision_resources.json").read_text())
 
+
+def _image_specs() -> dict[str, DatasetSpec]:
+    tv = _torchvision_resources()
+    mnist, fmnist, cifar = tv["mnist"], tv["fashion_mnist"], tv["cifar10"]
     specs: dict[str, DatasetSpec] = {}
     specs["mnist"] = DatasetSpec(
-        "mnist", "classification", 10, (_idx_layout("MNIST", MNIST.resources),),
-        tuple(MNIST.mirrors), loader="idx",
+        "mnist", "classification", 10, (_idx_layout("MNIST", mnist["resources"]),),
+        tuple(mnist["mirrors"]), loader="idx",
         description="MNIST, 60000/10000, 1x28x28")
     specs["fashion_mnist"] = DatasetSpec(
-        "fashion_mnist", "classification", 10, (_idx_layout("FashionMNIST", FashionMNIST.resources),),
-        tuple(FashionMNIST.mirrors), loader="idx", description="Fashion-MNIST, 60000/10000, 1x28x28")
-    cifar_files = tuple(FileCheck(f"{_CIFAR_BASE}/{f}", None, "md5", md5)
-                        for f, md5 in [*CIFAR10.train_list, *CIFAR10.test_list,
-                                       [CIFAR10.meta["filename"], CIFAR10.meta["md5"]]])
+        "fashion_mnist", "classification", 10, (_idx_layout("FashionMNIST", fmnist["resources"]),),
+        tuple(fmnist["mirrors"]), loader="idx", description="Fashion-MNIST, 60000/10000, 1x28x28")
+    cifar_files = tuple(FileCheck(f"{_CIFAR_BASE}/{f}", None, "md5", md5) for f, md5 in cifar["files"])
     specs["cifar10"] = DatasetSpec(
         "cifar10", "classification", 10,
-        (Layout(_CIFAR_BASE, cifar_files), Layout(_CIFAR_TGZ, (FileCheck(_CIFAR_TGZ, None, "md5", CIFAR10.tgz_md5),))),
-        (CIFAR10.url,), loader="cifar", description="CIFAR-10 (python version), 50000/10000, 3x32x32")
+        (Layout(_CIFAR_BASE, cifar_files), Layout(_CIFAR_TGZ, (FileCheck(_CIFAR_TGZ, None, "md5", cifar["tgz_md5"]),))),
+        (cifar["url"],), loader="cifar", description="CIFAR-10 (python version), 50000/10000, 3x32x32")
     specs["tinyimagenet"] = DatasetSpec(
         "tinyimagenet", "classification", 200,
         (Layout(_TINY_BASE, (FileCheck(f"{_TINY_BASE}/wnids.txt"), FileCheck(f"{_TINY_BASE}/val/val_annotations.txt")),
