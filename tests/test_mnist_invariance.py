@@ -200,20 +200,26 @@ def test_resume_from_state_dict_is_bit_identical(factory):
 # the experiment kind on a fake MNIST (no files needed)
 
 
-@pytest.fixture
-def fake_mnist(monkeypatch, tmp_path):
+def fake_image_context(monkeypatch, tmp_path, name, shape, n_train, n_test):
+    """Replace registry.load by random images of `shape` for dataset `name`; return a CellContext."""
     g = torch.Generator().manual_seed(0)
+    n = n_train + n_test
 
-    def load(name, mirrors=(), cache_dir=None, download=False, checksums=None, **kw):
-        assert name == "mnist"
-        x = torch.rand(150, 1, 28, 28, generator=g)
+    def load(asked, mirrors=(), cache_dir=None, download=False, checksums=None, **kw):
+        assert asked == name
+        x = torch.rand(n, *shape, generator=g)
         if kw.get("dtype") == "uint8":
             x = (x * 255).to(torch.uint8)
-        y = torch.arange(150) % 10
-        return Bundle(x[:120], y[:120], x[120:], y[120:], "classification", 10, "mnist", {})
+        y = torch.arange(n) % 10
+        return Bundle(x[:n_train], y[:n_train], x[n_train:], y[n_train:], "classification", 10, name, {})
 
     monkeypatch.setattr(registry, "load", load)
     return CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "variants"))
+
+
+@pytest.fixture
+def fake_mnist(monkeypatch, tmp_path):
+    return fake_image_context(monkeypatch, tmp_path, "mnist", (1, 28, 28), 120, 30)
 
 
 SETTINGS = dict(model="mnist_cnn", lr=1e-3, batch_size=8, n_steps=2, eval_every=1, aug_samples=2, eval_aug_samples=2,
@@ -298,17 +304,7 @@ def test_random_ranges_are_in_range_and_fixed_per_sample():
 def test_cifar_settings_of_fig3b_build_and_run(monkeypatch, tmp_path):
     """Fig. 3b/3c cells are n/a here (no data); their settings (fixup ResNet, SGD + cosine, sqrt weight
     decay scaling, Immer et al. generators) still build and train on a fake CIFAR-shaped set."""
-    g = torch.Generator().manual_seed(0)
-
-    def load(name, mirrors=(), cache_dir=None, download=False, checksums=None, **kw):
-        x = torch.rand(60, 3, 32, 32, generator=g)
-        if kw.get("dtype") == "uint8":
-            x = (x * 255).to(torch.uint8)
-        y = torch.arange(60) % 10
-        return Bundle(x[:40], y[:40], x[40:], y[40:], "classification", 10, "cifar10", {})
-
-    monkeypatch.setattr(registry, "load", load)
-    ctx = CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "variants"))
+    ctx = fake_image_context(monkeypatch, tmp_path, "cifar10", (3, 32, 32), 40, 20)
     extra = dict(model="fixup_resnet8", optimizer="sgd", lr=0.1, momentum=0.9, lr_schedule="cosine",
                  weight_decay=1e-4, wd_scaling="sqrt", augmentation="immer", n_train=40, dataset="cifar10",
                  rotated=True, rotation_seed=0, n_steps=2, rotated_steps_factor=2)
