@@ -35,7 +35,7 @@ def _cell(config, name, scale, **coords):
 
 def test_paper_scale_settings_follow_table4(config):
     g = experiment(config, "bali_uci", "paper")
-    assert g.axes["seed"] == list(range(20)) and g.axes["method"] == ["bali", "dropout", "bbb"]
+    assert g.axes["seed"] == list(range(20)) and g.axes["method"] == ["bali", "bali_ystd", "dropout", "bbb"]
     assert experiment(config, "bali_uci_protein", "paper").axes["seed"] == list(range(5))
     expect = {  # dataset: (beta, sigma_r2, n_eff_divisor, batch, n_steps, hidden)
         "uci_yacht": (0.2, 40, 1, "full", 20000, [50]), "uci_concrete": (0.2, 40, 1, "full", 20000, [50]),
@@ -52,10 +52,18 @@ def test_paper_scale_settings_follow_table4(config):
         assert s["hidden"] == hidden and s["activation"] == "relu" and b["sigma_u2_factor"] == 0.01
         # the data-scaling decision: z-scored inputs, targets in original units
         assert b["standardize_x"] is True and b["standardize_y"] is False
+        # bali_ystd: the same BALI settings with standardised targets (both readings are in the tables)
+        sy = _cell(config, exp, "paper", method="bali_ystd", dataset=d, seed=0).settings["bali_ystd"]
+        assert {**sy, "standardize_y": False} == b and sy["standardize_y"] is True, d
     # quick keeps the grid shape, fewer splits and iterations
     q = experiment(config, "bali_uci", "quick")
     assert q.axes["dataset"] == g.axes["dataset"] and len(q.axes["seed"]) == 3
     assert _cell(config, "bali_uci", "quick", method="bali", dataset="uci_kin8nm", seed=0).settings["bali"]["n_eff_divisor"] == 4
+    for scale in ("quick", "test"):
+        for exp in ("bali_uci", "bali_uci_protein"):
+            s = _cell(config, exp, scale, method="bali_ystd", dataset=experiment(config, exp, scale).axes["dataset"][0],
+                      seed=0).settings
+            assert s["bali_ystd"]["n_steps"] == s["bali"]["n_steps"], (exp, scale)
 
 
 def test_fig7_local_matches_classification_benchmark_except_reparam(config):
@@ -76,7 +84,7 @@ def _ctx(shared_data):
     return CellContext(mirrors=[shared_data], cache_dir=None, variants_dir="unused")
 
 
-@pytest.mark.parametrize("method", ["bali", "dropout"])
+@pytest.mark.parametrize("method", ["bali", "bali_ystd", "dropout"])
 def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method):
     cell = _cell(config, "bali_uci", "test", method=method, dataset="uci_yacht", seed=0)
     run = uci_regression.build(cell, _ctx(shared_data))
@@ -91,6 +99,8 @@ def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method)
     else:
         torch.testing.assert_close(inner.data.y_train, z.y_train)
         assert inner.y_std == pytest.approx(float(stats["y_std"]))
+        assert run.info["standardize_y"] is True
+        assert (run.info.get("alpha") is not None) == (method == "bali_ystd")  # bali_ystd is BALI
     metrics = run.method.final_metrics()
     # recompute the test RMSE / LL in original units from the same Monte Carlo samples
     gen = torch.Generator().manual_seed(inner.eval_seed)
@@ -147,3 +157,20 @@ def test_uci_table_formats_mean_se_and_labels_sources():
     assert b["z_paper_se"] == pytest.approx((-0.8 + 0.745) / 0.033) and b["within_2se"]  # -1.67 s.e.
     d = check[check.method == "DO"].iloc[0]
     assert d["z_paper_se"] == pytest.approx((-1.0 + 1.250) / 0.015) and not d["within_2se"]
+
+
+def test_cell_settings_keep_only_the_cells_method_block(config):
+    """A cell's parameters (what Snakemake compares to decide a re-run) hold its own method's block only, so
+    adding a method to the grid or editing another method's block leaves finished cells valid."""
+    cell = _cell(config, "bali_uci", "paper", method="bali", dataset="uci_kin8nm", seed=3)
+    own = uci_regression.cell_settings(cell)
+    assert "bali" in own and not {"bali_ystd", "dropout", "bbb"} & set(own)
+    assert own["bali"]["n_eff_divisor"] == 4 and own["hidden"] == [50]  # per-dataset overrides already applied
+    edited = {**config, "experiments": {**config["experiments"]}}
+    spec = edited["experiments"]["bali_uci"]
+    settings = {**spec["settings"], "dropout": {**spec["settings"]["dropout"], "p": 0.2}}
+    edited["experiments"]["bali_uci"] = {**spec, "settings": settings}
+    again = _cell(edited, "bali_uci", "paper", method="bali", dataset="uci_kin8nm", seed=3)
+    assert uci_regression.cell_settings(again) == own
+    d = _cell(edited, "bali_uci", "paper", method="dropout", dataset="uci_kin8nm", seed=3)
+    assert uci_regression.cell_settings(d)["dropout"]["p"] == 0.2 and "bali" not in uci_regression.cell_settings(d)

@@ -49,8 +49,13 @@ def cell_upstream_inputs(wildcards):
 
 def cell_json(wildcards):
     # Upstream results reach the cell as settings["_inputs"] = {name: path of metrics.json}.
+    # A kind's optional `cell_settings(cell)` keeps only the settings the cell uses, so a change elsewhere
+    # (e.g. another method's block) does not mark the cell's parameters changed and re-run it.
     cell = cell_of(wildcards)
     d = cell.to_dict()
+    own = getattr(kind_of(cell), "cell_settings", None)
+    if own is not None:
+        d["settings"] = own(cell)
     upstream = cell_upstream(cell)
     if upstream:
         d["settings"] = {**d["settings"], "_inputs": upstream}
