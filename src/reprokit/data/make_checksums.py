@@ -43,6 +43,7 @@ def write_table(rows, out: str | Path) -> None:
     lines = ["\t".join(HEADER)] + ["\t".join(r) for r in rows]
     Path(out).write_text("\n".join(lines) + "\n")
 
+
 def torchvision_resources() -> dict:
     """The file lists, official MD5s and URLs that torchvision publishes for MNIST, Fashion-MNIST and
     CIFAR-10, as plain data. The registry reads them from ``torchvision_resources.json`` (written by
@@ -61,9 +62,6 @@ def torchvision_resources() -> dict:
     }
 
 
-TORCHVISION_JSON = Path(__file__).with_name("torchvision_resources.json")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
@@ -72,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "--torchvision":
         import json
 
-        TORCHVISION_JSON.write_text(json.dumps(torchvision_resources(), indent=1) + "\n")
-        print(f"wrote {TORCHVISION_JSON}")
+        from .registry import TORCHVISION_RESOURCES
+
+        TORCHVISION_RESOURCES.write_text(json.dumps(torchvision_resources(), indent=1) + "\n")
+        print(f"wrote {TORCHVISION_RESOURCES}")
         return 0
     out = argv[1] if len(argv) > 1 else Path(__file__).with_name("checksums.tsv")
     rows = make_table(argv[0])
@@ -84,4 +84,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

@@ -220,10 +220,13 @@ IMAGE_DATASETS = ("mnist", "fashion_mnist", "cifar10", "tinyimagenet")
 _NAMES = (*IMAGE_DATASETS, *UCI_REGRESSION, *UCI_CLASSIFICATION, *SYNTHETIC)
 
 
+TORCHVISION_RESOURCES = Path(__file__).with_name("torchvision_resources.json")
+
+
 def _torchvision_resources() -> dict:
     """torchvision's published file lists, MD5s and URLs (see make_checksums.torchvision_resources), read
     from package data so that availability checks (every DAG build) do not import torchvision."""
-    return json.loads(Path(__file__).with_name("torchvision_resources.json").read_text())
+    return json.loads(TORCHVISION_RESOURCES.read_text())
 
 
 def _image_specs() -> dict[str, DatasetSpec]:

@@ -66,14 +66,14 @@ def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tu
     summary = summarise(df, metric)
     key = "rmse" if metric == "rmse" else "ll"
     present = [d for d in DATASETS if d in set(df["dataset"])]
+    # methods not in this grid (e.g. an older results folder) get no column rather than n/a
+    methods = {m: label for m, label in OURS.items() if m in set(df["method"])}
     out, notes = [], []
     for d in present:
         row = {"Dataset": NAMES[d]}
         ns = set()
-        for method, label in OURS.items():
+        for method, label in methods.items():
             s = summary[(summary.dataset == d) & (summary.method == method)]
-            if method not in set(df["method"]):
-                continue  # not in this grid (e.g. an older results folder): no column rather than n/a
             if s.empty or s.iloc[0]["status"] == "unavailable":
                 row[f"{label} (ours)"] = "n/a"
                 if not s.empty:
