@@ -94,6 +94,20 @@ def test_paper_scale_dag_builds_fast(tmp_path):
     assert measured < 10, f"paper-scale DAG took {elapsed:.1f} s wall, {cpu:.1f} s CPU (load {os.getloadavg()[0]:.1f})"
 
 
+def test_dag_building_runs_no_torch(tmp_path):
+    """Planning every paper-scale cell (config, grids, dataset availability, variants, cell settings) must
+    not execute torch: it is ~2 s of every snakemake call (the package imports it lazily, see _lazy.py)."""
+    work = make_workdir(tmp_path)
+    code = ("import runpy, sys\n"
+            "sys.argv = ['snakemake', '-n', '--quiet', '--config', 'scale=paper']\n"
+            "try:\n    runpy.run_module('snakemake', run_name='__main__')\n"
+            "except SystemExit as e:\n    code = e.code\n"
+            "print('EXIT', code, 'TORCH_EXECUTED', 'torch._C' in sys.modules)\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=300, env=env_without_slurm_probe_wait(tmp_path))
+    assert "EXIT 0 TORCH_EXECUTED False" in res.stdout, res.stdout[-3000:]
+
+
 def test_misspelled_key_fails_before_any_job(tmp_path):
     work = make_workdir(tmp_path)
     edit_fig2_config(work, lambda cfg: cfg["experiments"]["fig2a"]["settings"].__setitem__("bach_size", 3))

@@ -9,7 +9,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import torch
+from ._lazy import lazy_import
+
+torch = lazy_import("torch")  # executed on first use: see _lazy.py
 
 
 _UMASK = os.umask(0)

@@ -46,9 +46,11 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-import torch
 
+from .._lazy import lazy_import
 from ..io import atomic_save_torch, atomic_write_text
+
+torch = lazy_import("torch")  # executed on first use: the DAG only asks which datasets exist
 
 __all__ = [
     "Bundle",

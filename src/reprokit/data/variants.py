@@ -33,12 +33,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
+from .._lazy import lazy_import
 from ..io import atomic_save_torch, atomic_write_bytes
 from . import registry
 from .registry import Bundle
+
+torch = lazy_import("torch")  # executed on first use: the DAG only asks for variant file names
 
 __all__ = [
     "KINDS",
@@ -115,8 +116,8 @@ def rotate_images(x: torch.Tensor, angles, batch_size: int = 2048) -> torch.Tens
         theta[:, 0, 1] = -sin[s:e] * h / w
         theta[:, 1, 0] = sin[s:e] * w / h
         theta[:, 1, 1] = cos[s:e]
-        grid = F.affine_grid(theta.to(xb.dtype), [e - s, c, h, w], align_corners=False)
-        yb = F.grid_sample(xb, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        grid = torch.nn.functional.affine_grid(theta.to(xb.dtype), [e - s, c, h, w], align_corners=False)
+        yb = torch.nn.functional.grid_sample(xb, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
         out[s:e] = yb.round().clamp_(0, 255).to(torch.uint8) if is_u8 else yb
     return out
 

@@ -34,23 +34,20 @@ from __future__ import annotations
 
 import json
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
-from ..augment.affine import build_augmentation
 from ..data import registry, variants
-from ..methods.augerino import AugerinoTraining
-from ..methods.augmented import SeededAugmentedModel, make_evaluator, predict_augmented, ranges_metrics
-from ..methods.base import make_generator
-from ..methods.common import TaskData, log_likelihood
-from ..methods.partitioned import PartitionedConfig, PartitionedTraining
-from ..methods.partitioned_ensemble import PartitionedEnsembleTraining
-from ..methods.standard import OptimConfig, StandardTraining
-from ..models.registry import build_model
-from ..partition import partition
+from .._lazy import lazy_import
 from . import CellContext, Run
+
+if TYPE_CHECKING:  # annotations only; the modules load when a cell runs
+    from torch import nn
+
+    from ..methods.common import TaskData
+
+torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
 
 METHODS = ("baseline", "augerino", "partitioned", "partitioned_ens", "random", "retrain", "fixed")
 CHUNKED = ("partitioned", "partitioned_ens")
@@ -132,6 +129,7 @@ def required_cells(cell) -> dict:
 
 def load_data(cell, ctx: CellContext) -> tuple[TaskData, torch.Tensor | None]:
     """Training (sub)set, test (sub)set, and chunk ids for chunked methods."""
+    from ..methods.common import TaskData
     s = cell.settings
     bundle = registry.load(_dataset(cell), ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
     rotated = variants.load_variant(ctx.variant("rotated")) if _rotated(cell) else None
@@ -148,12 +146,14 @@ def load_data(cell, ctx: CellContext) -> tuple[TaskData, torch.Tensor | None]:
 
 
 def make_model(cell, data: TaskData) -> nn.Module:
+    from ..models.registry import build_model
     s = cell.settings
     kw = dict(s.get("model_kwargs") or {})
     return build_model(s.get("model", "mnist_cnn"), **kw)
 
 
 def make_augmentation(cell, kind: str | None = None):
+    from ..augment.affine import build_augmentation
     s = cell.settings
     kind = kind or s.get("augmentation", "schwobel")
     if kind == "augerino":
@@ -217,6 +217,7 @@ class _NotRun:
 def _lml_fn(predict_k, data: TaskData, chunk_ids: torch.Tensor, n_chunks: int, n_per_chunk: int):
     """Sum over k = 2..C of the log-likelihood of (the first n_per_chunk examples of) D_k under the
     model k-1 (Eq. 2 without the k = 1 term), or {} when n_per_chunk is 0."""
+    from ..methods.common import log_likelihood
 
     def lml() -> dict[str, float]:
         if n_per_chunk <= 0:
@@ -232,6 +233,13 @@ def _lml_fn(predict_k, data: TaskData, chunk_ids: torch.Tensor, n_chunks: int, n
 
 
 def build(cell, ctx: CellContext) -> Run:
+    from ..methods.augerino import AugerinoTraining
+    from ..methods.augmented import SeededAugmentedModel, make_evaluator, predict_augmented, ranges_metrics
+    from ..methods.base import make_generator
+    from ..methods.partitioned import PartitionedConfig, PartitionedTraining
+    from ..methods.partitioned_ensemble import PartitionedEnsembleTraining
+    from ..methods.standard import OptimConfig, StandardTraining
+    from ..partition import partition
     s = cell.settings
     method, seed = _method(cell), int(_value(cell, "seed"))
     data, chunk_ids = load_data(cell, ctx)

@@ -29,17 +29,18 @@ period, data sizes); Tables 5 and 6 are rendered from those columns.
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
-from ..bali import BaliConfig
+import numpy as np
+
 from ..data import registry
-from ..methods.bali import BaliMethod
-from ..methods.common import TaskData
-from ..methods.mc_dropout import MAP, MCDropout
-from ..methods.standard import OptimConfig
-from ..metrics import predictive_entropy, predictive_metrics, rank_auc, roc_curve, split_metrics
+from .._lazy import lazy_import, no_grad
 from . import CellContext, Run
+
+if TYPE_CHECKING:  # annotations only; the modules load when a cell runs
+    from ..methods.common import TaskData
+
+torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
 
 METHODS = ("bali", "dropout", "map")
 UCI = ("spambase", "magic", "cdc_diabetes")
@@ -69,6 +70,7 @@ def _subset(n: int, size: int | None, seed: int) -> torch.Tensor | None:
 
 def load_task(dataset: str, settings: dict, seed: int, ctx: CellContext) -> tuple[TaskData, dict]:
     """The cell's TaskData (features flattened to [N, D] float32) and facts about it."""
+    from ..methods.common import TaskData
     if dataset in UCI:
         bundle = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download, split=seed)
     elif dataset in IMAGES:
@@ -134,6 +136,7 @@ def tpr_at_fpr(fpr: torch.Tensor, tpr: torch.Tensor, grid) -> np.ndarray:
 
 def ood_metrics(probs_id: torch.Tensor, probs_ood: torch.Tensor) -> dict[str, float]:
     """OOD detection by negative predictive entropy: ID points are positives (score high = 'ID')."""
+    from ..metrics import predictive_entropy, rank_auc, roc_curve
     score_id, score_ood = -predictive_entropy(probs_id), -predictive_entropy(probs_ood)
     scores = torch.cat([score_id, score_ood])
     labels = torch.cat([torch.ones(len(score_id)), torch.zeros(len(score_ood))])
@@ -187,15 +190,17 @@ class ClassificationBenchmark:
         b = self.eval_batch_size
         return torch.cat([sample_fn(x[i : i + b], n_samples) for i in range(0, x.shape[0], b)], dim=1)
 
-    @torch.no_grad()
+    @no_grad
     def evaluate(self, step: int) -> dict[str, float]:
+        from ..metrics import split_metrics
         d = self.data
         test = (d.x_test, d.y_test) if self.test_idx is None else (d.x_test[self.test_idx], d.y_test[self.test_idx])
         return split_metrics(self._sampler(7919), {"train": self._train_split(), "test": test}, "classification",
                              self.eval_samples, calibration_splits=(), batch_size=self.eval_batch_size)
 
-    @torch.no_grad()
+    @no_grad
     def final_metrics(self) -> dict[str, float]:
+        from ..metrics import predictive_metrics
         sample_fn = self._sampler(15485863)
         d = self.data
         test_samples = self._samples(d.x_test, self.final_samples, sample_fn)
@@ -219,6 +224,10 @@ def _eval_every(s: dict, n_train: int) -> int:
 
 
 def build(cell, ctx: CellContext) -> Run:
+    from ..bali import BaliConfig
+    from ..methods.bali import BaliMethod
+    from ..methods.mc_dropout import MAP, MCDropout
+    from ..methods.standard import OptimConfig
     s, c = cell.settings, cell.coord_dict
     method, dataset, seed = c["method"], str(c["dataset"]), int(c["seed"])
     if method not in METHODS:

@@ -7,18 +7,17 @@ assignment and minibatch sampling; the data sample is fixed by `data_seed` (a da
 
 from __future__ import annotations
 
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
-from ..augment.concrete import ConcreteBernoulliMask, FixedInputMask
 from ..data import registry, variants
-from ..methods.common import TaskData
-from ..methods.laplace_posthoc import PosthocDiagLaplace
-from ..methods.partitioned import PartitionedConfig, PartitionedTraining
-from ..methods.standard import OptimConfig
-from ..models.mlp import MLP
-from ..partition import partition
+from .._lazy import lazy_import
 from . import CellContext, Run
+
+if TYPE_CHECKING:  # annotations only; the modules load when a cell runs
+    from ..augment.concrete import ConcreteBernoulliMask
+    from ..methods.partitioned import PartitionedTraining
+
+torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
 
 METHODS = ("partitioned", "laplace", "partitioned_mask")
 
@@ -36,12 +35,20 @@ def required_variants(cell) -> dict:
 
 
 def _data(cell, ctx: CellContext) -> TaskData:
+    from ..methods.common import TaskData
     s = cell.settings
     b = registry.load("input_selection", ctx.mirrors, n_train=s["n_train"], n_test=s["n_test"], seed=s["data_seed"])
     return TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task="classification", n_classes=2)
 
 
 def build(cell, ctx: CellContext) -> Run:
+    from ..augment.concrete import ConcreteBernoulliMask, FixedInputMask
+    from ..methods.laplace_posthoc import PosthocDiagLaplace
+    from ..methods.partitioned import PartitionedConfig, PartitionedTraining
+    from ..methods.standard import OptimConfig
+    from ..models.mlp import MLP
+    from ..partition import partition
+    from torch import nn
     s, c = cell.settings, cell.coord_dict
     method, seed = c["method"], int(c["seed"])
     if method not in METHODS:

@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import json
 
-import torch
-
-from ..bali import BaliConfig
 from ..data import registry
-from ..methods.bali import BaliMethod
-from ..methods.bbb import BBBMethod
-from ..methods.common import TaskData
-from ..methods.standard import OptimConfig
+from .._lazy import lazy_import, no_grad
 from . import CellContext, Run
+
+torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
 
 METHODS = ("bali", "bbb")
 DATASETS = ("sines_trend", "sinc", "two_moons")
@@ -43,6 +39,7 @@ def data_kwargs(dataset: str, settings: dict) -> dict:
 
 
 def load(dataset: str, settings: dict):
+    from ..methods.common import TaskData
     if dataset not in DATASETS:
         raise ValueError(f"synthetic_predictive: dataset '{dataset}' unknown (valid: {', '.join(DATASETS)})")
     b = registry.load(dataset, **data_kwargs(dataset, settings))
@@ -73,7 +70,7 @@ class _WithGrid:
     def load_state_dict(self, state):
         self.inner.load_state_dict(state)
 
-    @torch.no_grad()
+    @no_grad
     def final_metrics(self):
         self.inner.n_eval_samples = self.final_samples
         out = self.inner.final_metrics()
@@ -91,6 +88,10 @@ class _WithGrid:
 
 
 def build(cell, ctx: CellContext) -> Run:
+    from ..bali import BaliConfig
+    from ..methods.bali import BaliMethod
+    from ..methods.bbb import BBBMethod
+    from ..methods.standard import OptimConfig
     s, c = cell.settings, cell.coord_dict
     method, dataset, seed = c["method"], str(c["dataset"]), int(c["seed"])
     if method not in METHODS:

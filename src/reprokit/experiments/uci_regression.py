@@ -19,13 +19,7 @@ train_* likewise, noise_sd (inferred / learned noise std in original units).
 
 from __future__ import annotations
 
-from ..bali import BaliConfig
 from ..data import registry
-from ..methods.bali import BaliMethod
-from ..methods.bbb import BBBMethod
-from ..methods.common import TaskData
-from ..methods.mc_dropout import MCDropout
-from ..methods.standard import OptimConfig
 from . import CellContext, Run
 
 METHODS = ("bali", "bali_ystd", "dropout", "bbb")
@@ -45,6 +39,7 @@ def cell_settings(cell) -> dict:
 
 def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool, ctx: CellContext):
     """(TaskData, y_std or None, info) for one standard split; y_std is set iff the targets were standardised."""
+    from ..methods.common import TaskData
     raw = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download, split=split)
     z, stats = registry.standardize(raw)
     xb = z if standardize_x else raw
@@ -92,6 +87,11 @@ class _Final:
 
 
 def build(cell, ctx: CellContext) -> Run:
+    from ..bali import BaliConfig
+    from ..methods.bali import BaliMethod
+    from ..methods.bbb import BBBMethod
+    from ..methods.mc_dropout import MCDropout
+    from ..methods.standard import OptimConfig
     s, c = cell.settings, cell.coord_dict
     method, dataset, seed = c["method"], str(c["dataset"]), int(c["seed"])
     if method not in METHODS:

@@ -41,14 +41,11 @@ import platform
 import time
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-from ..augment.affine import AugmentedModel, build_augmentation
-from ..methods.partitioned import hyper_update, optimised_params, param_update
-from ..models.registry import build_model
-from ..partition import PartitionSchedule, PartitionedAdam, PartitionedSGD, chunk_assignment, partition
+from .._lazy import lazy_import
 from . import CellContext, Run
+
+torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
 
 KINDS = ("standard", "param", "hyper")
 BACKWARDS = ("minimal", "full")
@@ -103,6 +100,10 @@ class UpdateTiming:
     """A timing "method" for the training loop: `train_step` is one timed repetition of every update."""
 
     def __init__(self, model_name: str, settings: dict, seed: int):
+        from ..augment.affine import AugmentedModel, build_augmentation
+        from ..methods.partitioned import optimised_params
+        from ..models.registry import build_model
+        from ..partition import PartitionSchedule, PartitionedAdam, PartitionedSGD, chunk_assignment, partition
         s = settings
         self.backward = s.get("backward", "minimal")
         if self.backward not in BACKWARDS:
@@ -167,6 +168,7 @@ class UpdateTiming:
             p.requires_grad_(flag)
 
     def _nll(self, net, x, y):
+        import torch.nn.functional as F
         return F.nll_loss(net(x), y)
 
     def update_standard(self) -> torch.Tensor:
@@ -181,6 +183,7 @@ class UpdateTiming:
         return self._nll(self.partitioned_net, self.x, self.y)
 
     def update_param(self, k: int) -> torch.Tensor:
+        from ..methods.partitioned import param_update
         self._set_psi_grad(True)
         if self.backward == "minimal":
             return param_update(self.pmodel, self.popt, k, self._partitioned_loss, self.weight_params)
@@ -194,6 +197,7 @@ class UpdateTiming:
 
     def update_hyper(self, k: int) -> torch.Tensor:
         """Hyper step of App. I.1: k >= 2 is the chunk, subnetwork k-1 is evaluated."""
+        from ..methods.partitioned import hyper_update
         self._set_psi_grad(True)
         if self.backward == "minimal":
             return hyper_update(self.pmodel, self.hopt, k, self._partitioned_loss, self.psi)
