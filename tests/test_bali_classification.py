@@ -190,3 +190,24 @@ def test_missing_ood_dataset_keeps_the_cell_without_ood_metrics(monkeypatch):
     run.method.train_step(0)
     metrics = run.method.final_metrics()
     assert "test_acc" in metrics and not any(k.startswith(("ood_", "roc_")) for k in metrics)
+
+
+def test_cell_settings_keep_only_the_cells_method_keys():
+    """A cell's parameters hold the shared settings and its own method's keys only: editing the dropout /
+    MAP optimiser leaves the BALI cells' parameters (what Snakemake compares) unchanged, and vice versa."""
+    def cell(config, method):
+        g = experiment(config, "bali_cls_uci", "paper")
+        return next(c for c in g.cells() if c.coord_dict == {"method": method, "dataset": "magic", "seed": 0})
+
+    config = _config()
+    bali = bcx.cell_settings(cell(config, "bali"))
+    assert bali["bali"]["alpha"] == 0.5 and bali["hidden"] == [256, 256]  # per-dataset Table 5 value applied
+    assert "optim" not in bali and "dropout_p" not in bali
+    do = bcx.cell_settings(cell(config, "dropout"))
+    assert do["optim"]["lr"] == 1.0e-3 and do["dropout_p"] == 0.1 and "bali" not in do
+    assert set(bcx.cell_settings(cell(config, "map"))) == set(do) - {"dropout_p"}
+    spec = config["experiments"]["bali_cls_uci"]
+    edited = {**config, "experiments": {**config["experiments"], "bali_cls_uci": {
+        **spec, "settings": {**spec["settings"], "optim": {"lr": 5.0e-3, "weight_decay": 0.0}}}}}
+    assert bcx.cell_settings(cell(edited, "bali")) == bali
+    assert bcx.cell_settings(cell(edited, "dropout"))["optim"]["lr"] == 5.0e-3

@@ -53,8 +53,20 @@ def roc_column(fpr: float) -> str:
     return f"roc_tpr_at_fpr_{fpr:.3f}"
 
 
+# Settings only one method reads; `cell_settings` drops the other methods' keys from a cell's parameters.
+METHOD_KEYS = {"bali": ("bali",), "dropout": ("optim", "dropout_p"), "map": ("optim",)}
+
+
 def required_variants(cell) -> dict:
     return {}
+
+
+def cell_settings(cell) -> dict:
+    """The settings this cell runs with: the shared ones and its own method's keys (BALI: `bali`; DO:
+    `optim`, `dropout_p`; MAP: `optim`), so editing one method's settings leaves the others' cells untouched."""
+    own = set(METHOD_KEYS[cell.coord_dict["method"]])
+    other = {k for keys in METHOD_KEYS.values() for k in keys} - own
+    return {k: v for k, v in cell.settings.items() if k not in other}
 
 
 # ------------------------------------------------------------------------------------------------ data
