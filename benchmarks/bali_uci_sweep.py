@@ -59,6 +59,8 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--mirror", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     ap.add_argument("--eval-samples", type=int, default=100)
+    ap.add_argument("--seed-offset", type=int, default=0,
+                    help="initialisation / sampling seed = split + offset (the pipeline uses offset 0)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
 
@@ -79,11 +81,11 @@ def main(argv=None) -> int:
         n = data.n_train
         bs = n if batch is None else int(batch)
         cfg = BaliConfig(**{**TABLE4, "n_eff": n * n_eff_frac, "batch_size": bs, **overrides})
-        method = BaliMethod(data, hidden, "relu", cfg, bs, split, n_eval_samples=args.eval_samples, y_std=y_std)
+        method = BaliMethod(data, hidden, "relu", cfg, bs, split + args.seed_offset, n_eval_samples=args.eval_samples, y_std=y_std)
         for step in range(cfg.n_iterations):
             method.train_step(step)
         r = method.evaluate(cfg.n_iterations)
-        row = {"name": args.name, "dataset": args.dataset, "split": split,
+        row = {"name": args.name, "dataset": args.dataset, "split": split, "seed": split + args.seed_offset,
                **{k: round(float(r[k]), 4) for k in ("train_rmse", "test_rmse", "test_ll")},
                "seconds": round(time.time() - t0)}
         print(json.dumps(row), flush=True)

@@ -146,3 +146,12 @@ def test_state_dict_resume_is_bit_identical():
     assert [tr2.step(x, y)["loss"] for _ in range(6)] == ref
     for k, v in a.state_dict().items():
         assert torch.equal(v, b.state_dict()[k]), k
+
+
+def test_hidden_noise_prior_override_reaches_hidden_layers_only():
+    """sigma_u2_factor_hidden sets U_0 of the hidden layers; the last layer keeps sigma_u2_factor * N_eff."""
+    cfg = BaliConfig(n_eff=200.0, sigma_u2_factor=0.01, sigma_u2_factor_hidden=1.0)
+    model = BaliMLP(3, [8, 8], 1, "relu", "regression", cfg, generator=torch.Generator().manual_seed(0))
+    assert [layer.prior_var_u for layer in model.layers] == [200.0, 200.0, 2.0]
+    plain = BaliMLP(3, [8, 8], 1, "relu", "regression", BaliConfig(n_eff=200.0), generator=torch.Generator().manual_seed(0))
+    assert [layer.prior_var_u for layer in plain.layers] == [2.0, 2.0, 2.0]

@@ -24,6 +24,10 @@ class BaliConfig:
     sigma_r / sigma_r2: prior row scale R_0 = sigma_r^2 I. Give either (Table 4/5 list sigma_r^2,
                       App. H.1 lists sigma_r); default sigma_r2 = 40 (Table 4).
     sigma_u2:         prior noise scale U_0 = sigma_u2 I; None means sigma_u2_factor * n_eff (0.01 N_eff).
+    sigma_u2_factor_hidden: U_0 = sigma_u2_factor_hidden * n_eff I in the hidden layers only; None (default,
+                      the paper's single value) means the same U_0 as the last layer. A sensitivity knob:
+                      in regression the last layer's U_0 floors the likelihood noise, the hidden layers'
+                      sets how much their weights are sampled (issue 3 notes).
     u0:               inverse-Wishart prior degrees of freedom; the paper never states it. None means
                       D_y of the layer, the smallest integer for which the prior is proper (u0 > D_y - 1).
     batch_size:       informational (the N_eff/B scale uses the actual batch size of each step).
@@ -48,6 +52,7 @@ class BaliConfig:
     sigma_r2: float | None = None
     sigma_u2: float | None = None
     sigma_u2_factor: float = 0.01
+    sigma_u2_factor_hidden: float | None = None
     u0: float | None = None
     batch_size: int | None = None
     reparam: str = "weight"
@@ -88,6 +93,13 @@ class BaliConfig:
     def prior_var_u(self) -> float:
         """sigma_u^2 in U_0 = sigma_u^2 I (default 0.01 * N_eff, Tables 4/5)."""
         return float(self.sigma_u2) if self.sigma_u2 is not None else self.sigma_u2_factor * float(self.n_eff)
+
+    @property
+    def prior_var_u_hidden(self) -> float:
+        """sigma_u^2 of the hidden layers' U_0 (= prior_var_u unless sigma_u2_factor_hidden is set)."""
+        if self.sigma_u2_factor_hidden is None:
+            return self.prior_var_u
+        return float(self.sigma_u2_factor_hidden) * float(self.n_eff)
 
     @property
     def torch_stats_dtype(self) -> torch.dtype:

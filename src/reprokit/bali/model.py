@@ -58,7 +58,7 @@ class BaliMLP(nn.Module):
                 d_out,
                 sigma_init=cfg.sigma_init,
                 prior_var_r=cfg.prior_var_r,
-                prior_var_u=cfg.prior_var_u,
+                prior_var_u=cfg.prior_var_u if i == len(dims) - 2 else cfg.prior_var_u_hidden,
                 u0=cfg.u0,
                 n_eff=cfg.n_eff,
                 scale_input=cfg.scale_input_layer or i > 0,
