@@ -101,10 +101,12 @@ class UpdateTiming:
 
     def __init__(self, model_name: str, settings: dict, seed: int):
         from ..augment.affine import AugmentedModel, build_augmentation
-        from ..methods.partitioned import optimised_params
+        from ..methods.partitioned import hyper_update, optimised_params, param_update
         from ..models.registry import build_model
         from ..partition import PartitionSchedule, PartitionedAdam, PartitionedSGD, chunk_assignment, partition
         s = settings
+        # bound here, not imported inside the timed update functions
+        self._param_update, self._hyper_update = param_update, hyper_update
         self.backward = s.get("backward", "minimal")
         if self.backward not in BACKWARDS:
             raise ValueError(f"update_timing: backward '{self.backward}' unknown (valid: {', '.join(BACKWARDS)})")
@@ -168,8 +170,7 @@ class UpdateTiming:
             p.requires_grad_(flag)
 
     def _nll(self, net, x, y):
-        import torch.nn.functional as F
-        return F.nll_loss(net(x), y)
+        return torch.nn.functional.nll_loss(net(x), y)
 
     def update_standard(self) -> torch.Tensor:
         self._set_psi_grad(False)
@@ -183,10 +184,9 @@ class UpdateTiming:
         return self._nll(self.partitioned_net, self.x, self.y)
 
     def update_param(self, k: int) -> torch.Tensor:
-        from ..methods.partitioned import param_update
         self._set_psi_grad(True)
         if self.backward == "minimal":
-            return param_update(self.pmodel, self.popt, k, self._partitioned_loss, self.weight_params)
+            return self._param_update(self.pmodel, self.popt, k, self._partitioned_loss, self.weight_params)
         with self.pmodel.subnetwork(k):
             loss = self._partitioned_loss()
         self.popt.zero_grad(set_to_none=True)
@@ -197,10 +197,9 @@ class UpdateTiming:
 
     def update_hyper(self, k: int) -> torch.Tensor:
         """Hyper step of App. I.1: k >= 2 is the chunk, subnetwork k-1 is evaluated."""
-        from ..methods.partitioned import hyper_update
         self._set_psi_grad(True)
         if self.backward == "minimal":
-            return hyper_update(self.pmodel, self.hopt, k, self._partitioned_loss, self.psi)
+            return self._hyper_update(self.pmodel, self.hopt, k, self._partitioned_loss, self.psi)
         with self.pmodel.subnetwork(k - 1):
             loss = self._partitioned_loss()
         self.hopt.zero_grad(set_to_none=True)
