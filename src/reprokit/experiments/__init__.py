@@ -28,6 +28,18 @@ class CellContext:
     variants_dir: str
     download: bool = False
     variant_paths: dict = field(default_factory=dict)  # name -> Path of required variants
+    runtime_settings: dict = field(default_factory=lambda: {"device": "cpu"})  # the `run:` block (device, precision)
+    _runtime: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def runtime(self):
+        """The cell's :class:`reprokit.runtime.Runtime` (device, precision): where build() places data,
+        models and generators. Tests that build a context by hand get the CPU."""
+        if self._runtime is None:
+            from ..runtime import Runtime, RuntimeSettings
+
+            self._runtime = Runtime(RuntimeSettings.from_dict(self.runtime_settings))
+        return self._runtime
 
     def variant(self, name: str) -> Path:
         if name not in self.variant_paths:

@@ -1,0 +1,196 @@
+"""Where and how a cell computes: the one place that decides the device, the numeric precision and
+determinism, and that places data, models and random generators on that device.
+
+    run:
+      device: auto | cpu | cuda | cuda:N    auto = CUDA when available, else CPU
+      precision: fp32 | tf32 | bf16         fp32 (default) keeps numbers comparable with the papers
+      deterministic: false                  true: deterministic kernels (a resumed GPU cell then ends
+                                            with the same metrics as an uninterrupted one)
+
+`fp32` is the default because both papers report float32 results; `tf32` lets CUDA matmuls and
+convolutions use TensorFloat-32 (10-bit mantissa inputs); `bf16` runs forward passes under
+``torch.autocast(dtype=bfloat16)`` and stores convolutional networks in channels_last. float64
+tensors (BALI's Kronecker statistics) are never autocast (torch leaves float64 alone), so BALI's
+statistics stay float64 at every precision.
+
+A kind's ``build`` receives the :class:`Runtime` through its cell context and moves the task data
+(once: MNIST, CIFAR-10, UCI and the synthetic sets all fit on a GPU) and the model there; methods
+then take the device from the data they were given (``TaskData.device``) and create their random
+generators there with :func:`generator`, so minibatch and augmentation sampling run on the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+DEVICES_HELP = "auto, cpu, cuda or cuda:N"
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+class DeviceConfigError(ValueError):
+    """A bad `run.device` / `run.precision` value (named in the message)."""
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """The `run:` block's numeric settings, each default here and nowhere else (the schema validates)."""
+
+    device: str = "auto"
+    precision: str = "fp32"
+    deterministic: bool = False
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "RuntimeSettings":
+        d = dict(d or {})
+        known = {k: d[k] for k in ("device", "precision", "deterministic") if k in d}
+        s = cls(**known)
+        s.check()
+        return s
+
+    def check(self) -> None:
+        dev = str(self.device)
+        if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
+            raise DeviceConfigError(f"run.device: '{dev}' is not a device (valid: {DEVICES_HELP})")
+        if self.precision not in PRECISIONS:
+            raise DeviceConfigError(f"run.precision: '{self.precision}' unknown (valid: {', '.join(PRECISIONS)})")
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "precision": self.precision, "deterministic": bool(self.deterministic)}
+
+
+class Runtime:
+    """The resolved device + precision of one process (one cell, one benchmark)."""
+
+    def __init__(self, settings: RuntimeSettings | None = None):
+        import torch
+
+        self.settings = settings or RuntimeSettings()
+        self.settings.check()
+        dev = self.settings.device
+        if dev == "auto":
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+        if dev.startswith("cuda") and not torch.cuda.is_available():
+            raise DeviceConfigError(f"run.device: '{self.settings.device}' asked for, but torch {torch.__version__} "
+                                "sees no CUDA device (use run.device: auto or cpu)")
+        self.device = torch.device(dev)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.precision = self.settings.precision
+        self.deterministic = bool(self.settings.deterministic)
+        self._t0 = time.monotonic()
+
+    # -- process-wide switches ------------------------------------------------------------------
+
+    def apply(self) -> "Runtime":
+        """Set the global numeric switches this runtime implies (call once, before building)."""
+        import torch
+
+        tf32 = self.precision in ("tf32", "bf16")
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        if self.deterministic:
+            # cuBLAS needs a fixed workspace to be deterministic; read when cuBLAS initialises.
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+        elif self.is_cuda:
+            torch.backends.cudnn.benchmark = True
+        if self.is_cuda:
+            torch.cuda.set_device(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        return self
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    # -- placement ------------------------------------------------------------------------------
+
+    def to(self, obj):
+        """Move a tensor, a module, or anything with `.to(device)` (e.g. TaskData) to the device."""
+        return obj.to(self.device)
+
+    def model(self, module):
+        """A model on the device; in bf16, convolutional networks in channels_last memory format."""
+        import torch
+
+        module = module.to(self.device)
+        if self.precision == "bf16" and any(isinstance(m, torch.nn.Conv2d) for m in module.modules()):
+            module = module.to(memory_format=torch.channels_last)
+        return module
+
+    def generator(self, seed: int):
+        return generator(seed, self.device)
+
+    def autocast(self):
+        """The context forward passes run under (bf16: autocast; otherwise nothing)."""
+        import torch
+
+        if self.precision != "bf16":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+
+    def synchronize(self) -> None:
+        import torch
+
+        if self.is_cuda:
+            torch.cuda.synchronize(self.device)
+
+    # -- provenance -----------------------------------------------------------------------------
+
+    def device_name(self) -> str:
+        import torch
+
+        if self.is_cuda:
+            return torch.cuda.get_device_name(self.device)
+        return platform.processor() or platform.machine() or "cpu"
+
+    def peak_memory_mb(self) -> float:
+        """Peak device memory of this process: CUDA allocator peak, or the process's peak RSS on CPU."""
+        import torch
+
+        if self.is_cuda:
+            return torch.cuda.max_memory_allocated(self.device) / 2**20
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+        return rss / (2**20 if sys.platform == "darwin" else 2**10)
+
+    def provenance(self) -> dict:
+        import torch
+
+        return {
+            "device": str(self.device),
+            "device_name": self.device_name(),
+            "precision": self.precision,
+            "deterministic": self.deterministic,
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            "peak_memory_mb": round(self.peak_memory_mb(), 1),
+            "peak_memory_kind": "cuda_max_allocated" if self.is_cuda else "process_max_rss",
+        }
+
+
+def generator(seed: int, device=None):
+    """A torch.Generator on `device` (default CPU) seeded with `seed`."""
+    import torch
+
+    gen = torch.Generator(device=device if device is not None else "cpu")
+    gen.manual_seed(int(seed))
+    return gen
+
+
+def is_oom(err: BaseException) -> bool:
+    """A CUDA (or other accelerator) out-of-memory error."""
+    import torch
+
+    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
+                                  getattr(torch.cuda, "OutOfMemoryError", None)) if t is not None)
+    return isinstance(err, oom_types) or (isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
+                                          and "CUDA" in str(err))
