@@ -7,7 +7,10 @@
 DIR/metrics.json. The checkpoint lives outside DIR because Snakemake deletes a job's declared outputs
 before it starts; a cell killed by SIGTERM exits with 143 after checkpointing and, started again,
 resumes to bit-identical metrics. A diverged run (non-finite loss) ends with status 'diverged', NaN
-metrics and exit code 0.
+metrics and exit code 0; a CUDA out-of-memory error ends with status 'oom', NaN metrics and exit code 0
+(tables print "OOM"). The context's `run` block (device, precision, deterministic) decides where the
+cell computes (reprokit/runtime.py); metrics.json records the device, precision, torch/CUDA versions,
+peak device memory and seconds per step.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from . import __version__
 from .config import Cell
 from .experiments import CellContext, kind_module, variant_path
 from .io import atomic_write_json, atomic_write_text
-from .train import LoopConfig, run_loop
+from .runtime import is_oom
+from .train import LoopConfig, LoopResult, run_loop
 
 log = logging.getLogger("reprokit.cell")
 
@@ -41,7 +45,7 @@ def cell_from_dict(d: dict) -> Cell:
 
 def context_from_dict(d: dict, cell: Cell | None = None) -> CellContext:
     ctx = CellContext(mirrors=list(d["mirrors"]), cache_dir=d.get("cache_dir"), variants_dir=d["variants_dir"],
-                      download=bool(d.get("download", False)))
+                      download=bool(d.get("download", False)), runtime_settings=dict(d.get("run") or {"device": "auto"}))
     if cell is not None:
         for name, (dataset, filename) in kind_module(cell.kind).required_variants(cell).items():
             ctx.variant_paths[name] = variant_path(ctx.variants_dir, dataset, filename)
@@ -50,6 +54,27 @@ def context_from_dict(d: dict, cell: Cell | None = None) -> CellContext:
 
 def _nan_metrics(metrics: dict) -> dict:
     return {k: (float("nan") if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()}
+
+
+def _final_metrics(run, result: LoopResult) -> dict:
+    """The method's final metrics; NaN ones (and status 'diverged') for a run that diverged; NaN for the
+    curve's keys after an out-of-memory step (evaluating again would only run out of memory again)."""
+    if result.status == "oom":
+        return _nan_curve_keys(result.curve)
+    if result.status == "completed":
+        metrics = run.method.final_metrics()
+        if any(isinstance(v, float) and not math.isfinite(v) for v in metrics.values()):
+            result.status = "diverged"
+            metrics = _nan_metrics(metrics)
+        return metrics
+    try:
+        return _nan_metrics(run.method.final_metrics())
+    except Exception:  # a diverged model may not even evaluate; keep the curve's keys
+        return _nan_curve_keys(result.curve)
+
+
+def _nan_curve_keys(curve: list) -> dict:
+    return {k: float("nan") for row in curve for k in row if k != "step"}
 
 
 def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str | Path | None,
@@ -61,24 +86,30 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
     for name, path in ctx.variant_paths.items():
         if not Path(path).exists():
             raise FileNotFoundError(f"cell {cell.rel_dir}: variant '{name}' missing at {path} (build it first)")
-    run = kind_module(cell.kind).build(cell, ctx)
-    loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every, checkpoint_every=checkpoint_every,
-                      log_every_seconds=log_every_seconds, label=cell.rel_dir)
+    rt = ctx.runtime.apply()
+    log.info("%s: device %s (%s), precision %s", cell.rel_dir, rt.device, rt.device_name(), rt.precision)
     if checkpoint is not None:
         Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
-    result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None)
-    if result.status == "completed":
-        metrics = run.method.final_metrics()
-        if any(isinstance(v, float) and not math.isfinite(v) for v in metrics.values()):
-            result.status = "diverged"
-            metrics = _nan_metrics(metrics)
-    else:
-        try:
-            metrics = _nan_metrics(run.method.final_metrics())
-        except Exception:  # a diverged model may not even evaluate; keep the curve's keys
-            keys = {k for row in result.curve for k in row if k != "step"}
-            metrics = {k: float("nan") for k in keys}
+    run, result, metrics = None, None, {}
+    try:
+        run = kind_module(cell.kind).build(cell, ctx)
+        loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every, checkpoint_every=checkpoint_every,
+                          log_every_seconds=log_every_seconds, label=cell.rel_dir)
+        result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None, precision=rt.autocast)
+        with rt.autocast():
+            metrics = _final_metrics(run, result)
+    except Exception as err:  # noqa: BLE001 - only out-of-memory is an outcome; anything else re-raises
+        if not is_oom(err):
+            raise
+        log.error("%s: out of memory on %s: %s", cell.rel_dir, rt.device, str(err).splitlines()[0])
+        curve = result.curve if result is not None else []
+        steps = result.steps if result is not None else 0
+        result = LoopResult(status="oom", steps=steps, curve=curve, resumed_from=0, seconds=0.0)
+        metrics = _nan_curve_keys(curve)
+        if rt.is_cuda:
+            torch.cuda.empty_cache()
     atomic_write_text(out_dir / "curve.csv", pd.DataFrame(result.curve).to_csv(index=False))
+    ran = max(1, result.steps - result.resumed_from)
     record = {
         "status": result.status,
         "scale": cell.scale,
@@ -89,9 +120,10 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
         "steps": result.steps,
         "resumed_from_step": result.resumed_from,
         "seconds_this_run": round(result.seconds, 3),
-        "info": run.info,
-        "provenance": {"reprokit": __version__, "torch": torch.__version__, "python": platform.python_version(),
-                       "host": platform.node(), "device": "cpu", "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
+        "seconds_per_step": result.seconds / ran if result.steps > result.resumed_from else None,
+        "info": run.info if run is not None else {},
+        "provenance": {"reprokit": __version__, "python": platform.python_version(), "host": platform.node(),
+                       **rt.provenance(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
     }
     atomic_write_json(out_dir / "metrics.json", record)
     if checkpoint is not None and Path(checkpoint).exists():

@@ -56,7 +56,7 @@ def gaussian_sample_log_likelihood(samples: torch.Tensor, y: torch.Tensor, noise
     samples = samples.to(torch.float64)
     s, b, d = samples.shape
     y = y.reshape(1, b, d).to(torch.float64)
-    cov = torch.as_tensor(noise_cov, dtype=torch.float64)
+    cov = torch.as_tensor(noise_cov, dtype=torch.float64, device=samples.device)
     if cov.ndim == 0:
         cov = cov.expand(d)
     if cov.ndim == 1:
@@ -91,9 +91,9 @@ def expected_calibration_error(probs: torch.Tensor, y: torch.Tensor, n_bins: int
     correct = (pred == y.long()).to(torch.float64)
     bins = torch.clamp(torch.ceil(conf * n_bins).long() - 1, 0, n_bins - 1)
     n = conf.shape[0]
-    count = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, bins, torch.ones_like(conf))
-    conf_sum = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, bins, conf)
-    acc_sum = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, bins, correct)
+    count = torch.zeros(n_bins, dtype=torch.float64, device=conf.device).index_add_(0, bins, torch.ones_like(conf))
+    conf_sum = torch.zeros(n_bins, dtype=torch.float64, device=conf.device).index_add_(0, bins, conf)
+    acc_sum = torch.zeros(n_bins, dtype=torch.float64, device=conf.device).index_add_(0, bins, correct)
     return float((acc_sum - conf_sum).abs().sum() / n)
 
 
@@ -108,7 +108,7 @@ def _average_ranks(x: torch.Tensor) -> torch.Tensor:
     ends = torch.cumsum(counts, 0).to(torch.float64)
     starts = ends - counts.to(torch.float64) + 1
     avg = (starts + ends) / 2
-    ranks = torch.empty(n, dtype=torch.float64)
+    ranks = torch.empty(n, dtype=torch.float64, device=x.device)
     ranks[order] = avg[inverse]
     return ranks
 
@@ -146,9 +146,9 @@ def roc_curve(scores: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor,
     last_of_run[:-1] = s[1:] != s[:-1]
     tp, fp, thr = tp[last_of_run], fp[last_of_run], s[last_of_run]
     p, n = max(float(labels.sum()), 1.0), max(float((1 - labels).sum()), 1.0)
-    zero = torch.zeros(1, dtype=torch.float64)
+    zero = torch.zeros(1, dtype=torch.float64, device=s.device)
     return (torch.cat([zero, fp / n]), torch.cat([zero, tp / p]),
-            torch.cat([torch.full((1,), math.inf, dtype=torch.float64), thr]))
+            torch.cat([torch.full((1,), math.inf, dtype=torch.float64, device=s.device), thr]))
 
 
 def predictive_entropy(probs: torch.Tensor) -> torch.Tensor:
@@ -190,7 +190,8 @@ def predictive_metrics(samples: torch.Tensor, y: torch.Tensor, task: str, noise_
             raise ValueError("regression metrics need the noise covariance")
         d = samples.shape[-1]
         ll = mixture_log_likelihood(gaussian_sample_log_likelihood(samples, y, noise_cov)).mean()
-        scale = torch.ones(d, dtype=torch.float64) if y_std is None else torch.as_tensor(y_std, dtype=torch.float64).reshape(-1).expand(d)
+        scale = (torch.ones(d, dtype=torch.float64, device=samples.device) if y_std is None
+                 else torch.as_tensor(y_std, dtype=torch.float64, device=samples.device).reshape(-1).expand(d))
         ll = float(ll) - float(torch.log(scale).sum())
         err = (samples.to(torch.float64).mean(0) - y.reshape(samples.shape[1:]).to(torch.float64)) * scale
         return {"nll": -ll, "ll": ll, "rmse": float(err.square().mean().sqrt())}

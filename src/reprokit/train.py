@@ -3,6 +3,8 @@
 Responsibilities: step counting, periodic evaluation into a per-step curve, checkpoints (periodic and
 on SIGTERM, e.g. SLURM preemption or time limit), resuming bit-identically, divergence detection
 (non-finite loss => status 'diverged'), and progress (a tqdm bar on a terminal, log lines otherwise).
+Steps and evaluations run under the runtime's precision context (bf16 autocast, or nothing); the
+checkpoint holds the global CPU and CUDA random states next to the method's own generators.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import math
 import random
 import signal
 import sys
+import contextlib
 import time
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +25,11 @@ import torch
 
 from .io import atomic_save_torch
 from .methods.base import Method
+from .runtime import is_oom
 
 log = logging.getLogger("reprokit.train")
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: + CUDA random states
 EXIT_PREEMPTED = 143  # 128 + SIGTERM: the scheduler sees a signalled job and may requeue/retry it
 
 
@@ -45,7 +50,7 @@ class LoopConfig:
 
 @dataclass
 class LoopResult:
-    status: str  # "completed" | "diverged"
+    status: str  # "completed" | "diverged" | "oom"
     steps: int
     curve: list
     resumed_from: int
@@ -53,13 +58,21 @@ class LoopResult:
 
 
 def _rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
+    if state.get("cuda") is not None:
+        if not torch.cuda.is_available():
+            raise RuntimeError("checkpoint was written on a CUDA device; resume it where CUDA is available "
+                               "(or delete the checkpoint to restart the cell)")
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 class _SigtermFlag:
@@ -122,13 +135,15 @@ def save_checkpoint(path: Path, step: int, method: Method, curve: list) -> None:
     )
 
 
-def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = None) -> LoopResult:
-    """Train `method` for cfg.n_steps, resuming from `checkpoint_path` when it exists."""
+def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = None,
+             precision: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> LoopResult:
+    """Train `method` for cfg.n_steps, resuming from `checkpoint_path` when it exists. `precision()` is
+    the context every step and evaluation runs in (`Runtime.autocast`: bf16 autocast, or nothing)."""
     t0 = time.monotonic()
     start, curve = 0, []
     if checkpoint_path is not None and Path(checkpoint_path).exists():
         ckpt = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-        if ckpt.get("version") != CHECKPOINT_VERSION:
+        if ckpt.get("version") not in (1, CHECKPOINT_VERSION):  # 1: CPU-only, readable as is
             raise RuntimeError(f"checkpoint {checkpoint_path} has version {ckpt.get('version')}, expected {CHECKPOINT_VERSION}")
         method.load_state_dict(ckpt["method"])
         _set_rng_state(ckpt["rng"])
@@ -141,9 +156,18 @@ def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = Non
     try:
         with _SigtermFlag() as sigterm:
             if start == 0 and cfg.eval_every > 0:
-                curve.append({"step": 0, **method.evaluate(0)})
+                with precision():
+                    curve.append({"step": 0, **method.evaluate(0)})
             while step < cfg.n_steps:
-                out = method.train_step(step)
+                try:
+                    with precision():
+                        out = method.train_step(step)
+                except Exception as err:  # noqa: BLE001 - out of device memory is an outcome, the rest re-raises
+                    if not is_oom(err):
+                        raise
+                    log.error("%s: out of device memory at step %d: %s", cfg.label, step + 1, str(err).splitlines()[0])
+                    status = "oom"
+                    break
                 step += 1
                 loss = float(out["loss"])
                 if not math.isfinite(loss):
@@ -153,7 +177,8 @@ def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = Non
                     break
                 progress.update(step, loss)
                 if cfg.eval_every > 0 and (step % cfg.eval_every == 0 or step == cfg.n_steps):
-                    curve.append({"step": step, "loss": loss, **method.evaluate(step)})
+                    with precision():
+                        curve.append({"step": step, "loss": loss, **method.evaluate(step)})
                 if sigterm.raised:
                     if checkpoint_path is not None:
                         save_checkpoint(checkpoint_path, step, method, curve)

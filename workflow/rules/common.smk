@@ -7,6 +7,7 @@ from reprokit.config import ConfigError, experiment, validate_config
 from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data import registry
 from reprokit.experiments import kind_module, variant_path
+from reprokit.runtime import RuntimeSettings
 
 try:
     validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
@@ -27,6 +28,12 @@ CONTEXT = {
     "variants_dir": VARIANTS,
     "download": config["data"]["download"],
 }
+# Training cells also get the `run:` block's device / precision / determinism (reprokit/runtime.py
+# decides what they mean; checked here, torch-free, before any job starts).
+try:
+    CELL_CONTEXT = {**CONTEXT, "run": RuntimeSettings.from_dict(config["run"]).to_dict()}
+except ValueError as err:
+    raise WorkflowError(f"config: {err}") from None
 
 wildcard_constraints:
     scale="paper|quick|test",

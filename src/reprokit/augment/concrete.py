@@ -31,7 +31,8 @@ class ConcreteBernoulliMask(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return x * self.keep_probability
-        dist = torch.distributions.RelaxedBernoulli(torch.tensor(self.temperature), logits=self.logits)
+        temperature = torch.tensor(self.temperature, dtype=self.logits.dtype, device=self.logits.device)
+        dist = torch.distributions.RelaxedBernoulli(temperature, logits=self.logits)
         gates = dist.rsample(x.shape[:1])
         return x * gates
 

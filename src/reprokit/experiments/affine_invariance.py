@@ -241,8 +241,11 @@ def build(cell, ctx: CellContext) -> Run:
     from ..methods.standard import OptimConfig, StandardTraining
     from ..partition import partition
     s = cell.settings
+    rt = ctx.runtime
     method, seed = _method(cell), int(_value(cell, "seed"))
     data, chunk_ids = load_data(cell, ctx)
+    data = rt.to(data)  # once: the whole (sub)set lives on the device
+    chunk_ids = chunk_ids.to(rt.device) if chunk_ids is not None else None
     n_steps, eval_every = n_steps_of(cell), int(s["eval_every"])
     optim = OptimConfig(optimizer=s.get("optimizer", "adam"), lr=float(s["lr"]), momentum=float(s.get("momentum", 0.9)),
                         weight_decay=float(s.get("weight_decay", 0.0)), batch_size=int(s["batch_size"]),
@@ -253,12 +256,12 @@ def build(cell, ctx: CellContext) -> Run:
     train_eval = None
     if n_eval_train > 0:
         k = min(n_eval_train, data.n_train)
-        idx = torch.as_tensor(variants.subset_indices(data.n_train, k, eval_seed))
+        idx = torch.as_tensor(variants.subset_indices(data.n_train, k, eval_seed)).to(rt.device)
         train_eval = (data.x_train[idx], data.y_train[idx])
     info = {"n_train": data.n_train, "n_test": int(data.x_test.shape[0]), "n_steps": n_steps, "aug_samples": S,
             "eval_aug_samples": S_eval}
     torch.manual_seed(seed)
-    gen = make_generator(seed + 3)  # augmentation draws in training
+    gen = make_generator(seed + 3, rt.device)  # augmentation draws in training
 
     def evaluator(net, aug, extra=None):
         def more():
@@ -273,11 +276,11 @@ def build(cell, ctx: CellContext) -> Run:
     if method == "partitioned_ens":
         aug = make_augmentation(cell)
         c = len(_chunk_props(cell))
-        nets = [SeededAugmentedModel(make_model(cell, data), aug, S, gen) for _ in range(c)]
+        nets = [rt.model(SeededAugmentedModel(make_model(cell, data), aug, S, gen)) for _ in range(c)]
         evalgen_seed = eval_seed + 1
 
         def predict_k(k, x):
-            return predict_augmented(nets[k - 1], x, S_eval, make_generator(evalgen_seed))
+            return predict_augmented(nets[k - 1], x, S_eval, make_generator(evalgen_seed, rt.device))
 
         lml = _lml_fn(predict_k, data, chunk_ids, c, int(s.get("lml_eval_n", 0)))
         m = PartitionedEnsembleTraining(nets, list(aug.parameters()), data, chunk_ids, optim, n_steps, seed,
@@ -294,13 +297,13 @@ def build(cell, ctx: CellContext) -> Run:
             raise ValueError(f"{cell.rel_dir}: {len(pprops)} parameter proportions for {len(_chunk_props(cell))} chunks")
         pmodel = partition(cnn, pprops, scheme=s.get("partition_scheme", "random"),
                            default=s.get("partition_default", "init"), seed=seed)
-        net = SeededAugmentedModel(pmodel, aug, S, gen)
+        net = rt.model(SeededAugmentedModel(pmodel, aug, S, gen))
         c = pmodel.num_partitions
         evalgen_seed = eval_seed + 1
 
         def predict_k(k, x):
             with pmodel.subnetwork(k):
-                return predict_augmented(net, x, S_eval, make_generator(evalgen_seed))
+                return predict_augmented(net, x, S_eval, make_generator(evalgen_seed, rt.device))
 
         lml = _lml_fn(predict_k, data, chunk_ids, c, int(s.get("lml_eval_n", 0)))
         cfg = PartitionedConfig(chunk_proportions=_chunk_props(cell), optim=optim,
@@ -313,14 +316,14 @@ def build(cell, ctx: CellContext) -> Run:
 
     if method == "augerino":
         aug = make_augmentation(cell, s.get("augerino_augmentation", "augerino"))
-        net = SeededAugmentedModel(make_model(cell, data), aug, S, gen)
+        net = rt.model(SeededAugmentedModel(make_model(cell, data), aug, S, gen))
         m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(s.get("augerino_hyper_lr", 0.05)),
                              reg_strength=float(s.get("augerino_reg", 0.01)), reg_kind=s.get("augerino_reg_kind", "safe"),
                              evaluate_fn=evaluator(net, aug))
         return Run(m, n_steps, eval_every, info)
 
     if method == "baseline":
-        net = SeededAugmentedModel(make_model(cell, data), None, 1, gen)
+        net = rt.model(SeededAugmentedModel(make_model(cell, data), None, 1, gen))
         m = StandardTraining(net, data, optim, n_steps, seed, evaluate_fn=evaluator(net, None))
         return Run(m, n_steps, eval_every, info)
 
@@ -341,7 +344,7 @@ def build(cell, ctx: CellContext) -> Run:
             raise ValueError(f"{cell.rel_dir}: method 'fixed' needs the setting 'fixed_ranges'")
         ranges = {n: float(fixed.get(n, fixed.get("default", 0.0))) for n in aug.names}
     aug.set_fixed(ranges)
-    net = SeededAugmentedModel(make_model(cell, data), aug, S, gen)
+    net = rt.model(SeededAugmentedModel(make_model(cell, data), aug, S, gen))
     m = StandardTraining(net, data, optim, n_steps, seed, evaluate_fn=evaluator(net, aug))
     info["fixed_ranges"] = ranges
     return Run(m, n_steps, eval_every, info)

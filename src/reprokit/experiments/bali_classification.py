@@ -80,6 +80,10 @@ def _subset(n: int, size: int | None, seed: int) -> torch.Tensor | None:
     return torch.from_numpy(np.sort(rng.permutation(n)[: int(size)]))
 
 
+def _on(idx: torch.Tensor | None, device) -> torch.Tensor | None:
+    return None if idx is None else idx.to(device)
+
+
 def load_task(dataset: str, settings: dict, seed: int, ctx: CellContext) -> tuple[TaskData, dict]:
     """The cell's TaskData (features flattened to [N, D] float32) and facts about it."""
     from ..methods.common import TaskData
@@ -151,6 +155,7 @@ def ood_metrics(probs_id: torch.Tensor, probs_ood: torch.Tensor) -> dict[str, fl
     from ..metrics import predictive_entropy, rank_auc, roc_curve
     score_id, score_ood = -predictive_entropy(probs_id), -predictive_entropy(probs_ood)
     scores = torch.cat([score_id, score_ood])
+    scores = scores.cpu()  # a few thousand scores: ranks and ROC on the host
     labels = torch.cat([torch.ones(len(score_id)), torch.zeros(len(score_ood))])
     fpr, tpr, _ = roc_curve(scores, labels)
     out = {"ood_auroc": rank_auc(scores, labels),
@@ -175,8 +180,8 @@ class ClassificationBenchmark:
                  eval_batch_size: int = 4096):
         self.inner, self.data, self.seed = inner, data, int(seed)
         self.eval_samples, self.final_samples = int(eval_samples), int(final_samples)
-        self.train_idx = _subset(data.n_train, train_eval_size, 4000 + seed)
-        self.test_idx = _subset(int(data.x_test.shape[0]), test_eval_size, 5000 + seed)
+        self.train_idx = _on(_subset(data.n_train, train_eval_size, 4000 + seed), data.device)
+        self.test_idx = _on(_subset(int(data.x_test.shape[0]), test_eval_size, 5000 + seed), data.device)
         self.ood_x = ood_x
         self.eval_batch_size = int(eval_batch_size)
 
@@ -195,7 +200,7 @@ class ClassificationBenchmark:
         return (d.x_train, d.y_train) if self.train_idx is None else (d.x_train[self.train_idx], d.y_train[self.train_idx])
 
     def _sampler(self, offset: int):
-        gen = torch.Generator().manual_seed(self.seed + offset)
+        gen = torch.Generator(device=self.data.device).manual_seed(self.seed + offset)
         return lambda x, s: self.inner.sample_outputs(x, s, generator=gen)
 
     def _samples(self, x: torch.Tensor, n_samples: int, sample_fn) -> torch.Tensor:
@@ -245,6 +250,7 @@ def build(cell, ctx: CellContext) -> Run:
     if method not in METHODS:
         raise ValueError(f"bali_classification: method '{method}' unknown (valid: {', '.join(METHODS)})")
     data, info = load_task(dataset, s, seed, ctx)
+    data = ctx.runtime.to(data)  # once; methods build their models and generators on data.device
     n_steps, batch = int(s["n_steps"]), int(s["batch_size"])
     hidden, activation = list(s["hidden"]), s["activation"]
     eval_every = _eval_every(s, data.n_train)
@@ -278,7 +284,7 @@ def build(cell, ctx: CellContext) -> Run:
     if s.get("ood_dataset"):
         info["ood_dataset"] = s["ood_dataset"]
         try:
-            ood_x = load_ood(s["ood_dataset"], s, seed, ctx)
+            ood_x = load_ood(s["ood_dataset"], s, seed, ctx).to(data.device)
             info["n_ood"] = int(ood_x.shape[0])
         except registry.DatasetUnavailable as err:  # Table 2 / Fig. 2 still get this cell; Fig. 3 shows n/a
             info["ood_note"] = f"OOD dataset {s['ood_dataset']} unavailable: " + str(err).splitlines()[0]

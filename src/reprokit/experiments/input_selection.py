@@ -53,7 +53,8 @@ def build(cell, ctx: CellContext) -> Run:
     method, seed = c["method"], int(c["seed"])
     if method not in METHODS:
         raise ValueError(f"input_selection: method '{method}' unknown (valid: {', '.join(METHODS)})")
-    data = _data(cell, ctx)
+    rt = ctx.runtime
+    data = rt.to(_data(cell, ctx))  # once; methods follow data.device
     n_features = data.x_train.shape[1]
     torch.manual_seed(seed)
     if method == "partitioned_mask":
@@ -64,12 +65,12 @@ def build(cell, ctx: CellContext) -> Run:
     optim = OptimConfig(optimizer="adam", lr=s["lr"], weight_decay=s["weight_decay"], batch_size=s["batch_size"])
     n_steps = int(s["n_steps"])
     if method == "laplace":
-        net = nn.Sequential(mask, mlp)
+        net = rt.model(nn.Sequential(mask, mlp))
         m = PosthocDiagLaplace(net, data, optim, n_steps, seed, marglik_steps=s["laplace_prior_steps"])
     else:
-        chunk_ids = torch.as_tensor(variants.load_variant(ctx.variant("chunks"))["chunks"]).long()
+        chunk_ids = torch.as_tensor(variants.load_variant(ctx.variant("chunks"))["chunks"]).long().to(rt.device)
         pmodel = partition(mlp, s["chunk_proportions"], scheme=s["partition_scheme"], default=s["partition_default"], seed=seed)
-        net = nn.Sequential(mask, pmodel)
+        net = rt.model(nn.Sequential(mask, pmodel))
         hyper = list(mask.parameters()) if method == "partitioned_mask" else []
         cfg = PartitionedConfig(chunk_proportions=s["chunk_proportions"], optim=optim, wd_scaling=s["wd_scaling"],
                                 hyper_lr=s["hyper_lr"], early_stopping=s["early_stopping"])

@@ -74,12 +74,12 @@ class _WithGrid:
     def final_metrics(self):
         self.inner.n_eval_samples = self.final_samples
         out = self.inner.final_metrics()
-        gen = torch.Generator().manual_seed(self.seed + 271828)
+        gen = torch.Generator(device=self.x_grid.device).manual_seed(self.seed + 271828)
         samples = self.inner.sample_outputs(self.x_grid, self.final_samples, generator=gen).to(torch.float64)
         if self.task == "regression":
             mean = samples.mean(0)[:, 0]
             epi = samples.var(0, unbiased=False)[:, 0]
-            noise = float(torch.as_tensor(self.inner.noise_cov(), dtype=torch.float64).reshape(-1)[0])
+            noise = float(torch.as_tensor(self.inner.noise_cov(), dtype=torch.float64, device=self.x_grid.device).reshape(-1)[0])
             out.update(grid_mean=_fmt(mean), grid_sd=_fmt((epi + noise).sqrt()), grid_sd_epistemic=_fmt(epi.sqrt()))
         else:
             p1 = torch.softmax(samples, -1)[..., 1]
@@ -97,6 +97,7 @@ def build(cell, ctx: CellContext) -> Run:
     if method not in METHODS:
         raise ValueError(f"synthetic_predictive: method '{method}' unknown (valid: {', '.join(METHODS)})")
     data, x_grid = load(dataset, s)
+    data, x_grid = ctx.runtime.to(data), ctx.runtime.to(x_grid)  # once; methods follow data.device
     t = s[data.task]
     hidden, activation = list(s["hidden"]), s["activation"]
     n_steps = int(s["n_steps"])

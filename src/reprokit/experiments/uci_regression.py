@@ -98,6 +98,7 @@ def build(cell, ctx: CellContext) -> Run:
         raise ValueError(f"uci_regression: method '{method}' unknown (valid: {', '.join(METHODS)})")
     m = s[method]
     data, y_std, info = load_task(dataset, seed, bool(m["standardize_x"]), bool(m["standardize_y"]), ctx)
+    data = ctx.runtime.to(data)  # once; methods build their models and generators on data.device
     hidden, activation = list(s["hidden"]), s["activation"]
     n_steps = int(m["n_steps"])
     batch = batch_size_of(m["batch_size"], data.n_train)

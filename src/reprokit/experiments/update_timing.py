@@ -74,14 +74,6 @@ def cpu_model_name() -> str:
     return name
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("update_timing: device 'cuda' requested but CUDA is not available")
-    return torch.device(name)
-
-
 def device_description(device: torch.device, num_threads: int) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
@@ -99,7 +91,7 @@ def _make_optimizer(name: str, params, lr: float, momentum: float, weight_decay:
 class UpdateTiming:
     """A timing "method" for the training loop: `train_step` is one timed repetition of every update."""
 
-    def __init__(self, model_name: str, settings: dict, seed: int):
+    def __init__(self, model_name: str, settings: dict, seed: int, device="cpu"):
         from ..augment.affine import AugmentedModel, build_augmentation
         from ..methods.partitioned import hyper_update, optimised_params, param_update
         from ..models.registry import build_model
@@ -111,7 +103,7 @@ class UpdateTiming:
         if self.backward not in BACKWARDS:
             raise ValueError(f"update_timing: backward '{self.backward}' unknown (valid: {', '.join(BACKWARDS)})")
         self.n_warmup = int(s["n_warmup"])
-        self.device = resolve_device(s.get("device", "cpu"))
+        self.device = torch.device(device)  # the cell's runtime device (run.device), cell.py decides
         timer = s.get("timer", "auto")
         self.timer = ("wall" if self.device.type == "cuda" else "cpu") if timer == "auto" else timer
         if self.device.type == "cuda" and self.timer == "cpu":
@@ -335,6 +327,6 @@ def summarize(rows: list[dict], timer: str = "cpu") -> dict:
 def build(cell, ctx: CellContext) -> Run:
     s, c = cell.settings, cell.coord_dict
     torch.set_num_threads(int(s.get("num_threads", 1)))
-    method = UpdateTiming(str(c["model"]), s, int(c["seed"]))
+    method = UpdateTiming(str(c["model"]), s, int(c["seed"]), ctx.runtime.device)
     n_steps = int(s["n_warmup"]) + int(s["n_repeats"])
     return Run(method, n_steps, eval_every=1, info=dict(method.info))

@@ -38,9 +38,9 @@ class BaliMethod(PredictiveEvaluation):
         self.data = data
         self.config = config
         self.model = BaliMLP(int(data.x_train[0].numel()), list(hidden), output_dim(data), activation, data.task,
-                             config, generator=make_generator(seed))
-        self.sampler = EpochSampler(data.n_train, int(batch_size), make_generator(seed + 1))
-        self.gen = make_generator(seed + 2)
+                             config, generator=make_generator(seed)).to(data.device)  # initialised on the CPU
+        self.sampler = EpochSampler(data.n_train, int(batch_size), make_generator(seed + 1, data.device))
+        self.gen = make_generator(seed + 2, data.device)
         self.eval_reparam = eval_reparam
         self._setup_eval(data, seed, n_eval_samples, y_std, train_eval_size, eval_batch_size)
 

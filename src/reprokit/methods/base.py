@@ -32,9 +32,8 @@ def generator_state(gen) -> "torch.Tensor":  # noqa: F821 - small helpers shared
     return gen.get_state()
 
 
-def make_generator(seed: int):
-    import torch
+def make_generator(seed: int, device=None):
+    """A torch.Generator seeded with `seed` on `device` (default CPU; methods pass their data's device)."""
+    from ..runtime import generator
 
-    gen = torch.Generator()
-    gen.manual_seed(int(seed))
-    return gen
+    return generator(seed, device)

@@ -30,10 +30,10 @@ class BBBMethod(PredictiveEvaluation):
             torch.manual_seed(int(seed))
             self.model = BBBMLP(int(data.x_train[0].numel()), list(hidden), out_dim, activation, data.task,
                                 prior_sigma=prior_sigma, init_sigma=init_sigma, noise_std=noise_std,
-                                init_noise_std=init_noise_std)
+                                init_noise_std=init_noise_std).to(data.device)  # initialised on the CPU
         self.opt = make_optimizer([p for p in self.model.parameters() if p.requires_grad], optim)
-        self.sampler = EpochSampler(data.n_train, optim.batch_size, make_generator(seed + 1))
-        self.gen = make_generator(seed + 2)
+        self.sampler = EpochSampler(data.n_train, optim.batch_size, make_generator(seed + 1, data.device))
+        self.gen = make_generator(seed + 2, data.device)
         self._setup_eval(data, seed, n_eval_samples, y_std, train_eval_size, eval_batch_size)
 
     def train_step(self, step: int) -> dict[str, float]:

@@ -21,18 +21,28 @@ class TaskData:
     def n_train(self) -> int:
         return int(self.x_train.shape[0])
 
+    @property
+    def device(self) -> torch.device:
+        """Where the data live; methods build their models, generators and samplers there."""
+        return self.x_train.device
+
+    def to(self, device) -> "TaskData":
+        """A copy with every tensor on `device` (moved once, before training)."""
+        return TaskData(self.x_train.to(device), self.y_train.to(device), self.x_test.to(device),
+                        self.y_test.to(device), self.task, self.n_classes)
+
 
 class EpochSampler:
     """Shuffled minibatches without replacement, reshuffled each epoch; checkpointable."""
 
     def __init__(self, n: int, batch_size: int, generator: torch.Generator):
         self.n, self.batch_size, self.gen = n, min(batch_size, n), generator
-        self.perm = torch.randperm(n, generator=generator)
+        self.perm = torch.randperm(n, generator=generator, device=generator.device)  # on the generator's device
         self.pos = 0
 
     def next(self) -> torch.Tensor:
         if self.pos + self.batch_size > self.n:
-            self.perm = torch.randperm(self.n, generator=self.gen)
+            self.perm = torch.randperm(self.n, generator=self.gen, device=self.gen.device)
             self.pos = 0
         idx = self.perm[self.pos : self.pos + self.batch_size]
         self.pos += self.batch_size
@@ -42,7 +52,7 @@ class EpochSampler:
         return {"perm": self.perm.clone(), "pos": self.pos, "gen": self.gen.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.perm, self.pos = state["perm"].clone(), int(state["pos"])
+        self.perm, self.pos = state["perm"].to(self.gen.device, copy=True), int(state["pos"])
         self.gen.set_state(state["gen"])
 
 
@@ -81,13 +91,15 @@ class PredictiveEvaluation:
                     train_eval_size: int | None = None, eval_batch_size: int = 8192) -> None:
         self.eval_data = data
         self.eval_seed = int(seed) + 7919
+        self.eval_device = data.device
         self.n_eval_samples = int(n_eval_samples)
         self.y_std = y_std
         self.eval_batch_size = int(eval_batch_size)
         self.train_eval_idx = None
         if train_eval_size is not None and int(train_eval_size) < data.n_train:
             gen = torch.Generator().manual_seed(int(seed) + 104729)
-            self.train_eval_idx = torch.randperm(data.n_train, generator=gen)[: int(train_eval_size)].sort().values
+            idx = torch.randperm(data.n_train, generator=gen)[: int(train_eval_size)].sort().values
+            self.train_eval_idx = idx.to(data.device)
 
     def eval_splits(self) -> dict:
         d = self.eval_data
@@ -103,7 +115,7 @@ class PredictiveEvaluation:
     def evaluate(self, step: int) -> dict[str, float]:
         from ..metrics import split_metrics
 
-        gen = torch.Generator().manual_seed(self.eval_seed)
+        gen = torch.Generator(device=self.eval_device).manual_seed(self.eval_seed)
         regression = self.eval_data.task == "regression"
         return split_metrics(lambda x, s: self.sample_outputs(x, s, generator=gen), self.eval_splits(),
                              self.eval_data.task, self.n_eval_samples,
@@ -113,8 +125,9 @@ class PredictiveEvaluation:
     def final_metrics(self) -> dict[str, float]:
         out = self.evaluate(-1)
         if self.eval_data.task == "regression":
-            sd = torch.diagonal(torch.as_tensor(self.noise_cov(), dtype=torch.float64)).sqrt()
+            cov = self.noise_cov()
+            sd = torch.diagonal(torch.as_tensor(cov, dtype=torch.float64, device=self.eval_device)).sqrt()
             if self.y_std is not None:
-                sd = sd * torch.as_tensor(self.y_std, dtype=torch.float64).reshape(-1)
+                sd = sd * torch.as_tensor(self.y_std, dtype=torch.float64, device=self.eval_device).reshape(-1)
             out["noise_sd"] = float(sd.mean())
         return out

@@ -40,7 +40,7 @@ class LinearDiagGGN(CurvlinopsGGN):
         loss = self.factor * self.lossfunc(f.detach(), y)
         if self.likelihood == "regression":
             # lossfunc is 0.5 * squared error: output Hessian is the identity, L = I
-            sqrt_h = torch.eye(f.shape[-1], dtype=f.dtype).expand(f.shape[0], -1, -1)
+            sqrt_h = torch.eye(f.shape[-1], dtype=f.dtype, device=f.device).expand(f.shape[0], -1, -1)
         else:
             p = torch.softmax(f.detach(), dim=-1)
             h_lik = torch.diag_embed(p) - torch.einsum("nc,nk->nck", p, p)

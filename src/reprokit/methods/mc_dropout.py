@@ -55,7 +55,7 @@ class DropoutMLP(nn.Module):
     def _drop(self, h: torch.Tensor, active: bool, generator: torch.Generator | None) -> torch.Tensor:
         if not active or self.p == 0.0:
             return h
-        keep = torch.rand(h.shape, generator=generator, dtype=h.dtype) >= self.p
+        keep = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device) >= self.p
         return h * keep / (1.0 - self.p)
 
     def forward(self, x: torch.Tensor, mc: bool | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -93,8 +93,8 @@ class MCDropout(PredictiveEvaluation, StandardTraining):
         with torch.random.fork_rng(devices=[]):  # initialisation from `seed`, global RNG untouched
             torch.manual_seed(int(seed))
             net = DropoutMLP(int(data.x_train[0].numel()), hidden, out_dim, activation, p, dropout_input, data.task,
-                             noise_std)
-        self.mask_gen = make_generator(int(seed) + 2)
+                             noise_std).to(data.device)  # initialised on the CPU, then placed with the data
+        self.mask_gen = make_generator(int(seed) + 2, data.device)
         net.generator = self.mask_gen
         super().__init__(net, data, optim, n_steps, int(seed))  # StandardTraining (MRO: after the mixin)
         n_eval = 1 if p == 0.0 else n_eval_samples

@@ -63,8 +63,9 @@ class PartitionedEnsembleTraining:
             self.opts.append(opt)
             self.scheds.append(make_scheduler(opt, optim, n_steps))
         self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=hyper_lr) if self.hyper_params else None
-        self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), None, make_generator(seed + 1))
-        self.gen = make_generator(seed + 2)  # minibatches of update="all"
+        self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), None, make_generator(seed + 1),
+                                          device=data.device)
+        self.gen = make_generator(seed + 2, data.device)  # minibatches of update="all"
         # D_1:k as example indices (k = 1..C)
         self.prefix = [torch.cat([self.schedule.chunk_indices(j) for j in range(1, k + 1)]) for k in range(1, c + 1)]
         self.evaluate_fn = evaluate_fn
@@ -95,7 +96,7 @@ class PartitionedEnsembleTraining:
             return [self.schedule.param_step(bs)]
         out = []
         for k in range(1, self.num_networks + 1):
-            pos = torch.randint(0, len(self.prefix[k - 1]), (bs,), generator=self.gen)
+            pos = torch.randint(0, len(self.prefix[k - 1]), (bs,), generator=self.gen, device=self.gen.device)
             out.append((k, self.prefix[k - 1][pos]))
         return out
 

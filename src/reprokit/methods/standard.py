@@ -68,7 +68,7 @@ class StandardTraining:
         self.opt = make_optimizer(trainable, optim)
         self.sched = make_scheduler(self.opt, optim, n_steps)
         self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=hyper_lr) if self.hyper_params else None
-        self.sampler = EpochSampler(data.n_train, optim.batch_size, make_generator(seed + 1))
+        self.sampler = EpochSampler(data.n_train, optim.batch_size, make_generator(seed + 1, data.device))
         self.evaluate_fn = evaluate_fn
 
     def data_nll(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -53,7 +53,7 @@ def lml_estimate(
     try:
         for k in range(2, c + 1):
             x_all, y_all = x_by_chunk[k - 1], y_by_chunk[k - 1]
-            total = torch.zeros((), dtype=torch.float64)
+            total = torch.zeros((), dtype=torch.float64, device="cpu")  # summed on the host
             with pmodel.subnetwork(k - 1):
                 for i in range(0, len(x_all), batch_size):
                     x = x_all[i:i + batch_size].to(device)

@@ -280,7 +280,7 @@ class PartitionedSGD(_PartitionedOptimizer):
             for p, slot, si, nsteps, wd in self._params_for(group, k):
                 state = self.state[p]
                 if "step" not in state:
-                    state["step"] = torch.zeros(nsteps, dtype=torch.float32)
+                    state["step"] = torch.zeros(nsteps, dtype=torch.float32, device="cpu")  # host-side counters
                     if mom and slot is not True:
                         state["momentum_buffer"] = torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
                 first = bool(state["step"][si] == 0)
@@ -349,7 +349,7 @@ class PartitionedAdam(_PartitionedOptimizer):
             for p, slot, si, nsteps, wd in self._params_for(group, k):
                 state = self.state[p]
                 if "step" not in state:
-                    state["step"] = torch.zeros(nsteps, dtype=torch.float32)
+                    state["step"] = torch.zeros(nsteps, dtype=torch.float32, device="cpu")  # host-side counters
                     if slot is True:
                         state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                         state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)

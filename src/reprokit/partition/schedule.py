@@ -39,10 +39,14 @@ class PartitionSchedule:
             sizes, which is what the paper uses ("the (normalized) ratio of chunk-sizes").
         generator: torch.Generator or int seed.
         num_chunks: C, if some trailing chunks may be empty in ``chunk_ids`` (they must then have u=0).
+        device: where the example indices are drawn and returned (the training data's device). The
+            chunk draws k stay on the CPU generator (k picks a subnetwork on the host, so drawing it
+            on a GPU would synchronise every step); on a non-CPU device the indices come from a
+            second generator on that device, seeded from the first, so CPU runs are unchanged.
     """
 
     def __init__(self, chunk_ids, proportions: Sequence[float] | None = None,
-                 generator: torch.Generator | int | None = None, num_chunks: int | None = None):
+                 generator: torch.Generator | int | None = None, num_chunks: int | None = None, device=None):
         if isinstance(chunk_ids, torch.Tensor):
             ids = chunk_ids.detach().cpu().to(torch.int64).reshape(-1)
         else:
@@ -69,11 +73,19 @@ class PartitionSchedule:
             self.generator = generator
         else:
             self.generator = torch.Generator().manual_seed(0 if generator is None else int(generator))
+        if self.generator.device.type != "cpu":
+            raise ValueError("PartitionSchedule's generator draws k on the host: pass a CPU generator and `device`")
         self._u = u.to(torch.float64)
         self._u_hyper = u[1:].clone() if c > 1 else None
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.order = self.order.to(self.device)
+        if self.device.type == "cpu":
+            self.index_generator = self.generator
+        else:
+            self.index_generator = torch.Generator(device=self.device).manual_seed(self.generator.initial_seed())
 
     def _draw(self, lo: int, hi: int, batch_size: int) -> torch.Tensor:
-        pos = torch.randint(lo, hi, (batch_size,), generator=self.generator)
+        pos = torch.randint(lo, hi, (batch_size,), generator=self.index_generator, device=self.device)
         return self.order[pos]
 
     def param_step(self, batch_size: int) -> tuple[int, torch.Tensor]:
@@ -93,7 +105,14 @@ class PartitionSchedule:
         return self.order[self.cum[k - 1]:self.cum[k]]
 
     def state_dict(self) -> dict:
-        return {"generator": self.generator.get_state()}
+        out = {"generator": self.generator.get_state()}
+        if self.index_generator is not self.generator:
+            out["index_generator"] = self.index_generator.get_state()
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
+        if self.index_generator is not self.generator:
+            if "index_generator" not in state:
+                raise ValueError(f"checkpoint of a schedule on the CPU cannot resume on {self.device}")
+            self.index_generator.set_state(state["index_generator"])

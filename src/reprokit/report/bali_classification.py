@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from . import style
 from .style import SCALE_NOTE
 
 DATASETS = {"spambase": "Spambase", "cdc_diabetes": "Diabetes", "magic": "Telescope", "mnist": "MNIST",
@@ -113,6 +114,8 @@ def table2(df: pd.DataFrame) -> pd.DataFrame:
                 ran = _ran(cells)
                 if len(ran) == 0:
                     row[METHODS[m]] = "n/a"
+                elif style.outcome_text(ran["status"]) == "OOM":
+                    row[METHODS[m]] = "OOM"
                 else:
                     vals = ran[key] if key in ran else pd.Series([np.nan] * len(ran))
                     row[METHODS[m]] = mean_se(vals.to_numpy(dtype=np.float64))

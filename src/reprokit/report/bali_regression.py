@@ -44,14 +44,14 @@ def summarise(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     rows = []
     col = f"test_{metric}"
     for (dataset, method), g in df.groupby(["dataset", "method"], sort=False):
-        ran = g[g["status"].isin(["completed", "diverged"])]
+        ran = g[g["status"].isin(style.RAN_STATUSES)]
         if ran.empty:
             rows.append({"dataset": dataset, "method": method, "mean": np.nan, "se": np.nan, "n": 0, "status": "unavailable"})
             continue
         v = ran[col].astype(float).to_numpy() if col in ran else np.full(len(ran), np.nan)
         se = float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
         rows.append({"dataset": dataset, "method": method, "mean": float(np.mean(v)), "se": se, "n": len(v),
-                     "status": "diverged" if (ran["status"] == "diverged").any() else "completed"})
+                     "status": {None: "completed", "NaN": "diverged", "OOM": "oom"}[style.outcome_text(ran["status"])]})
     return pd.DataFrame(rows)
 
 
@@ -80,10 +80,12 @@ def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tu
                     notes.append(f"{NAMES[d]} {label}: dataset unavailable")
                 continue
             r = s.iloc[0]
-            row[f"{label} (ours)"] = fmt(r["mean"], r["se"], digits)
+            row[f"{label} (ours)"] = "OOM" if r["status"] == "oom" else fmt(r["mean"], r["se"], digits)
             ns.add(int(r["n"]))
             if r["status"] == "diverged":
                 notes.append(f"{NAMES[d]} {label}: at least one split diverged (NaN)")
+            elif r["status"] == "oom":
+                notes.append(f"{NAMES[d]} {label}: at least one split ran out of device memory (OOM)")
         row["splits"] = "/".join(str(n) for n in sorted(ns)) if ns else "0"
         vals = paper[key].get(d, {})
         for m in PAPER_OWN + QUOTED:

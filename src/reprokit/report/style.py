@@ -25,6 +25,22 @@ SCALE_NOTE = {
 }
 
 
+# How a table entry reads when a cell did not produce numbers (cell.py's statuses): an out-of-memory
+# run is "OOM" (as the partitioned paper's Table 1), a diverged one "NaN" (both papers' convention).
+# Statuses that still count as "ran" for a table (their NaN metrics are part of the mean).
+RAN_STATUSES = ("completed", "diverged", "oom")
+
+
+def outcome_text(statuses) -> str | None:
+    """'OOM' if any cell ran out of memory, 'NaN' if any diverged, None when every cell completed."""
+    statuses = set(statuses)
+    if "oom" in statuses:
+        return "OOM"
+    if "diverged" in statuses:
+        return "NaN"
+    return None
+
+
 def setup() -> None:
     sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
     plt.rcParams.update({"figure.dpi": 120, "savefig.dpi": 150, "axes.titlesize": 9, "legend.fontsize": 7})

@@ -1,0 +1,334 @@
+"""Issue 10: every cell trains on the device it is given.
+
+CI has no GPU, so placement is checked on the CPU with a trick: after a cell is built (data, model and
+generators placed by the runtime), its steps, evaluations and final metrics run with torch's default
+device set to "meta". Any tensor a method creates without naming a device then lands on "meta" and
+the step fails on mixing devices, exactly where it would create a CPU tensor next to CUDA data on a
+GPU. The CUDA-only tests at the end run the same cells on a real GPU where there is one.
+
+Also here: `run.device/precision/deterministic` validation, the OOM outcome (injected), provenance in
+metrics.json, and checkpoint contents.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import types
+
+import pytest
+import torch
+
+from reprokit import cell as cell_mod
+from reprokit.config import Cell, experiment, load_config
+from reprokit.data import variants
+from reprokit.experiments import CellContext, Run, kind_module, variant_path
+from reprokit.runtime import DeviceConfigError, Runtime, RuntimeSettings, is_oom
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CUDA = torch.cuda.is_available()
+
+
+def _config():
+    files = [os.path.join(REPO, "config", "config.yaml"), *sorted(glob.glob(os.path.join(REPO, "config", "experiments", "*.yaml")))]
+    return load_config(files, os.path.join(REPO, "workflow", "schemas", "config.schema.yaml"))
+
+
+def _test_cell(name: str, method: str | None) -> Cell:
+    for c in experiment(_config(), name, "test").cells():
+        if method is None or c.coord_dict.get("method") == method:
+            return c
+    raise LookupError(f"no test-scale cell of {name} with method {method}")
+
+
+def _context(cell: Cell, mirror: str, tmp_path, device: str = "cpu", precision: str = "fp32") -> CellContext:
+    ctx = CellContext(mirrors=[mirror], cache_dir=None, variants_dir=str(tmp_path / "variants"),
+                      runtime_settings={"device": device, "precision": precision})
+    for name, (ds, fn) in kind_module(cell.kind).required_variants(cell).items():
+        path = variant_path(ctx.variants_dir, ds, fn)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            variants.build_variant(ds, fn, path, [mirror])
+        ctx.variant_paths[name] = path
+    return ctx
+
+
+# One test-scale cell per (kind, method) of both papers: every method the pipeline trains.
+CASES = [
+    ("fig3a", "baseline"), ("fig3a", "augerino"), ("fig3a", "partitioned"), ("fig3a", "partitioned_ens"),
+    ("fig9_random", "random"),
+    ("fig2a", "partitioned"), ("fig2a", "laplace"), ("fig2b", "partitioned_mask"),
+    ("bali_uci", "bali"), ("bali_uci", "dropout"), ("bali_uci", "bbb"),
+    ("bali_cls_uci", "bali"), ("bali_cls_uci", "dropout"), ("bali_cls_uci", "map"), ("bali_fig7_local", "bali"),
+    ("bali_synthetic", "bali"), ("bali_bbb_synthetic", "bbb"),
+    ("table8_timing", None),
+]
+
+
+@pytest.mark.parametrize("name,method", CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def test_steps_create_no_tensor_off_the_cells_device(name, method, shared_data, tmp_path):
+    cell = _test_cell(name, method)
+    ctx = _context(cell, shared_data, tmp_path)
+    run = kind_module(cell.kind).build(cell, ctx)
+    m = run.method
+    with torch.device("meta"):  # a factory call without a device now makes a meta tensor -> device mismatch
+        for step in range(min(2, run.n_steps)):
+            out = m.train_step(step)
+            assert math.isfinite(float(out["loss"])) or name == "table8_timing"
+        m.evaluate(1)
+        if method != "laplace":
+            metrics = m.final_metrics()
+    if method == "laplace":  # laplace-torch's prior optimisation makes its own tensors (it follows the model's
+        metrics = m.final_metrics()  # device on a GPU, but not a meta default): checked outside the trick
+    assert metrics
+
+
+def test_the_meta_trick_catches_a_tensor_created_without_a_device():
+    """The check above is not vacuous: a step that makes a constant without a device fails under it."""
+    x = torch.ones(3)
+    with torch.device("meta"), pytest.raises((RuntimeError, NotImplementedError)):
+        float((x * torch.ones(3)).sum())  # torch.ones(3) is meta here: mixing it with a CPU tensor fails
+    with torch.device("meta"), pytest.raises((RuntimeError, NotImplementedError)):
+        float(torch.ones(3).sum())  # a loss or metric computed from such a tensor cannot be read
+
+
+def test_samplers_draw_on_their_generators_device():
+    """Index sampling is the one place the meta trick is blind (a CPU tensor indexed by meta indices stays
+    CPU), so samplers are checked directly: without device= their indices would be meta here."""
+    from reprokit.methods.common import EpochSampler
+    from reprokit.partition import PartitionSchedule
+
+    sampler = EpochSampler(10, 4, torch.Generator().manual_seed(0))  # built as build() does, then sampled
+    schedule = PartitionSchedule(torch.tensor([0] * 5 + [1] * 5), None, torch.Generator().manual_seed(0), device="cpu")
+    with torch.device("meta"):
+        for _ in range(4):  # crosses an epoch boundary (reshuffle)
+            assert sampler.next().device.type == "cpu"
+        assert schedule.param_step(3)[1].device.type == "cpu"
+        assert schedule.hyper_step(3)[1].device.type == "cpu"
+
+
+# ------------------------------------------------------------------------------------- the runtime
+
+
+def test_runtime_settings_name_the_bad_key_and_value():
+    with pytest.raises(DeviceConfigError, match=r"run.device: 'gpu'"):
+        RuntimeSettings.from_dict({"device": "gpu"})
+    with pytest.raises(DeviceConfigError, match=r"run.precision: 'fp16'"):
+        RuntimeSettings.from_dict({"precision": "fp16"})
+    assert RuntimeSettings.from_dict({"device": "cuda:1"}).device == "cuda:1"
+    assert RuntimeSettings.from_dict(None) == RuntimeSettings()  # defaults: auto, fp32, not deterministic
+
+
+def test_config_schema_rejects_a_bad_device_before_any_job(tmp_path):
+    from reprokit.config import ConfigError
+
+    files = [os.path.join(REPO, "config", "config.yaml")]
+    with pytest.raises(ConfigError, match="device"):
+        load_config(files + sorted(glob.glob(os.path.join(REPO, "config", "experiments", "*.yaml"))),
+                    os.path.join(REPO, "workflow", "schemas", "config.schema.yaml"), {"run": {"device": "tpu"}})
+
+
+@pytest.mark.skipif(CUDA, reason="checks the error on a machine without CUDA")
+def test_asking_for_cuda_without_cuda_fails_clearly():
+    with pytest.raises(DeviceConfigError, match="sees no CUDA device"):
+        Runtime(RuntimeSettings(device="cuda"))
+
+
+def test_auto_is_cuda_when_available_else_cpu():
+    assert Runtime(RuntimeSettings(device="auto")).device.type == ("cuda" if CUDA else "cpu")
+
+
+def test_bf16_runs_under_autocast_and_fp32_does_not():
+    lin = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    with Runtime(RuntimeSettings(device="cpu", precision="bf16")).autocast():
+        assert lin(x).dtype == torch.bfloat16
+        assert (x.double() @ x.double().T).dtype == torch.float64  # float64 (BALI statistics) is never autocast
+    with Runtime(RuntimeSettings(device="cpu", precision="fp32")).autocast():
+        assert lin(x).dtype == torch.float32
+
+
+def test_bf16_puts_conv_nets_in_channels_last_only():
+    rt = Runtime(RuntimeSettings(device="cpu", precision="bf16"))
+    conv = rt.model(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()))
+    assert conv[0].weight.is_contiguous(memory_format=torch.channels_last)
+    assert not conv[0].weight.is_contiguous()
+    fp32 = Runtime(RuntimeSettings(device="cpu", precision="fp32")).model(torch.nn.Conv2d(3, 8, 3))
+    assert fp32.weight.is_contiguous()
+
+
+def test_bf16_cell_trains_and_records_its_precision(shared_data, tmp_path):
+    cell = _test_cell("fig3a", "partitioned")
+    ctx = _context(cell, shared_data, tmp_path, precision="bf16")
+    record = cell_mod.run_cell(cell, ctx, tmp_path / "out", None)
+    assert record["status"] == "completed"
+    assert record["provenance"]["precision"] == "bf16"
+    assert math.isfinite(record["metrics"]["test_acc"])
+
+
+# ------------------------------------------------------------------------------- OOM and provenance
+
+
+class _OOMAt:
+    """Trains normally, then raises CUDA's out-of-memory error at step `at` (or in build if at is None)."""
+
+    def __init__(self, at: int):
+        self.at, self.w = at, 0.0
+
+    def train_step(self, step):
+        if step == self.at:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (injected)")
+        self.w += 1.0
+        return {"loss": 1.0 / self.w}
+
+    def evaluate(self, step):
+        return {"test_acc": 0.5}
+
+    def final_metrics(self):
+        return {"test_acc": 0.5}
+
+    def state_dict(self):
+        return {"w": self.w}
+
+    def load_state_dict(self, s):
+        self.w = s["w"]
+
+
+def _fake_kind(monkeypatch, build):
+    mod = types.ModuleType("reprokit.experiments.fake")
+    mod.required_variants = lambda cell: {}
+    mod.build = build
+    monkeypatch.setattr(cell_mod, "kind_module", lambda kind: mod)
+
+
+@pytest.mark.parametrize("where", ["step", "build"])
+def test_out_of_memory_is_the_cells_outcome_not_a_crash(monkeypatch, tmp_path, where):
+    def build(cell, ctx):
+        if where == "build":
+            raise torch.OutOfMemoryError("CUDA out of memory (injected in build)")
+        return Run(_OOMAt(7), n_steps=20, eval_every=5)
+
+    _fake_kind(monkeypatch, build)
+    cell = Cell(scale="test", experiment="big", coords=(("seed", 0),), settings={}, kind="fake")
+    ctx = {"mirrors": [], "cache_dir": None, "variants_dir": str(tmp_path / "v"), "run": {"device": "cpu"}}
+    ckpt = tmp_path / "ckpt" / "c.pt"
+    args = ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--out", str(tmp_path / "out"),
+            "--checkpoint", str(ckpt), "--checkpoint-every", "2"]
+    assert cell_mod.main(args) == 0
+    record = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert record["status"] == "oom"
+    if where == "step":
+        assert record["steps"] == 7 and math.isnan(record["metrics"]["test_acc"])
+    else:
+        assert record["metrics"] == {}
+    assert not ckpt.exists()  # an OOM is final: a re-run would OOM again
+
+
+def test_other_errors_still_fail_the_cell(monkeypatch, tmp_path):
+    def build(cell, ctx):
+        raise RuntimeError("a real bug")
+
+    _fake_kind(monkeypatch, build)
+    cell = Cell(scale="test", experiment="bug", coords=(("seed", 0),), settings={}, kind="fake")
+    ctx = CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v"))
+    with pytest.raises(RuntimeError, match="a real bug"):
+        cell_mod.run_cell(cell, ctx, tmp_path / "out", None)
+    assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+def test_is_oom_recognises_cuda_oom_only():
+    assert is_oom(torch.OutOfMemoryError("CUDA out of memory"))
+    assert is_oom(RuntimeError("CUDA error: out of memory"))
+    assert not is_oom(RuntimeError("shape mismatch"))
+    assert not is_oom(MemoryError())
+
+
+def test_tables_print_oom_for_an_oom_cell():
+    import pandas as pd
+
+    from reprokit.report import bali_classification as bc
+    from reprokit.report import bali_regression as br
+
+    df = pd.DataFrame([{"scale": "test", "dataset": "uci_yacht", "method": "bali", "split": s, "seed": s,
+                        "status": st, "test_rmse": v} for s, (st, v) in enumerate([("completed", 1.0), ("oom", float("nan"))])])
+    paper = {"rmse": {}, "ll": {}}
+    table, notes = br.uci_table(df, paper, "rmse")
+    assert table.iloc[0]["BALI (ours)"] == "OOM" and any("OOM" in n for n in notes)
+    cls = pd.DataFrame([{"scale": "test", "dataset": "mnist", "method": "bali", "seed": 0, "status": "oom",
+                         "test_acc": float("nan"), "test_ece": float("nan")}])
+    assert set(bc.table2(cls)["BALI"]) == {"OOM"}
+
+
+def test_metrics_json_records_device_precision_versions_memory_and_speed(shared_data, tmp_path):
+    cell = _test_cell("bali_synthetic", "bali")
+    record = cell_mod.run_cell(cell, _context(cell, shared_data, tmp_path), tmp_path / "out", None)
+    prov = record["provenance"]
+    assert prov["device"] == "cpu" and prov["precision"] == "fp32"
+    assert prov["torch"] == torch.__version__ and "cuda" in prov
+    assert prov["peak_memory_mb"] > 10  # this process has at least torch loaded
+    assert record["seconds_per_step"] > 0
+    assert record["seconds_per_step"] * record["steps"] == pytest.approx(record["seconds_this_run"], abs=1e-3)
+
+
+def test_checkpoint_carries_random_states_and_cpu_checkpoints_need_no_cuda(tmp_path):
+    from reprokit.train import CHECKPOINT_VERSION, save_checkpoint
+
+    method = _OOMAt(at=-1)
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, 3, method, [])
+    ckpt = torch.load(path, weights_only=False)
+    assert ckpt["version"] == CHECKPOINT_VERSION
+    assert {"torch", "numpy", "python"} <= set(ckpt["rng"])
+    assert ("cuda" in ckpt["rng"]) == (CUDA and torch.cuda.is_initialized())
+
+
+# ----------------------------------------------------------------------------------- on a real GPU
+
+gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA device (run on a GPU node: pytest tests/test_device.py)")
+
+
+@gpu
+@pytest.mark.parametrize("name,method", CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def test_every_method_runs_on_cuda(name, method, shared_data, tmp_path):
+    cell = _test_cell(name, method)
+    ctx = _context(cell, shared_data, tmp_path, device="cuda")
+    record = cell_mod.run_cell(cell, ctx, tmp_path / "out", None)
+    assert record["status"] == "completed"
+    assert record["provenance"]["device"].startswith("cuda")
+    assert record["provenance"]["peak_memory_kind"] == "cuda_max_allocated"
+
+
+@gpu
+def test_a_resumed_deterministic_gpu_cell_ends_with_the_same_metrics(shared_data, tmp_path):
+    cell = _test_cell("fig3a", "partitioned")
+    ctx = CellContext(mirrors=[shared_data], cache_dir=None, variants_dir=str(tmp_path / "variants"),
+                      runtime_settings={"device": "cuda", "deterministic": True})
+    ctx.variant_paths.update(_context(cell, shared_data, tmp_path).variant_paths)
+    ref = cell_mod.run_cell(cell, ctx, tmp_path / "ref", None)
+    n = ref["steps"]
+
+    from reprokit.train import Preempted
+
+    ckpt = tmp_path / "ckpt.pt"
+    real_loop = cell_mod.run_loop
+
+    def interrupted(method, loop, path, precision):
+        loop.n_steps = n // 2
+        loop.checkpoint_every = max(1, n // 2)
+        real_loop(method, loop, path, precision)
+        from reprokit.train import save_checkpoint
+
+        save_checkpoint(path, n // 2, method, [])
+        raise Preempted(n // 2)
+
+    cell_mod.run_loop = interrupted
+    try:
+        with pytest.raises(SystemExit):
+            cell_mod.run_cell(cell, ctx, tmp_path / "resumed", ckpt)
+    finally:
+        cell_mod.run_loop = real_loop
+    resumed = cell_mod.run_cell(cell, ctx, tmp_path / "resumed", ckpt)
+    assert resumed["resumed_from_step"] == n // 2
+    assert resumed["metrics"] == ref["metrics"]
