@@ -1,0 +1,409 @@
+"""Cost model: how many cells, iterations and device-hours a scale of the pipeline needs.
+
+    python -m reprokit.budget --config scale=paper               # every experiment, H100 step costs
+    python -m reprokit.budget --config scale=paper --profile cpu --experiment fig3a
+
+A cell's cost is the sum of its *parts*: (model, step kind, images per step, how many such steps),
+priced with the measured per-step times of `data/step_costs.tsv` (columns: profile, device, model,
+step, precision, images, ms_per_step, source, date), plus one start-up per cell. Each experiment kind
+says, torch-free, which parts its cells run (:data:`KIND_PARTS`); the numbers are read from the cell's
+settings and coordinates as the kind's `build` reads them. A row measured at another number of images
+per step (batch x augmentation samples) is scaled linearly to the cell's.
+
+Rows of the chosen profile are used first; every other price is labelled in the output, never silent:
+  * `standard` priced by the `plain` (hand-written torch) row of the same model (the issue's goal is a
+    pipeline step within 1.1x of it);
+  * `partitioned` (param + hyper update) priced as 2 x standard/plain when not measured;
+  * a precision without rows priced at fp32;
+  * a (model, step) measured only on another profile's device priced with that device's row, scaled by
+    the median ratio of the two devices' per-image times over the models both measured (conv nets and
+    MLPs apart; MLPs have no GPU rows yet, so their CPU rows are used as they are: an upper bound);
+  * nothing measured at all: FALLBACK_MS per step, marked FALLBACK.
+Not modelled: evaluations of the MLP kinds (BALI, UCI, synthetic: a few predictive passes), data loading
+(once per cell), queueing. `runtime_minutes` adds the SLURM margin.
+
+This module imports no torch (it runs while Snakemake builds the DAG); `benchmarks/bench_throughput.py
+--write-costs` and `benchmarks/measure_step_costs.py` fill the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+COSTS_FILE = Path(__file__).resolve().parent / "data" / "step_costs.tsv"
+COLUMNS = ("profile", "device", "model", "step", "precision", "images", "ms_per_step", "source", "date")
+FALLBACK_MS = 1000.0  # per step, for a (model, step) measured nowhere: loudly marked FALLBACK
+DEFAULT_PROFILE = {"paper": "h100", "quick": "cpu", "test": "cpu"}  # paper scale runs on GPUs (README)
+PROFILE_ENV = "REPROKIT_COST_PROFILE"  # overrides the profile `runtime_minutes` prices SLURM cells with
+MARGIN, EXTRA_MINUTES, MAX_MINUTES = 1.5, 10, 24 * 60  # cells checkpoint: one cut off at the cap resumes
+EVAL_FORWARD_SHARE = 1.0 / 3  # a forward pass is ~1/3 of a training step (forward + backward + update)
+IMAGE_TEST_SIZE = {"mnist": 10000, "cifar10": 10000, "tinyimagenet": 10000}
+
+
+@dataclass(frozen=True)
+class Part:
+    model: str
+    step: str          # plain | standard | partitioned | param | hyper | bali_w | bali_l | dropout | map | bbb | startup
+    images: int | None  # per step (batch x augmentation samples); None: as measured (full-batch MLP sets)
+    count: float       # how many such steps the cell runs
+
+
+@dataclass
+class CellWork:
+    n_steps: int
+    parts: list[Part]
+
+
+@dataclass
+class Estimate:
+    seconds: float
+    n_steps: int
+    notes: list[str] = field(default_factory=list)  # how each non-exact price was made
+    fallback: bool = False
+
+
+# ------------------------------------------------------------------------------------------------
+# cells -> parts (one function per experiment kind; torch-free)
+
+
+def _value(cell, key, default=None):
+    c = cell.coord_dict
+    return c[key] if key in c else cell.settings.get(key, default)
+
+
+def _affine_invariance(cell) -> CellWork:
+    from .experiments.affine_invariance import n_steps_of  # torch-free (settings arithmetic)
+
+    s = cell.settings
+    model, method = s.get("model", "mnist_cnn"), _value(cell, "method")
+    n, B, S = n_steps_of(cell), int(s["batch_size"]), int(s.get("aug_samples", 20))
+    S_eval = int(s.get("eval_aug_samples", S))
+    if method == "baseline":  # no augmentation: one sample
+        parts = [Part(model, "standard", B, n)]
+    elif method == "partitioned":
+        parts = [Part(model, "partitioned", B * S, n)]
+    elif method == "partitioned_ens":  # C networks step ("all"), then one hyper update
+        c = len(_value(cell, "chunk_proportions"))
+        per = c if s.get("ens_update", "all") == "all" else 1
+        parts = [Part(model, "standard", B * S, n * per), Part(model, "hyper", B * S, n)]
+    else:  # augerino (psi in the same backward), random, retrain, fixed
+        parts = [Part(model, "standard", B * S, n)]
+    every = int(s.get("eval_every", 0) or 0)
+    n_evals = (n // every if every > 0 else 0) + 1
+    n_test = s.get("n_test") or IMAGE_TEST_SIZE.get(str(_value(cell, "dataset")), 10000)
+    n_eval_train = int(s.get("n_eval_train", 0) or 0)
+    parts.append(Part(model, "standard", B * S, n_evals * EVAL_FORWARD_SHARE * (int(n_test) + n_eval_train) * S_eval
+                      / (B * S)))
+    return CellWork(n, parts)
+
+
+def _update_timing(cell) -> CellWork:
+    s = cell.settings
+    model = str(cell.coord_dict["model"])
+    B, S = int(s["batch_size"]), int(s["n_aug_samples"])
+    n = int(s["n_warmup"]) + int(s["n_repeats"])
+    return CellWork(n, [Part(model, "standard", B * S, n), Part(model, "param", B * S, n),
+                        Part(model, "hyper", B * S, n)])
+
+
+def mlp_key(hidden, dataset) -> str:
+    """The model key of an MLP kind's cell: hidden widths and dataset (input/output sizes follow it)."""
+    return f"mlp{'x'.join(str(int(h)) for h in hidden)}/{dataset}"
+
+
+def _input_selection(cell) -> CellWork:
+    s, method = cell.settings, cell.coord_dict["method"]
+    n = int(s["n_steps"])
+    model = mlp_key(s["hidden"], s.get("dataset", "input_selection"))
+    step = {"laplace": "standard", "partitioned": "param", "partitioned_mask": "partitioned"}[method]
+    return CellWork(n, [Part(model, step, int(s["batch_size"]), n)])
+
+
+def _bali_step(reparam: str | None) -> str:
+    return "bali_l" if reparam == "local" else "bali_w"
+
+
+def _uci_regression(cell) -> CellWork:
+    s, method = cell.settings, cell.coord_dict["method"]
+    m = s[method]
+    n = int(m["n_steps"])
+    batch = m.get("batch_size")
+    images = None if batch in ("full", 0, None) else int(batch)  # full batch: as measured on that dataset
+    step = _bali_step(m.get("reparam", "weight")) if method.startswith("bali") else method
+    return CellWork(n, [Part(mlp_key(s["hidden"], cell.coord_dict["dataset"]), step, images, n)])
+
+
+def _bali_classification(cell) -> CellWork:
+    s, method = cell.settings, cell.coord_dict["method"]
+    n = int(s["n_steps"])
+    step = _bali_step((s.get("bali") or {}).get("reparam", "weight")) if method == "bali" else method
+    return CellWork(n, [Part(mlp_key(s["hidden"], cell.coord_dict["dataset"]), step, int(s["batch_size"]), n)])
+
+
+def _synthetic_predictive(cell) -> CellWork:
+    s, method = cell.settings, cell.coord_dict["method"]
+    n = int(s["n_steps"])
+    step = _bali_step((s.get("bali") or {}).get("reparam", "weight")) if method == "bali" else method
+    images = int(s["batch_size"]) if s.get("batch_size") else None  # 0: full batch
+    return CellWork(n, [Part(mlp_key(s["hidden"], cell.coord_dict["dataset"]), step, images, n)])
+
+
+KIND_PARTS = {
+    "affine_invariance": _affine_invariance,
+    "update_timing": _update_timing,
+    "input_selection": _input_selection,
+    "uci_regression": _uci_regression,
+    "bali_classification": _bali_classification,
+    "synthetic_predictive": _synthetic_predictive,
+}
+
+
+def cell_work(cell) -> CellWork | None:
+    """The cell's parts, or None for a kind the cost model does not know (priced as FALLBACK)."""
+    fn = KIND_PARTS.get(cell.kind)
+    return fn(cell) if fn is not None else None
+
+
+# ------------------------------------------------------------------------------------------------
+# the step-cost table
+
+
+def read_costs(path: str | Path = COSTS_FILE) -> list[dict]:
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t")]
+    for r in rows:
+        r["ms_per_step"] = float(r["ms_per_step"])
+        r["images"] = int(r["images"]) if r.get("images") not in (None, "") else None
+    return rows
+
+
+def write_costs(new_rows: list[dict], path: str | Path = COSTS_FILE) -> None:
+    """Add rows, replacing those of the same (profile, model, step, precision); keeps the header comments."""
+    path = Path(path)
+    head, rows = [], []
+    if path.exists():
+        head = [line for line in path.read_text().splitlines(keepends=True) if line.startswith("#")]
+        rows = read_costs(path)
+    key = lambda r: (r["profile"], r["model"], r["step"], r["precision"])  # noqa: E731
+    replaced = {key(r) for r in new_rows}
+    rows = [r for r in rows if key(r) not in replaced] + list(new_rows)
+    rows.sort(key=lambda r: (r["profile"], r["model"], r["step"], r["precision"]))
+    with open(path, "w", newline="") as f:
+        f.writelines(head)
+        w = csv.DictWriter(f, COLUMNS, delimiter="\t", extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "images": "" if r.get("images") is None else r["images"],
+                        "ms_per_step": f"{float(r['ms_per_step']):.4g}"})
+
+
+class CostTable:
+    def __init__(self, rows: list[dict], profile: str):
+        self.rows = rows
+        self.profile = profile
+        profiles = sorted({r["profile"] for r in rows})
+        if profile not in profiles:
+            raise ValueError(f"cost profile '{profile}' unknown (have: {', '.join(profiles)}; see {COSTS_FILE})")
+        self.device = next(r["device"] for r in rows if r["profile"] == profile)
+        self._index = {(r["profile"], r["model"], r["step"], r["precision"]): r for r in rows}
+
+    def _find(self, model: str, step: str, precision: str, notes: list[str], where: str = "own"):
+        """(row, factor) for one step at `precision`, on this profile or (where='other') another one."""
+        profiles = [self.profile] if where == "own" else sorted({r["profile"] for r in self.rows} - {self.profile})
+        for prof in profiles:
+            for prec in dict.fromkeys([precision, "fp32"]):
+                row = self._index.get((prof, model, step, prec))
+                if row is None:
+                    continue
+                if prec != precision:
+                    notes.append(f"{model} {step}: no {precision} row, fp32 used")
+                if prof != self.profile:
+                    factor = 1.0 if step == "startup" else self.device_factor(prof, model)
+                    how = (f"scaled x{factor:.3g} (median per-image time ratio of the models measured on both)"
+                           if factor != 1.0 else "used as is")
+                    notes.append(f"{model} {step}: measured on {row['device']} only, {how}")
+                    row = {**row, "ms_per_step": row["ms_per_step"] * factor}
+                return row
+        return None
+
+    def device_factor(self, other: str, model: str) -> float:
+        """This profile's time over `other`'s for the same work: the median ratio of per-image times of the
+        rows both profiles measured, among models of the same family (MLP or not); 1 when there are none."""
+        mlp = model.startswith("mlp")
+        ratios = []
+        for (prof, m, step, prec), row in self._index.items():
+            mine = self._index.get((self.profile, m, step, prec))
+            if prof != other or mine is None or m.startswith("mlp") != mlp or m == "python":
+                continue
+            ratios.append((mine["ms_per_step"] / (mine["images"] or 1)) / (row["ms_per_step"] / (row["images"] or 1)))
+        ratios.sort()
+        return ratios[len(ratios) // 2] if ratios else 1.0
+
+    def price(self, part: Part, precision: str, notes: list[str]) -> tuple[float, bool]:
+        """(ms per step of `part`, fallback?)."""
+        derived = {"standard": [("plain", 1.0, "plain-torch row as the pipeline step")],
+                   "param": [("standard", 1.0, "standard step as the partitioned parameter update"),
+                             ("plain", 1.0, "plain-torch row as the partitioned parameter update")],
+                   "hyper": [("standard", 1.0, "standard step as the hyper update"),
+                             ("plain", 1.0, "plain-torch row as the hyper update")],
+                   "partitioned": [("standard", 2.0, "2 x standard step (param + hyper update)"),
+                                   ("plain", 2.0, "2 x plain-torch row (param + hyper update)")]}
+        for where in ("own", "other"):
+            for step, factor, why in [(part.step, 1.0, "")] + derived.get(part.step, []):
+                row = self._find(part.model, step, precision, notes, where)
+                if row is None:
+                    continue
+                if why:
+                    notes.append(f"{part.model} {part.step}: {why}")
+                ms = row["ms_per_step"] * factor
+                if part.images is not None and row["images"] and part.images != row["images"]:
+                    ms *= part.images / row["images"]
+                return ms, False
+        notes.append(f"FALLBACK {part.model} {part.step}: no measured cost anywhere, {FALLBACK_MS:g} ms/step assumed")
+        return FALLBACK_MS, True
+
+    def startup_seconds(self, notes: list[str]) -> float:
+        row = self._find("python", "startup", "fp32", notes) or self._find("python", "startup", "fp32", notes, "other")
+        return row["ms_per_step"] / 1e3 if row is not None else 0.0
+
+
+def estimate(cell, table: CostTable, precision: str = "fp32") -> Estimate:
+    notes: list[str] = []
+    work = cell_work(cell)
+    if work is None:
+        n = int(cell.settings.get("n_steps", 0) or 0)
+        notes.append(f"FALLBACK kind {cell.kind}: no cost model, {FALLBACK_MS:g} ms x n_steps ({n}) assumed")
+        return Estimate(FALLBACK_MS * n / 1e3 + table.startup_seconds(notes), n, notes, True)
+    seconds, fallback = table.startup_seconds(notes), False
+    for part in work.parts:
+        ms, fb = table.price(part, precision, notes)
+        seconds += ms * part.count / 1e3
+        fallback |= fb
+    return Estimate(seconds, work.n_steps, list(dict.fromkeys(notes)), fallback)
+
+
+def runtime_minutes(cell, config: dict | None = None, table: CostTable | None = None) -> int:
+    """SLURM wall time of a cell: MARGIN x the estimate + EXTRA_MINUTES, up to 5 min, at most MAX_MINUTES.
+
+    Priced with the profile of $REPROKIT_COST_PROFILE, else the scale's default (paper: h100)."""
+    if table is None:
+        table = default_table(os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE.get(cell.scale, "cpu"))
+    precision = str(((config or {}).get("run") or {}).get("precision", "fp32"))
+    est = estimate(cell, table, precision)
+    minutes = MARGIN * est.seconds / 60 + EXTRA_MINUTES
+    return int(min(MAX_MINUTES, 5 * math.ceil(minutes / 5)))
+
+
+_TABLES: dict[str, CostTable] = {}
+
+
+def default_table(profile: str) -> CostTable:
+    """The repository's table for `profile`, read once per process (the DAG asks per cell)."""
+    if profile not in _TABLES:
+        _TABLES[profile] = CostTable(read_costs(), profile)
+    return _TABLES[profile]
+
+
+# ------------------------------------------------------------------------------------------------
+# CLI
+
+
+def parse_config_args(items: list[str]) -> dict:
+    """snakemake-style `key=value` overrides (values parsed as YAML)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--config: expected key=value, got {item!r}")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def load_pipeline_config(root: str | Path, overrides: dict) -> dict:
+    """config/config.yaml, then config/experiments/*.yaml in name order (as the Snakefile), then overrides."""
+    from .config import load_config
+
+    root = Path(root)
+    paths = [root / "config" / "config.yaml", *sorted(glob.glob(str(root / "config" / "experiments" / "*.yaml")))]
+    return load_config(paths, root / "workflow" / "schemas" / "config.schema.yaml", overrides)
+
+
+def budget(config: dict, table: CostTable, experiments: list[str] | None = None) -> list[dict]:
+    from .config import experiment
+
+    scale = config["scale"]
+    precision = str((config.get("run") or {}).get("precision", "fp32"))
+    rows = []
+    for name in sorted(config["experiments"]):
+        if experiments and name not in experiments:
+            continue
+        g = experiment(config, name, scale)
+        cells = list(g.cells())
+        ests = [estimate(c, table, precision) for c in cells]
+        notes: dict[str, int] = {}
+        for e in ests:
+            for n in e.notes:
+                notes[n] = notes.get(n, 0) + 1
+        rows.append({"experiment": name, "kind": g.kind, "cells": len(cells),
+                     "iterations": sum(e.n_steps for e in ests), "device_hours": sum(e.seconds for e in ests) / 3600,
+                     "max_cell_hours": max((e.seconds for e in ests), default=0.0) / 3600,
+                     "fallback_cells": sum(e.fallback for e in ests), "notes": notes})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m reprokit.budget", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="as snakemake's (scale=paper ...)")
+    p.add_argument("--profile", default=None, help="step-cost profile (column `profile` of the table; "
+                   "default: h100 for scale paper, cpu otherwise)")
+    p.add_argument("--experiment", action="append", default=None, help="only this experiment (repeatable)")
+    p.add_argument("--root", default=".", help="repository root (config/, workflow/schemas/)")
+    p.add_argument("--costs", default=str(COSTS_FILE), help="step-cost table (TSV)")
+    p.add_argument("--notes", action="store_true", help="list how each non-exact price was made")
+    args = p.parse_args(argv)
+
+    config = load_pipeline_config(args.root, parse_config_args(args.config))
+    scale = config["scale"]
+    profile = args.profile or DEFAULT_PROFILE[scale]
+    table = CostTable(read_costs(args.costs), profile)
+    known = set(config["experiments"])
+    for name in args.experiment or []:
+        if name not in known:
+            raise SystemExit(f"--experiment: no experiment '{name}' (have: {', '.join(sorted(known))})")
+    rows = budget(config, table, args.experiment)
+    precision = str((config.get("run") or {}).get("precision", "fp32"))
+    print(f"scale {scale}, precision {precision}, step costs of profile '{profile}' ({table.device}), "
+          f"{Path(args.costs).name}")
+    print(f"{'experiment':<22}{'kind':<22}{'cells':>7}{'iterations':>13}{'device-h':>11}{'max cell h':>12}  priced")
+    for r in rows:
+        derived = [n for n in r["notes"] if not n.startswith("python startup")]  # start-up: see --notes
+        how = f"FALLBACK for {r['fallback_cells']} cells" if r["fallback_cells"] else (
+            "partly derived (see --notes)" if derived else "measured")
+        print(f"{r['experiment']:<22}{r['kind']:<22}{r['cells']:>7}{r['iterations']:>13,}{r['device_hours']:>11.1f}"
+              f"{r['max_cell_hours']:>12.2f}  {how}")
+        if args.notes or r["fallback_cells"]:
+            for note, count in r["notes"].items():
+                if args.notes or note.startswith("FALLBACK"):
+                    print(f"    {count:>5} cells: {note}")
+    total_h = sum(r["device_hours"] for r in rows)
+    print(f"{'total':<44}{sum(r['cells'] for r in rows):>7}{sum(r['iterations'] for r in rows):>13,}{total_h:>11.1f}")
+    fb = sum(r["fallback_cells"] for r in rows)
+    if fb:
+        print(f"FALLBACK: {fb} cells priced at {FALLBACK_MS:g} ms/step (nothing measured for them); the total is a guess")
+    print("Estimates: measured step time x steps + start-up per cell (not modelled: MLP-kind evaluations, "
+          "queueing); SLURM asks 1.5x + 10 min per cell.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
