@@ -2,6 +2,7 @@
 fallbacks, the SLURM runtime derived from them, the CLI, and that none of it imports torch."""
 
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,15 @@ def test_write_costs_replaces_rows_of_the_same_key(tmp_path):
     rows = read_costs(path)
     assert path.read_text().startswith("# header comment\n")
     assert sorted((r["step"], r["ms_per_step"]) for r in rows) == [("plain", 7.0), ("standard", 5.0)]
+
+
+def test_snakemake_gives_each_cell_its_estimated_runtime(paper_config, tmp_path):
+    """Rule `cell` asks SLURM for runtime_minutes(cell) and for the cell's threads (dry run, no SLURM)."""
+    cell = first_cell(paper_config, "fig3a", method="partitioned", n_train=1000, rotated=False)
+    target = f"results/{cell.rel_dir}/metrics.json"
+    env = {**os.environ, budget.PROFILE_ENV: "h100"}
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--config", "scale=paper", "--", target], cwd=REPO,
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    expected = runtime_minutes(cell, paper_config, h100())
+    assert f"runtime={expected}, cpus_per_task={paper_config['run'].get('threads_per_cell', 1)}" in res.stdout

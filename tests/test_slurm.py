@@ -307,8 +307,12 @@ def test_profile_resolves_from_repo_root(monkeypatch):
         assert PLACEHOLDER in str(default[key]), f"{key} should be a {PLACEHOLDER} placeholder for users to set"
     cell = prof["set-resources"][CELL_RULE]
     assert int(cell.get("gpu", 0)) == 1 or str(cell.get("gres", "")).startswith("gpu"), cell
-    for key in ("runtime", "mem_mb", "cpus_per_task"):
-        assert key in cell, f"set-resources.{CELL_RULE} lacks {key}"
+    assert "mem_mb" in cell, f"set-resources.{CELL_RULE} lacks mem_mb"
+    # wall time and CPUs come per cell from the rule (cost model, threads); a profile value would replace them
+    for key in ("runtime", "cpus_per_task"):
+        assert key not in cell, f"set-resources.{CELL_RULE}.{key} replaces the rule's per-cell value"
+    rule = (REPO / "workflow" / "rules" / "cells.smk").read_text()
+    assert "runtime=cell_runtime" in rule and "cpus_per_task=lambda wildcards, threads: threads" in rule
     assert int(prof.get("retries", 0)) >= 1
 
 

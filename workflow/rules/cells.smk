@@ -2,6 +2,7 @@
 #   snakemake --cores 1 results/quick/fig2a/method~partitioned/n_inputs~15/seed~0/metrics.json
 # A cell may depend on other cells' results (kind's `required_cells`): they run first.
 
+from reprokit.budget import runtime_minutes
 from reprokit.config import format_value
 
 
@@ -62,6 +63,12 @@ def cell_json(wildcards):
     return shlex.quote(json.dumps(d))
 
 
+def cell_runtime(wildcards):
+    # SLURM wall time (minutes): the cost model's estimate of this cell x 1.5 + 10 min (reprokit.budget;
+    # `python -m reprokit.budget` prints the totals). Torch-free, priced from data/step_costs.tsv.
+    return runtime_minutes(cell_of(wildcards), config)
+
+
 rule cell:
     input:
         cell_variants,
@@ -78,6 +85,10 @@ rule cell:
         checkpoint=lambda w: f"{CHECKPOINTS}/{w.scale}/{w.experiment}/{w.coords}/checkpoint.pt",
         checkpoint_every=config["run"].get("checkpoint_every", 500),
     threads: config["run"].get("threads_per_cell", 1)
+    resources:
+        runtime=cell_runtime,
+        # a cell is one process with `threads` intra-op threads (no data-loading workers)
+        cpus_per_task=lambda wildcards, threads: threads,
     shell:
         "python -m reprokit.cell run --cell {params.cell} --context {params.context} "
         "--out $(dirname {output.metrics}) --checkpoint {params.checkpoint} "
