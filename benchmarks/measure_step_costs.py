@@ -83,11 +83,16 @@ def time_cell(cell, mirrors: list[str], device: str, seconds: float, warmup: int
 
 
 def startup_ms(repeats: int = 3) -> float:
+    """Median CPU time (user + system) of a fresh process's start-up: on an idle machine its wall time (it
+    is single-threaded), and unlike wall time not inflated by other work on a shared machine."""
+    import resource
+
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run([sys.executable, "-c", STARTUP], check=True)
-        times.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        times.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
     return 1e3 * statistics.median(times)
 
 
@@ -101,13 +106,14 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--experiment", action="append", default=None, help="only cells of this experiment")
     p.add_argument("--no-startup", action="store_true")
+    p.add_argument("--startup-only", action="store_true", help="measure only the start-up row")
     p.add_argument("--list", action="store_true", help="list what would be measured, measure nothing")
     args = p.parse_args(argv)
 
     from reprokit.budget import load_pipeline_config, write_costs
 
     config = load_pipeline_config(REPO, {"scale": "paper"})
-    cells = representative_cells(config, experiments=args.experiment)
+    cells = {} if args.startup_only else representative_cells(config, experiments=args.experiment)
     if args.list:
         for (model, step), (cell, _) in cells.items():
             print(f"{model:<32}{step:<12}{cell.rel_dir}")
@@ -128,7 +134,7 @@ def main(argv=None) -> int:
         ms = startup_ms()
         rows.append({"profile": profile, "device": device, "model": "python", "step": "startup", "precision": "fp32",
                      "images": None, "ms_per_step": ms, "date": today,
-                     "source": "benchmarks/measure_step_costs.py (python -c: import reprokit.cell, one Adam step)"})
+                     "source": "benchmarks/measure_step_costs.py (python -c: import reprokit.cell, one Adam step; CPU time)"})
         print(f"{'start-up (ms per cell)':<44}{ms:>10.0f}")
     for (model, step), (cell, part) in cells.items():
         ms, rows_per_step = time_cell(cell, args.mirrors, args.device, args.seconds, args.warmup)
