@@ -332,3 +332,14 @@ def test_a_resumed_deterministic_gpu_cell_ends_with_the_same_metrics(shared_data
     resumed = cell_mod.run_cell(cell, ctx, tmp_path / "resumed", ckpt)
     assert resumed["resumed_from_step"] == n // 2
     assert resumed["metrics"] == ref["metrics"]
+
+
+def test_bali_ignores_bf16_autocast(shared_data, tmp_path):
+    """BALI's statistics are float64 and its forward stays float32 under run.precision: bf16."""
+    cell = _test_cell("bali_synthetic", "bali")
+    run = kind_module(cell.kind).build(cell, _context(cell, shared_data, tmp_path, precision="bf16"))
+    with Runtime(RuntimeSettings(device="cpu", precision="bf16")).autocast():
+        samples = run.method.inner.sample_outputs(run.method.inner.data.x_test[:5], 2)
+        run.method.train_step(0)
+    assert samples.dtype in (torch.float32, torch.float64)
+    assert all(b.dtype == torch.float64 for n, b in run.method.inner.model.named_buffers() if n.endswith("psi_xx"))

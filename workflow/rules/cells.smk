@@ -81,7 +81,7 @@ rule cell:
         f"{LOGS}/{{scale}}/{{experiment}}/{{coords}}.log",
     params:
         cell=cell_json,
-        context=shlex.quote(json.dumps(CONTEXT)),
+        context=shlex.quote(json.dumps(CELL_CONTEXT)),
         checkpoint=lambda w: f"{CHECKPOINTS}/{w.scale}/{w.experiment}/{w.coords}/checkpoint.pt",
         checkpoint_every=config["run"].get("checkpoint_every", 500),
     threads: config["run"].get("threads_per_cell", 1)

@@ -10,6 +10,10 @@ noise covariance is the likelihood's (Sec. 5.2); classification: categorical lik
 Metrics (see `PredictiveEvaluation`): `{train,test}_{nll,ll,rmse|acc}`, `test_ece`, `test_auc` (binary),
 regression ones in original target units when `y_std` is given; `final_metrics` adds `noise_sd`.
 
+Precision: BALI runs outside autocast whatever `run.precision` says (its Kronecker statistics and
+pseudo-targets are float64, and a bf16 forward would feed them rounded features); tf32 still applies
+to its float32 matmuls.
+
 State: the model's buffers (posteriors, EMAs, step count, initial weights), the minibatch sampler and the
 training generator (weight / local-noise draws), so a resumed run is bit-identical.
 """
@@ -45,9 +49,13 @@ class BaliMethod(PredictiveEvaluation):
         self._setup_eval(data, seed, n_eval_samples, y_std, train_eval_size, eval_batch_size)
 
     # ------------------------------------------------------------------ Method protocol
+    def _no_autocast(self):
+        return torch.autocast(device_type=self.data.device.type, enabled=False)
+
     def train_step(self, step: int) -> dict[str, float]:
         idx = self.sampler.next()
-        out = bali_step(self.model, self.data.x_train[idx], self.data.y_train[idx], generator=self.gen)
+        with self._no_autocast():
+            out = bali_step(self.model, self.data.x_train[idx], self.data.y_train[idx], generator=self.gen)
         return {"loss": out["loss"], "beta": out["beta"]}
 
     def state_dict(self) -> dict:
@@ -64,7 +72,8 @@ class BaliMethod(PredictiveEvaluation):
     def sample_outputs(self, x: torch.Tensor, n_samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """Network outputs under `n_samples` posterior draws, [S, B, D] (regression: standardised units if the
         data were standardised; classification: logits)."""
-        return self.model.predict(x, n_samples, reparam=self.eval_reparam, generator=generator)
+        with self._no_autocast():
+            return self.model.predict(x, n_samples, reparam=self.eval_reparam, generator=generator)
 
     def noise_cov(self) -> torch.Tensor:
         return self.model.noise_cov()
