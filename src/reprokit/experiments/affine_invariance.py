@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data import registry, variants
+from .. import seeds
 from .._lazy import lazy_import
 from . import CellContext, Run
 
@@ -235,7 +236,6 @@ def _lml_fn(predict_k, data: TaskData, chunk_ids: torch.Tensor, n_chunks: int, n
 def build(cell, ctx: CellContext) -> Run:
     from ..methods.augerino import AugerinoTraining
     from ..methods.augmented import SeededAugmentedModel, make_evaluator, predict_augmented, ranges_metrics
-    from ..methods.base import make_generator
     from ..methods.partitioned import PartitionedConfig, PartitionedTraining
     from ..methods.partitioned_ensemble import PartitionedEnsembleTraining
     from ..methods.standard import OptimConfig, StandardTraining
@@ -256,12 +256,13 @@ def build(cell, ctx: CellContext) -> Run:
     train_eval = None
     if n_eval_train > 0:
         k = min(n_eval_train, data.n_train)
-        idx = torch.as_tensor(variants.subset_indices(data.n_train, k, eval_seed)).to(rt.device)
+        idx = torch.as_tensor(variants.subset_indices(data.n_train, k, seeds.stream_seed(eval_seed, "train_eval_subset")))
+        idx = idx.to(rt.device)
         train_eval = (data.x_train[idx], data.y_train[idx])
     info = {"n_train": data.n_train, "n_test": int(data.x_test.shape[0]), "n_steps": n_steps, "aug_samples": S,
             "eval_aug_samples": S_eval}
-    torch.manual_seed(seed)
-    gen = make_generator(seed + 3, rt.device)  # augmentation draws in training
+    torch.manual_seed(seeds.stream_seed(seed, "init"))
+    gen = seeds.generator(seed, "augment", rt.device)  # augmentation draws in training
 
     def evaluator(net, aug, extra=None):
         def more():
@@ -277,10 +278,8 @@ def build(cell, ctx: CellContext) -> Run:
         aug = make_augmentation(cell)
         c = len(_chunk_props(cell))
         nets = [rt.model(SeededAugmentedModel(make_model(cell, data), aug, S, gen)) for _ in range(c)]
-        evalgen_seed = eval_seed + 1
-
         def predict_k(k, x):
-            return predict_augmented(nets[k - 1], x, S_eval, make_generator(evalgen_seed, rt.device))
+            return predict_augmented(nets[k - 1], x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
 
         lml = _lml_fn(predict_k, data, chunk_ids, c, int(s.get("lml_eval_n", 0)))
         m = PartitionedEnsembleTraining(nets, list(aug.parameters()), data, chunk_ids, optim, n_steps, seed,
@@ -296,14 +295,12 @@ def build(cell, ctx: CellContext) -> Run:
         if len(pprops) != len(_chunk_props(cell)):
             raise ValueError(f"{cell.rel_dir}: {len(pprops)} parameter proportions for {len(_chunk_props(cell))} chunks")
         pmodel = partition(cnn, pprops, scheme=s.get("partition_scheme", "random"),
-                           default=s.get("partition_default", "init"), seed=seed)
+                           default=s.get("partition_default", "init"), seed=seeds.stream_seed(seed, "partition_masks"))
         net = rt.model(SeededAugmentedModel(pmodel, aug, S, gen))
         c = pmodel.num_partitions
-        evalgen_seed = eval_seed + 1
-
         def predict_k(k, x):
             with pmodel.subnetwork(k):
-                return predict_augmented(net, x, S_eval, make_generator(evalgen_seed, rt.device))
+                return predict_augmented(net, x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
 
         lml = _lml_fn(predict_k, data, chunk_ids, c, int(s.get("lml_eval_n", 0)))
         cfg = PartitionedConfig(chunk_proportions=_chunk_props(cell), optim=optim,

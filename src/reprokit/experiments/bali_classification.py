@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data import registry
+from .. import seeds
 from .._lazy import lazy_import, no_grad
 from . import CellContext, Run
 
@@ -76,7 +77,7 @@ def _subset(n: int, size: int | None, seed: int) -> torch.Tensor | None:
     """Sorted indices of a random subset of `size` of range(n) (None: everything)."""
     if size is None or int(size) >= n:
         return None
-    rng = np.random.default_rng(int(seed))
+    rng = np.random.default_rng(int(seed))  # a stream seed (reprokit.seeds)
     return torch.from_numpy(np.sort(rng.permutation(n)[: int(size)]))
 
 
@@ -98,7 +99,7 @@ def load_task(dataset: str, settings: dict, seed: int, ctx: CellContext) -> tupl
     xte, yte = bundle.x_test.reshape(bundle.n_test, -1), bundle.y_test
     for name, (n, size) in {"train": (len(ytr), settings.get("train_subset")),
                             "test": (len(yte), settings.get("test_subset"))}.items():
-        idx = _subset(n, size, 1000 + seed if name == "train" else 2000 + seed)
+        idx = _subset(n, size, seeds.stream_seed(seed, f"{name}_subset"))
         if idx is not None and name == "train":
             xtr, ytr = xtr[idx], ytr[idx]
         elif idx is not None:
@@ -119,7 +120,7 @@ def load_ood(dataset: str, settings: dict, seed: int, ctx: CellContext) -> torch
     """Test images of the OOD dataset, flattened like the ID data (test_subset applies)."""
     bundle = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
     x = bundle.x_test.reshape(bundle.n_test, -1)
-    idx = _subset(len(x), settings.get("test_subset"), 3000 + seed)
+    idx = _subset(len(x), settings.get("test_subset"), seeds.stream_seed(seed, "ood_subset"))
     return (x if idx is None else x[idx]).contiguous()
 
 
@@ -180,8 +181,9 @@ class ClassificationBenchmark:
                  eval_batch_size: int = 4096):
         self.inner, self.data, self.seed = inner, data, int(seed)
         self.eval_samples, self.final_samples = int(eval_samples), int(final_samples)
-        self.train_idx = _on(_subset(data.n_train, train_eval_size, 4000 + seed), data.device)
-        self.test_idx = _on(_subset(int(data.x_test.shape[0]), test_eval_size, 5000 + seed), data.device)
+        self.train_idx = _on(_subset(data.n_train, train_eval_size, seeds.stream_seed(seed, "train_eval_subset")), data.device)
+        self.test_idx = _on(_subset(int(data.x_test.shape[0]), test_eval_size, seeds.stream_seed(seed, "test_eval_subset")),
+                            data.device)
         self.ood_x = ood_x
         self.eval_batch_size = int(eval_batch_size)
 
@@ -199,8 +201,8 @@ class ClassificationBenchmark:
         d = self.data
         return (d.x_train, d.y_train) if self.train_idx is None else (d.x_train[self.train_idx], d.y_train[self.train_idx])
 
-    def _sampler(self, offset: int):
-        gen = torch.Generator(device=self.data.device).manual_seed(self.seed + offset)
+    def _sampler(self, stream: str):
+        gen = seeds.generator(self.seed, stream, self.data.device)
         return lambda x, s: self.inner.sample_outputs(x, s, generator=gen)
 
     def _samples(self, x: torch.Tensor, n_samples: int, sample_fn) -> torch.Tensor:
@@ -212,13 +214,13 @@ class ClassificationBenchmark:
         from ..metrics import split_metrics
         d = self.data
         test = (d.x_test, d.y_test) if self.test_idx is None else (d.x_test[self.test_idx], d.y_test[self.test_idx])
-        return split_metrics(self._sampler(7919), {"train": self._train_split(), "test": test}, "classification",
+        return split_metrics(self._sampler("eval"), {"train": self._train_split(), "test": test}, "classification",
                              self.eval_samples, calibration_splits=(), batch_size=self.eval_batch_size)
 
     @no_grad
     def final_metrics(self) -> dict[str, float]:
         from ..metrics import predictive_metrics
-        sample_fn = self._sampler(15485863)
+        sample_fn = self._sampler("final")
         d = self.data
         test_samples = self._samples(d.x_test, self.final_samples, sample_fn)
         out = {f"test_{k}": v for k, v in

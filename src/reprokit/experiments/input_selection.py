@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..data import registry, variants
+from .. import seeds
 from .._lazy import lazy_import
 from . import CellContext, Run
 
@@ -56,7 +57,7 @@ def build(cell, ctx: CellContext) -> Run:
     rt = ctx.runtime
     data = rt.to(_data(cell, ctx))  # once; methods follow data.device
     n_features = data.x_train.shape[1]
-    torch.manual_seed(seed)
+    torch.manual_seed(seeds.stream_seed(seed, "init"))
     if method == "partitioned_mask":
         mask: nn.Module = ConcreteBernoulliMask(n_features, s["mask_init_keep"], s["mask_temperature"])
     else:
@@ -69,7 +70,8 @@ def build(cell, ctx: CellContext) -> Run:
         m = PosthocDiagLaplace(net, data, optim, n_steps, seed, marglik_steps=s["laplace_prior_steps"])
     else:
         chunk_ids = torch.as_tensor(variants.load_variant(ctx.variant("chunks"))["chunks"]).long().to(rt.device)
-        pmodel = partition(mlp, s["chunk_proportions"], scheme=s["partition_scheme"], default=s["partition_default"], seed=seed)
+        pmodel = partition(mlp, s["chunk_proportions"], scheme=s["partition_scheme"], default=s["partition_default"],
+                           seed=seeds.stream_seed(seed, "partition_masks"))
         net = rt.model(nn.Sequential(mask, pmodel))
         hyper = list(mask.parameters()) if method == "partitioned_mask" else []
         cfg = PartitionedConfig(chunk_proportions=s["chunk_proportions"], optim=optim, wd_scaling=s["wd_scaling"],

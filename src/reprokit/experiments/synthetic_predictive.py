@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 from ..data import registry
+from .. import seeds
 from .._lazy import lazy_import, no_grad
 from . import CellContext, Run
 
@@ -74,7 +75,7 @@ class _WithGrid:
     def final_metrics(self):
         self.inner.n_eval_samples = self.final_samples
         out = self.inner.final_metrics()
-        gen = torch.Generator(device=self.x_grid.device).manual_seed(self.seed + 271828)
+        gen = seeds.generator(self.seed, "grid", self.x_grid.device)
         samples = self.inner.sample_outputs(self.x_grid, self.final_samples, generator=gen).to(torch.float64)
         if self.task == "regression":
             mean = samples.mean(0)[:, 0]

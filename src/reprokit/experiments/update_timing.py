@@ -42,6 +42,7 @@ import time
 
 import numpy as np
 
+from .. import seeds
 from .._lazy import lazy_import
 from . import CellContext, Run
 
@@ -109,14 +110,15 @@ class UpdateTiming:
         if self.device.type == "cuda" and self.timer == "cpu":
             raise ValueError("update_timing: timer 'cpu' cannot time CUDA kernels; use 'wall' or 'auto'")
         self.seed = int(seed)
-        torch.manual_seed(self.seed)
-        gen = torch.Generator().manual_seed(self.seed)
+        torch.manual_seed(seeds.stream_seed(self.seed, "init"))
+        gen = seeds.generator(self.seed, "timing_data")
 
         base = build_model(model_name, **(s.get("model_kwargs") or {}))
         pmodel_src = copy.deepcopy(base)  # identical initial weights for both networks
         props = list(s["chunk_proportions"])
         self.pmodel = partition(pmodel_src, props, scheme=s.get("partition_scheme", "random"),
-                                default=s.get("partition_default", "init"), seed=self.seed)
+                                default=s.get("partition_default", "init"),
+                                seed=seeds.stream_seed(self.seed, "partition_masks"))
         self.aug = build_augmentation(s["augmentation"], init=s.get("augmentation_init", 0.1))
         self.psi = list(self.aug.parameters())
         S = int(s["n_aug_samples"])
@@ -129,9 +131,9 @@ class UpdateTiming:
         self.y = torch.randint(0, int(s.get("n_classes", 10)), (B,), generator=gen).to(self.device)
 
         n_virtual = int(s.get("schedule_examples", 1000))
-        chunk_ids = chunk_assignment(n_virtual, props, gen)
+        chunk_ids = chunk_assignment(n_virtual, props, seeds.generator(self.seed, "schedule_examples"))
         sizes = np.bincount(chunk_ids, minlength=len(props)).tolist()
-        self.schedule = PartitionSchedule(chunk_ids, generator=self.seed + 1)
+        self.schedule = PartitionSchedule(chunk_ids, generator=seeds.generator(self.seed, "minibatches"))
         opt, lr, mom, wd = s["optimizer"], float(s["lr"]), float(s.get("momentum", 0.9)), float(s.get("weight_decay", 0.0))
         self.opt = _make_optimizer(opt, base.parameters(), lr, mom, wd)
         popt_cls = PartitionedAdam if opt == "adam" else PartitionedSGD

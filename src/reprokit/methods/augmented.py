@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..augment.affine import AffineAugmentation, AugmentedModel
-from .base import make_generator
+from .. import seeds
 from .common import classification_metrics
 
 
@@ -70,7 +70,7 @@ def make_evaluator(net: SeededAugmentedModel, x_test: torch.Tensor, y_test: torc
         out = {}
         splits = [("test", x_test, y_test)] + ([("train", *train)] if train is not None else [])
         for split, x, y in splits:
-            gen = make_generator(seed, x.device)  # the same draws at every evaluation
+            gen = seeds.generator(seed, "eval", x.device)  # the same draws at every evaluation
             logp = predict_augmented(net, x, n_samples, gen, batch_size)
             for key, value in classification_metrics(logp, y).items():
                 out[f"{split}_{key}"] = value

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from ..bali import BaliConfig, BaliMLP, bali_step
-from .base import make_generator
+from .. import seeds
 from .common import EpochSampler, PredictiveEvaluation, TaskData
 
 
@@ -42,9 +42,9 @@ class BaliMethod(PredictiveEvaluation):
         self.data = data
         self.config = config
         self.model = BaliMLP(int(data.x_train[0].numel()), list(hidden), output_dim(data), activation, data.task,
-                             config, generator=make_generator(seed)).to(data.device)  # initialised on the CPU
-        self.sampler = EpochSampler(data.n_train, int(batch_size), make_generator(seed + 1, data.device))
-        self.gen = make_generator(seed + 2, data.device)
+                             config, generator=seeds.generator(seed, "init")).to(data.device)  # initialised on the CPU
+        self.sampler = EpochSampler(data.n_train, int(batch_size), seeds.generator(seed, "minibatches", data.device))
+        self.gen = seeds.generator(seed, "weight_noise", data.device)
         self.eval_reparam = eval_reparam
         self._setup_eval(data, seed, n_eval_samples, y_std, train_eval_size, eval_batch_size)
 

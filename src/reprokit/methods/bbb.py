@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..models.bbb import BBBMLP
-from .base import make_generator
+from .. import seeds
 from .common import EpochSampler, PredictiveEvaluation, TaskData
 from .standard import OptimConfig, make_optimizer
 
@@ -27,13 +27,13 @@ class BBBMethod(PredictiveEvaluation):
         self.data, self.kl_factor = data, float(kl_factor)
         out_dim = int(data.n_classes) if data.task == "classification" else int(data.y_train.reshape(data.n_train, -1).shape[1])
         with torch.random.fork_rng(devices=[]):  # initialisation from `seed`, global RNG untouched
-            torch.manual_seed(int(seed))
+            torch.manual_seed(seeds.stream_seed(seed, "init"))
             self.model = BBBMLP(int(data.x_train[0].numel()), list(hidden), out_dim, activation, data.task,
                                 prior_sigma=prior_sigma, init_sigma=init_sigma, noise_std=noise_std,
                                 init_noise_std=init_noise_std).to(data.device)  # initialised on the CPU
         self.opt = make_optimizer([p for p in self.model.parameters() if p.requires_grad], optim)
-        self.sampler = EpochSampler(data.n_train, optim.batch_size, make_generator(seed + 1, data.device))
-        self.gen = make_generator(seed + 2, data.device)
+        self.sampler = EpochSampler(data.n_train, optim.batch_size, seeds.generator(seed, "minibatches", data.device))
+        self.gen = seeds.generator(seed, "weight_noise", data.device)
         self._setup_eval(data, seed, n_eval_samples, y_std, train_eval_size, eval_batch_size)
 
     def train_step(self, step: int) -> dict[str, float]:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .. import seeds
+
 
 @dataclass
 class TaskData:
@@ -90,15 +92,14 @@ class PredictiveEvaluation:
     def _setup_eval(self, data: TaskData, seed: int, n_eval_samples: int, y_std=None,
                     train_eval_size: int | None = None, eval_batch_size: int = 8192) -> None:
         self.eval_data = data
-        self.eval_seed = int(seed) + 7919
+        self.eval_seed = int(seed)
         self.eval_device = data.device
         self.n_eval_samples = int(n_eval_samples)
         self.y_std = y_std
         self.eval_batch_size = int(eval_batch_size)
         self.train_eval_idx = None
         if train_eval_size is not None and int(train_eval_size) < data.n_train:
-            gen = torch.Generator().manual_seed(int(seed) + 104729)
-            idx = torch.randperm(data.n_train, generator=gen)[: int(train_eval_size)].sort().values
+            idx = torch.randperm(data.n_train, generator=seeds.generator(seed, "train_eval_subset"))[: int(train_eval_size)].sort().values
             self.train_eval_idx = idx.to(data.device)
 
     def eval_splits(self) -> dict:
@@ -115,7 +116,7 @@ class PredictiveEvaluation:
     def evaluate(self, step: int) -> dict[str, float]:
         from ..metrics import split_metrics
 
-        gen = torch.Generator(device=self.eval_device).manual_seed(self.eval_seed)
+        gen = seeds.generator(self.eval_seed, "eval", self.eval_device)  # the same draws at every evaluation
         regression = self.eval_data.task == "regression"
         return split_metrics(lambda x, s: self.sample_outputs(x, s, generator=gen), self.eval_splits(),
                              self.eval_data.task, self.n_eval_samples,

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..bali.activations import get_activation
-from .base import make_generator
+from .. import seeds
 from .common import PredictiveEvaluation, TaskData
 from .standard import OptimConfig, StandardTraining
 
@@ -91,10 +91,10 @@ class MCDropout(PredictiveEvaluation, StandardTraining):
                  noise_std: float | None = None, train_eval_size: int | None = None, eval_batch_size: int = 8192):
         out_dim = int(data.n_classes) if data.task == "classification" else int(data.y_train.reshape(data.n_train, -1).shape[1])
         with torch.random.fork_rng(devices=[]):  # initialisation from `seed`, global RNG untouched
-            torch.manual_seed(int(seed))
+            torch.manual_seed(seeds.stream_seed(seed, "init"))
             net = DropoutMLP(int(data.x_train[0].numel()), hidden, out_dim, activation, p, dropout_input, data.task,
                              noise_std).to(data.device)  # initialised on the CPU, then placed with the data
-        self.mask_gen = make_generator(int(seed) + 2, data.device)
+        self.mask_gen = seeds.generator(seed, "dropout_masks", data.device)
         net.generator = self.mask_gen
         super().__init__(net, data, optim, n_steps, int(seed))  # StandardTraining (MRO: after the mixin)
         n_eval = 1 if p == 0.0 else n_eval_samples

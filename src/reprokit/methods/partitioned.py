@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ..partition import PartitionSchedule, PartitionedAdam, PartitionedSGD, lml_estimate
-from .base import make_generator
+from .. import seeds
 from .common import TaskData, log_likelihood
 from .standard import OptimConfig, evaluate_classifier
 
@@ -94,7 +94,7 @@ class PartitionedTraining:
         hyper_ids = {id(p) for p in self.hyper_params}
         self.weight_params = [p for p in optimised_params(self.opt) if id(p) not in hyper_ids]
         self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=cfg.hyper_lr) if self.hyper_params else None
-        self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), self.proportions, make_generator(seed + 1),
+        self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), self.proportions, seeds.generator(seed, "minibatches"),
                                           device=data.device)
         self.best: dict | None = None
 

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ..partition import PartitionSchedule
-from .base import make_generator
+from .. import seeds
 from .common import TaskData, log_likelihood
 from .standard import OptimConfig, evaluate_classifier, make_optimizer, make_scheduler
 
@@ -63,9 +63,9 @@ class PartitionedEnsembleTraining:
             self.opts.append(opt)
             self.scheds.append(make_scheduler(opt, optim, n_steps))
         self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=hyper_lr) if self.hyper_params else None
-        self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), None, make_generator(seed + 1),
+        self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), None, seeds.generator(seed, "minibatches"),
                                           device=data.device)
-        self.gen = make_generator(seed + 2, data.device)  # minibatches of update="all"
+        self.gen = seeds.generator(seed, "minibatches_all", data.device)  # minibatches of update="all"
         # D_1:k as example indices (k = 1..C)
         self.prefix = [torch.cat([self.schedule.chunk_indices(j) for j in range(1, k + 1)]) for k in range(1, c + 1)]
         self.evaluate_fn = evaluate_fn

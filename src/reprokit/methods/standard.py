@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .base import make_generator
+from .. import seeds
 from .common import EpochSampler, TaskData, classification_metrics, log_likelihood, predict_batched
 
 
@@ -68,7 +68,7 @@ class StandardTraining:
         self.opt = make_optimizer(trainable, optim)
         self.sched = make_scheduler(self.opt, optim, n_steps)
         self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=hyper_lr) if self.hyper_params else None
-        self.sampler = EpochSampler(data.n_train, optim.batch_size, make_generator(seed + 1, data.device))
+        self.sampler = EpochSampler(data.n_train, optim.batch_size, seeds.generator(seed, "minibatches", data.device))
         self.evaluate_fn = evaluate_fn
 
     def data_nll(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

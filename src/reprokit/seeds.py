@@ -1,0 +1,69 @@
+"""Named, non-overlapping random streams: one cell seed, one independent stream per purpose.
+
+Every random draw of a cell comes from a stream named here, derived from the cell's seed with
+numpy's `SeedSequence` (entropy = the seed, spawn key = a hash of the name). Streams of different
+names or different seeds are statistically independent, so seed 0's minibatch stream is not seed 1's
+initialisation stream (as it was with `seed + 1`-style offsets), and adding a stream changes no other.
+
+    torch.manual_seed(stream_seed(seed, "init"))              # global RNG: weight initialisation
+    gen = generator(seed, "minibatches", device=data.device)  # a torch.Generator on the data's device
+    rng = numpy_rng(seed, "eval_subset")                      # a numpy Generator
+
+Torch-free at import (torch is imported only by `generator`).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+# name -> what it draws. A stream not listed here is an error, so two places cannot share one by accident.
+STREAMS: dict[str, str] = {
+    "init": "weight initialisation (the global torch RNG while a model is built)",
+    "partition_masks": "which partition each weight belongs to (partitioned networks)",
+    "minibatches": "minibatch indices (epoch shuffles, partition schedule: k and indices)",
+    "minibatches_all": "Partitioned (Ens.) with update='all': the minibatches of networks 1..C",
+    "augment": "augmentation draws in training (affine transformations)",
+    "weight_noise": "BALI / Bayes-by-Backprop weight or local-noise samples in training",
+    "dropout_masks": "MC dropout masks in training",
+    "eval": "Monte Carlo / augmentation draws of the per-step evaluations (re-seeded at every evaluation)",
+    "eval_lml": "augmentation draws of the out-of-chunk LML evaluation (Fig. 3 / Eq. 2)",
+    "final": "Monte Carlo draws of the final metrics",
+    "grid": "Monte Carlo draws of the predictive on a plotting grid (BALI Figs. 1, 4-6)",
+    "train_eval_subset": "the fixed training subset evaluated during training",
+    "test_eval_subset": "the fixed test subset evaluated during training",
+    "train_subset": "a training subset drawn inside a kind (BALI classification: train_subset)",
+    "val_subset": "a validation subset drawn inside a kind",
+    "test_subset": "a test subset drawn inside a kind",
+    "ood_subset": "the subset of the OOD dataset's test images (BALI Fig. 3)",
+    "timing_data": "the random batches of the update-timing kind (Table 8)",
+    "schedule_examples": "the virtual chunk assignment of the update-timing kind",
+}
+
+
+def _check(name: str) -> None:
+    if name not in STREAMS:
+        raise KeyError(f"random stream '{name}' is not declared in reprokit.seeds.STREAMS "
+                       f"(declared: {', '.join(STREAMS)})")
+
+
+def stream_seed(seed: int, name: str) -> int:
+    """A 63-bit seed for stream `name` of cell seed `seed` (non-negative int)."""
+    _check(name)
+    if int(seed) < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    ss = np.random.SeedSequence(entropy=int(seed), spawn_key=(zlib.crc32(name.encode()),))
+    hi, lo = (int(v) for v in ss.generate_state(2, dtype=np.uint32))
+    return ((hi << 32) | lo) & (2**63 - 1)
+
+
+def numpy_rng(seed: int, name: str) -> np.random.Generator:
+    return np.random.default_rng(stream_seed(seed, name))
+
+
+def generator(seed: int, name: str, device=None):
+    """A torch.Generator for stream `name` on `device` (default CPU)."""
+    from .runtime import generator as seeded
+
+    return seeded(stream_seed(seed, name), device)
