@@ -106,24 +106,24 @@ def ctx(shared_data):
 def test_resume_is_bit_identical_and_eval_is_side_effect_free(ctx):
     cfg = _config()
     for method, cell in _cells(cfg).items():
-        ref = bcx.build(cell, ctx).method
+        ref = bcx.build(cell, ctx)
         for step in range(8):
-            ref.train_step(step)
-        ref_eval = ref.evaluate(8)
-        assert ref.evaluate(8) == ref_eval  # evaluation is reproducible ...
-        a = bcx.build(cell, ctx).method
+            ref.method.train_step(step)
+        ref_eval = ref.evaluation.curve(8)
+        assert ref.evaluation.curve(8) == ref_eval  # evaluation is reproducible ...
+        a = bcx.build(cell, ctx)
         for step in range(4):
-            a.train_step(step)
-            a.evaluate(step)  # ... and never consumes training randomness
+            a.method.train_step(step)
+            a.evaluation.curve(step)  # ... and never consumes training randomness
         buf = io.BytesIO()
-        torch.save(a.state_dict(), buf)
+        torch.save(a.method.state_dict(), buf)
         buf.seek(0)
-        b = bcx.build(cell, ctx).method
-        b.load_state_dict(torch.load(buf, weights_only=False))
+        b = bcx.build(cell, ctx)
+        b.method.load_state_dict(torch.load(buf, weights_only=False))
         for step in range(4, 8):
-            b.train_step(step)
-        assert b.evaluate(8) == ref_eval, method
-        assert b.final_metrics() == ref.final_metrics(), method
+            b.method.train_step(step)
+        assert b.evaluation.curve(8) == ref_eval, method
+        assert b.evaluation.final() == ref.evaluation.final(), method
 
 
 def test_cells_record_what_ran_and_tables_render_it(ctx, tmp_path):
@@ -188,7 +188,7 @@ def test_missing_ood_dataset_keeps_the_cell_without_ood_metrics(monkeypatch):
     run = bcx.build(cell, ctx)
     assert run.info["ood_dataset"] == "fashion_mnist" and "unavailable" in run.info["ood_note"]
     run.method.train_step(0)
-    metrics = run.method.final_metrics()
+    metrics = run.evaluation.final()
     assert "test_acc" in metrics and not any(k.startswith(("ood_", "roc_")) for k in metrics)
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+from reprokit import seeds
 from reprokit.config import experiment, load_config
 from reprokit.data import registry
 from reprokit.experiments import CellContext, synthetic_predictive, uci_regression
@@ -89,7 +90,7 @@ def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method)
     cell = _cell(config, "bali_uci", "test", method=method, dataset="uci_yacht", seed=0)
     run = uci_regression.build(cell, _ctx(shared_data))
     run_loop(run.method, LoopConfig(n_steps=run.n_steps, eval_every=0))
-    inner = run.method.inner
+    inner = run.method
     raw = registry.load("uci_yacht", [shared_data], split=0)
     z, stats = registry.standardize(raw)
     torch.testing.assert_close(inner.data.x_train, z.x_train)  # inputs z-scored in both
@@ -101,11 +102,12 @@ def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method)
         assert inner.y_std == pytest.approx(float(stats["y_std"]))
         assert run.info["standardize_y"] is True
         assert (run.info.get("alpha") is not None) == (method == "bali_ystd")  # bali_ystd is BALI
-    metrics = run.method.final_metrics()
+    metrics = run.evaluation.final()
+    final_samples = int(cell.settings["final_samples"])
     # recompute the test RMSE / LL in original units from the same Monte Carlo samples
-    gen = torch.Generator().manual_seed(inner.eval_seed)
-    inner.sample_outputs(inner.data.x_train, run.method.final_samples, generator=gen)  # train split comes first
-    samples = inner.sample_outputs(inner.data.x_test, run.method.final_samples, generator=gen).double()
+    gen = seeds.generator(inner.eval_seed, "eval")
+    inner.sample_outputs(inner.data.x_train, final_samples, generator=gen)  # train split comes first
+    samples = inner.sample_outputs(inner.data.x_test, final_samples, generator=gen).double()
     ys = 1.0 if inner.y_std is None else inner.y_std
     ym = 0.0 if inner.y_std is None else float(stats["y_mean"])
     pred = samples * ys + ym
@@ -123,7 +125,7 @@ def test_synthetic_cells_store_grid_predictive(config):
         cell = _cell(config, name, "test", dataset=d)
         run = synthetic_predictive.build(cell, CellContext(mirrors=[], cache_dir=None, variants_dir="unused"))
         run_loop(run.method, LoopConfig(n_steps=run.n_steps, eval_every=0))
-        m = run.method.final_metrics()
+        m = run.evaluation.final()
         b = registry.load(d, **__import__("json").loads(run.info["data_kwargs"]))
         n_grid = b.meta["x_grid"].shape[0]
         if d == "sinc":

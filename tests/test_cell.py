@@ -94,3 +94,26 @@ def test_test_scale_figures_are_watermarked():
         assert ("TEST DATA" in texts) == marked
         assert any("1 seed(s)" in t for t in texts)
         plt.close(fig)
+
+
+def test_the_cells_evaluation_makes_the_curve_and_the_final_metrics(tmp_path, monkeypatch):
+    """Run.evaluation is the one seam for metrics: its curve rows and final metrics are what the cell
+    writes, not the method's own evaluate / final_metrics."""
+    from reprokit.experiments import Evaluation
+
+    class Quiet(Exploding):
+        def train_step(self, step):
+            return {"loss": 1.0}
+
+    method = Quiet()
+    extra = Evaluation.of(method, extra_curve=lambda: {"mask_p": 0.25}, extra_final=lambda: {"n_kept": 3})
+    mod = types.ModuleType("reprokit.experiments.quiet")
+    mod.required_variants = lambda cell: {}
+    mod.build = lambda cell, ctx: Run(method, n_steps=4, eval_every=2, evaluation=extra)
+    monkeypatch.setattr(cell_mod, "kind_module", lambda kind: mod)
+    cell = Cell(scale="test", experiment="q", coords=(("seed", 0),), settings={}, kind="quiet")
+    record = cell_mod.run_cell(cell, CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path)), tmp_path / "o", None)
+    assert record["metrics"] == {"test_acc": 0.5, "test_ll": -10.0, "n_kept": 3}
+    curve = (tmp_path / "o" / "curve.csv").read_text().splitlines()
+    assert "mask_p" in curve[0].split(",") and len(curve) == 1 + 3  # steps 0, 2, 4
+    assert Run(method, 1, 1).evaluation.final() == method.final_metrics()  # default: the method's own

@@ -77,11 +77,11 @@ def test_steps_create_no_tensor_off_the_cells_device(name, method, shared_data, 
         for step in range(min(2, run.n_steps)):
             out = m.train_step(step)
             assert math.isfinite(float(out["loss"])) or name == "table8_timing"
-        m.evaluate(1)
+        run.evaluation.curve(1)
         if method != "laplace":
-            metrics = m.final_metrics()
+            metrics = run.evaluation.final()
     if method == "laplace":  # laplace-torch's prior optimisation makes its own tensors (it follows the model's
-        metrics = m.final_metrics()  # device on a GPU, but not a meta default): checked outside the trick
+        metrics = run.evaluation.final()  # device on a GPU, but not a meta default): checked outside the trick
     assert metrics
 
 
@@ -339,7 +339,7 @@ def test_bali_ignores_bf16_autocast(shared_data, tmp_path):
     cell = _test_cell("bali_synthetic", "bali")
     run = kind_module(cell.kind).build(cell, _context(cell, shared_data, tmp_path, precision="bf16"))
     with Runtime(RuntimeSettings(device="cpu", precision="bf16")).autocast():
-        samples = run.method.inner.sample_outputs(run.method.inner.data.x_test[:5], 2)
+        samples = run.method.sample_outputs(run.method.data.x_test[:5], 2)
         run.method.train_step(0)
     assert samples.dtype in (torch.float32, torch.float64)
-    assert all(b.dtype == torch.float64 for n, b in run.method.inner.model.named_buffers() if n.endswith("psi_xx"))
+    assert all(b.dtype == torch.float64 for n, b in run.method.model.named_buffers() if n.endswith("psi_xx"))

@@ -55,19 +55,19 @@ def _nan_metrics(metrics: dict) -> dict:
     return {k: (float("nan") if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()}
 
 
-def _final_metrics(run, result: LoopResult) -> dict:
+def _final_metrics(final, result: LoopResult) -> dict:
     """The method's final metrics; NaN ones (and status 'diverged') for a run that diverged; NaN for the
     curve's keys after an out-of-memory step (evaluating again would only run out of memory again)."""
     if result.status == "oom":
         return _nan_curve_keys(result.curve)
     if result.status == "completed":
-        metrics = run.method.final_metrics()
+        metrics = final()
         if any(isinstance(v, float) and not math.isfinite(v) for v in metrics.values()):
             result.status = "diverged"
             metrics = _nan_metrics(metrics)
         return metrics
     try:
-        return _nan_metrics(run.method.final_metrics())
+        return _nan_metrics(final())
     except Exception:  # a diverged model may not even evaluate; keep the curve's keys
         return _nan_curve_keys(result.curve)
 
@@ -94,9 +94,10 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
         run = kind_module(cell.kind).build(cell, ctx)
         loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every, checkpoint_every=checkpoint_every,
                           log_every_seconds=log_every_seconds, label=cell.rel_dir)
-        result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None, precision=rt.autocast)
+        result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None, precision=rt.autocast,
+                          evaluate=run.evaluation.curve)
         with rt.autocast():
-            metrics = _final_metrics(run, result)
+            metrics = _final_metrics(run.evaluation.final, result)
     except Exception as err:  # noqa: BLE001 - only out-of-memory is an outcome; anything else re-raises
         if not is_oom(err):
             raise

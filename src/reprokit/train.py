@@ -136,9 +136,12 @@ def save_checkpoint(path: Path, step: int, method: Method, curve: list) -> None:
 
 
 def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = None,
-             precision: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> LoopResult:
+             precision: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+             evaluate: Callable[[int], dict] | None = None) -> LoopResult:
     """Train `method` for cfg.n_steps, resuming from `checkpoint_path` when it exists. `precision()` is
-    the context every step and evaluation runs in (`Runtime.autocast`: bf16 autocast, or nothing)."""
+    the context every step and evaluation runs in (`Runtime.autocast`: bf16 autocast, or nothing);
+    `evaluate(step)` makes a curve row (default: `method.evaluate`; a cell passes its Evaluation's)."""
+    evaluate = evaluate or method.evaluate
     t0 = time.monotonic()
     start, curve = 0, []
     if checkpoint_path is not None and Path(checkpoint_path).exists():
@@ -157,7 +160,7 @@ def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = Non
         with _SigtermFlag() as sigterm:
             if start == 0 and cfg.eval_every > 0:
                 with precision():
-                    curve.append({"step": 0, **method.evaluate(0)})
+                    curve.append({"step": 0, **evaluate(0)})
             while step < cfg.n_steps:
                 try:
                     with precision():
@@ -178,7 +181,7 @@ def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = Non
                 progress.update(step, loss)
                 if cfg.eval_every > 0 and (step % cfg.eval_every == 0 or step == cfg.n_steps):
                     with precision():
-                        curve.append({"step": step, "loss": loss, **method.evaluate(step)})
+                        curve.append({"step": step, "loss": loss, **evaluate(step)})
                 if sigterm.raised:
                     if checkpoint_path is not None:
                         save_checkpoint(checkpoint_path, step, method, curve)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..methods.base import Method
 
@@ -48,11 +49,40 @@ class CellContext:
 
 
 @dataclass
+class Evaluation:
+    """What a cell measures, apart from how it trains: `curve(step)` is one row of the per-step curve
+    (called every `eval_every` steps), `final()` the metrics of metrics.json. The one seam where a kind
+    adds metrics (a grid predictive, learned mask probabilities, OOD detection); the method's own
+    `evaluate` / `final_metrics` are the default."""
+
+    curve: Callable[[int], dict]
+    final: Callable[[], dict]
+
+    @classmethod
+    def of(cls, method: Method, extra_curve: Callable[[], dict] | None = None,
+           extra_final: Callable[[], dict] | None = None) -> "Evaluation":
+        """The method's evaluation, with `extra_curve()` added to every curve row and `extra_final()` to
+        the final metrics."""
+        def curve(step: int) -> dict:
+            return {**method.evaluate(step), **(extra_curve() if extra_curve else {})}
+
+        def final() -> dict:
+            return {**method.final_metrics(), **(extra_final() if extra_final else {})}
+
+        return cls(curve, final)
+
+
+@dataclass
 class Run:
     method: Method
     n_steps: int
     eval_every: int
     info: dict = field(default_factory=dict)  # extra facts for metrics.json (e.g. data sizes)
+    evaluation: Evaluation | None = None  # None: the method's own evaluate / final_metrics
+
+    def __post_init__(self):
+        if self.evaluation is None:
+            self.evaluation = Evaluation.of(self.method)
 
 
 def kind_module(kind: str):

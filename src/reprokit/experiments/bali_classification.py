@@ -36,7 +36,7 @@ import numpy as np
 from ..data import registry
 from .. import seeds
 from .._lazy import lazy_import, no_grad
-from . import CellContext, Run
+from . import CellContext, Evaluation, Run
 
 if TYPE_CHECKING:  # annotations only; the modules load when a cell runs
     from ..methods.common import TaskData
@@ -169,11 +169,12 @@ def ood_metrics(probs_id: torch.Tensor, probs_ood: torch.Tensor) -> dict[str, fl
 # ------------------------------------------------------------------------------------------------ method
 
 
-class ClassificationBenchmark:
-    """Method protocol around BaliMethod / MCDropout / MAP with this experiment's curve and final metrics.
+class ClassificationEvaluation:
+    """This experiment's curve and final metrics of a BaliMethod / MCDropout / MAP (the cell's
+    `Evaluation`): fixed train/test evaluation subsets, final metrics with ECE/AUC and OOD detection.
 
     Evaluation draws from generators re-seeded at every call (never the training ones), so curves and
-    metrics do not depend on when a run was interrupted; the state is the inner method's.
+    metrics do not depend on when a run was interrupted.
     """
 
     def __init__(self, inner, data: TaskData, seed: int, eval_samples: int, final_samples: int,
@@ -186,16 +187,6 @@ class ClassificationBenchmark:
                             data.device)
         self.ood_x = ood_x
         self.eval_batch_size = int(eval_batch_size)
-
-    # Method protocol ------------------------------------------------------------------------------
-    def train_step(self, step: int) -> dict[str, float]:
-        return self.inner.train_step(step)
-
-    def state_dict(self) -> dict:
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.inner.load_state_dict(state)
 
     def _train_split(self):
         d = self.data
@@ -290,6 +281,6 @@ def build(cell, ctx: CellContext) -> Run:
             info["n_ood"] = int(ood_x.shape[0])
         except registry.DatasetUnavailable as err:  # Table 2 / Fig. 2 still get this cell; Fig. 3 shows n/a
             info["ood_note"] = f"OOD dataset {s['ood_dataset']} unavailable: " + str(err).splitlines()[0]
-    wrapped = ClassificationBenchmark(inner, data, seed, int(s["eval_samples"]), int(s["final_samples"]),
-                                      s.get("train_eval_size"), s.get("test_eval_size"), ood_x)
-    return Run(wrapped, n_steps, eval_every, info=info)
+    ev = ClassificationEvaluation(inner, data, seed, int(s["eval_samples"]), int(s["final_samples"]),
+                                  s.get("train_eval_size"), s.get("test_eval_size"), ood_x)
+    return Run(inner, n_steps, eval_every, info=info, evaluation=Evaluation(ev.evaluate, ev.final_metrics))

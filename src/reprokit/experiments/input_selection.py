@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..data import registry, variants
 from .. import seeds
 from .._lazy import lazy_import
-from . import CellContext, Run
+from . import CellContext, Evaluation, Run
 
 if TYPE_CHECKING:  # annotations only; the modules load when a cell runs
     from ..augment.concrete import ConcreteBernoulliMask
@@ -77,34 +77,21 @@ def build(cell, ctx: CellContext) -> Run:
         cfg = PartitionedConfig(chunk_proportions=s["chunk_proportions"], optim=optim, wd_scaling=s["wd_scaling"],
                                 hyper_lr=s["hyper_lr"], early_stopping=s["early_stopping"])
         m = PartitionedTraining(net, pmodel, hyper, data, chunk_ids, cfg, n_steps, seed)
-        if method == "partitioned_mask":
-            m = _MaskTracking(m, mask)
-    return Run(m, n_steps, int(s["eval_every"]), info={"n_train": data.n_train, "n_test": int(data.x_test.shape[0])})
+    info = {"n_train": data.n_train, "n_test": int(data.x_test.shape[0])}
+    evaluation = Evaluation.of(m, _keep_probabilities(mask), _kept_inputs(mask)) if method == "partitioned_mask" else None
+    return Run(m, n_steps, int(s["eval_every"]), info=info, evaluation=evaluation)
 
 
-class _MaskTracking:
-    """Adds the learned keep probability of every input to each curve row (Fig. 2b)."""
+def _keep_probabilities(mask):
+    """The learned keep probability of every input, for each curve row and the final metrics (Fig. 2b)."""
+    def probs() -> dict[str, float]:
+        return {f"p_keep_{i:02d}": float(p) for i, p in enumerate(mask.keep_probability.detach())}
+    return probs
 
-    def __init__(self, inner: PartitionedTraining, mask: ConcreteBernoulliMask):
-        self.inner, self.mask = inner, mask
 
-    def train_step(self, step):
-        return self.inner.train_step(step)
+def _kept_inputs(mask):
+    def kept() -> dict:
+        idx = [i + 1 for i, p in enumerate(mask.keep_probability.detach()) if p > 0.5]
+        return {**_keep_probabilities(mask)(), "n_kept": len(idx), "kept_inputs": " ".join(map(str, idx))}
+    return kept
 
-    def _probs(self) -> dict[str, float]:
-        return {f"p_keep_{i:02d}": float(p) for i, p in enumerate(self.mask.keep_probability.detach())}
-
-    def evaluate(self, step):
-        return {**self.inner.evaluate(step), **self._probs()}
-
-    def final_metrics(self):
-        probs = self.mask.keep_probability.detach()
-        kept = [i + 1 for i, p in enumerate(probs) if p > 0.5]
-        return {**self.inner.final_metrics(), **self._probs(), "n_kept": len(kept),
-                "kept_inputs": " ".join(map(str, kept))}
-
-    def state_dict(self):
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state):
-        self.inner.load_state_dict(state)

@@ -21,7 +21,7 @@ import json
 from ..data import registry
 from .. import seeds
 from .._lazy import lazy_import, no_grad
-from . import CellContext, Run
+from . import CellContext, Evaluation, Run
 
 torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
 
@@ -52,40 +52,19 @@ def _fmt(t: torch.Tensor) -> str:
     return " ".join(f"{v:.5g}" for v in t.reshape(-1).tolist())
 
 
-class _WithGrid:
-    """Adds the predictive on the plotting grid to the inner method's final metrics."""
-
-    def __init__(self, inner, x_grid: torch.Tensor, task: str, final_samples: int, seed: int):
-        self.inner, self.x_grid, self.task = inner, x_grid, task
-        self.final_samples, self.seed = int(final_samples), int(seed)
-
-    def train_step(self, step):
-        return self.inner.train_step(step)
-
-    def evaluate(self, step):
-        return self.inner.evaluate(step)
-
-    def state_dict(self):
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state):
-        self.inner.load_state_dict(state)
-
-    @no_grad
-    def final_metrics(self):
-        self.inner.n_eval_samples = self.final_samples
-        out = self.inner.final_metrics()
-        gen = seeds.generator(self.seed, "grid", self.x_grid.device)
-        samples = self.inner.sample_outputs(self.x_grid, self.final_samples, generator=gen).to(torch.float64)
-        if self.task == "regression":
-            mean = samples.mean(0)[:, 0]
-            epi = samples.var(0, unbiased=False)[:, 0]
-            noise = float(torch.as_tensor(self.inner.noise_cov(), dtype=torch.float64, device=self.x_grid.device).reshape(-1)[0])
-            out.update(grid_mean=_fmt(mean), grid_sd=_fmt((epi + noise).sqrt()), grid_sd_epistemic=_fmt(epi.sqrt()))
-        else:
-            p1 = torch.softmax(samples, -1)[..., 1]
-            out.update(grid_p1=_fmt(p1.mean(0)), grid_p1_sd=_fmt(p1.std(0, unbiased=False)))
-        return out
+@no_grad
+def grid_predictive(method, x_grid: torch.Tensor, task: str, n_samples: int, seed: int) -> dict[str, str]:
+    """The predictive on the plotting grid (BALI Figs. 1, 4-6) as space-separated numbers: regression mean
+    and total / epistemic sd, classification mean and sd of p(class 1)."""
+    gen = seeds.generator(seed, "grid", x_grid.device)
+    samples = method.sample_outputs(x_grid, n_samples, generator=gen).to(torch.float64)
+    if task == "regression":
+        mean = samples.mean(0)[:, 0]
+        epi = samples.var(0, unbiased=False)[:, 0]
+        noise = float(torch.as_tensor(method.noise_cov(), dtype=torch.float64, device=x_grid.device).reshape(-1)[0])
+        return dict(grid_mean=_fmt(mean), grid_sd=_fmt((epi + noise).sqrt()), grid_sd_epistemic=_fmt(epi.sqrt()))
+    p1 = torch.softmax(samples, -1)[..., 1]
+    return dict(grid_p1=_fmt(p1.mean(0)), grid_p1_sd=_fmt(p1.std(0, unbiased=False)))
 
 
 def build(cell, ctx: CellContext) -> Run:
@@ -123,5 +102,10 @@ def build(cell, ctx: CellContext) -> Run:
                           init_sigma=float(b["init_sigma"]), n_eval_samples=int(s["eval_samples"]))
         info.update({"kl_factor": kl, "lr": optim.lr, "prior_sigma": float(b["prior_sigma"]),
                      "init_sigma": float(b["init_sigma"])})
-    return Run(_WithGrid(inner, x_grid, data.task, int(s["final_samples"]), seed), n_steps, int(s["eval_every"]),
-               info=info)
+    final_samples = int(s["final_samples"])
+
+    def final() -> dict:
+        return {**inner.final_metrics(n_samples=final_samples),
+                **grid_predictive(inner, x_grid, data.task, final_samples, seed)}
+
+    return Run(inner, n_steps, int(s["eval_every"]), info=info, evaluation=Evaluation(inner.evaluate, final))

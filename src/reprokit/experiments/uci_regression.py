@@ -20,7 +20,7 @@ train_* likewise, noise_sd (inferred / learned noise std in original units).
 from __future__ import annotations
 
 from ..data import registry
-from . import CellContext, Run
+from . import CellContext, Evaluation, Run
 
 METHODS = ("bali", "bali_ystd", "dropout", "bbb")
 BALI_METHODS = ("bali", "bali_ystd")
@@ -57,33 +57,6 @@ def batch_size_of(value, n_train: int) -> int:
     if value in ("full", 0, None):
         return n_train
     return min(int(value), n_train)
-
-
-class _Final:
-    """Curve evaluations with `eval_samples`, final metrics with `final_samples` draws (same inner method)."""
-
-    def __init__(self, inner, eval_samples: int, final_samples: int):
-        self.inner, self.eval_samples, self.final_samples = inner, int(eval_samples), int(final_samples)
-
-    def train_step(self, step):
-        return self.inner.train_step(step)
-
-    def evaluate(self, step):
-        self.inner.n_eval_samples = self.eval_samples
-        return self.inner.evaluate(step)
-
-    def final_metrics(self):
-        self.inner.n_eval_samples = self.final_samples
-        try:
-            return self.inner.final_metrics()
-        finally:
-            self.inner.n_eval_samples = self.eval_samples
-
-    def state_dict(self):
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state):
-        self.inner.load_state_dict(state)
 
 
 def build(cell, ctx: CellContext) -> Run:
@@ -136,5 +109,8 @@ def build(cell, ctx: CellContext) -> Run:
         info.update({"kl_factor": float(m["kl_factor"]), "lr": optim.lr, "prior_sigma": float(m["prior_sigma"])})
     eval_every = int(s["eval_every"]) if s.get("eval_every") else max(1, n_steps // int(s.get("n_evals", 10)))
     info["eval_every"] = eval_every
-    return Run(_Final(inner, int(s["eval_samples"]), int(s["final_samples"])), n_steps, eval_every, info=info)
+    # curve rows with `eval_samples` Monte Carlo draws, the final metrics with `final_samples`
+    final_samples = int(s["final_samples"])
+    return Run(inner, n_steps, eval_every, info=info,
+               evaluation=Evaluation(inner.evaluate, lambda: inner.final_metrics(n_samples=final_samples)))
 

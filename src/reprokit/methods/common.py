@@ -113,18 +113,19 @@ class PredictiveEvaluation:
         raise NotImplementedError
 
     @torch.no_grad()
-    def evaluate(self, step: int) -> dict[str, float]:
+    def evaluate(self, step: int, n_samples: int | None = None) -> dict[str, float]:
+        """Metrics from `n_samples` Monte Carlo draws (default: the constructor's `n_eval_samples`)."""
         from ..metrics import split_metrics
 
         gen = seeds.generator(self.eval_seed, "eval", self.eval_device)  # the same draws at every evaluation
         regression = self.eval_data.task == "regression"
         return split_metrics(lambda x, s: self.sample_outputs(x, s, generator=gen), self.eval_splits(),
-                             self.eval_data.task, self.n_eval_samples,
+                             self.eval_data.task, self.n_eval_samples if n_samples is None else int(n_samples),
                              noise_cov=self.noise_cov if regression else None, y_std=self.y_std,
                              batch_size=self.eval_batch_size)
 
-    def final_metrics(self) -> dict[str, float]:
-        out = self.evaluate(-1)
+    def final_metrics(self, n_samples: int | None = None) -> dict[str, float]:
+        out = self.evaluate(-1, n_samples)
         if self.eval_data.task == "regression":
             cov = self.noise_cov()
             sd = torch.diagonal(torch.as_tensor(cov, dtype=torch.float64, device=self.eval_device)).sqrt()
