@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from reprokit.data import fakes, registry
+import fakes
+from reprokit.data import images, registry
 from reprokit.data.registry import ChecksumMismatch
 
 
@@ -89,7 +90,7 @@ def test_tinyimagenet_zip_and_decoded_cache(tmp_path, monkeypatch):
     def boom(path):
         raise AssertionError("decoded again although a decoded copy is cached")
 
-    monkeypatch.setattr(registry, "_read_tiny", boom)
+    monkeypatch.setattr(images, "_read_tiny", boom)
     again = registry.load("tinyimagenet", [tmp_path / "m"], cache_dir=cache, checksums=sums)
     assert torch.equal((again.x_train * 255).round().to(torch.uint8), z.x_train)
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from reprokit.data import fakes, registry
+import fakes
+from reprokit.data import checksums, registry, specs
 from reprokit.data.registry import ChecksumMismatch, DatasetUnavailable
 
 MNIST_FILES = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
@@ -62,7 +63,7 @@ def test_package_never_imports_snakemake():
 def test_checksum_table_agrees_with_torchvision_md5s():
     from torchvision.datasets import MNIST, FashionMNIST
 
-    table = registry._checksum_table()
+    table = checksums.checksum_table()
     for folder, cls in [("MNIST", MNIST), ("FashionMNIST", FashionMNIST)]:
         for fname, md5 in cls.resources:
             assert table[f"{folder}/raw/{fname}"][2] == md5
@@ -78,7 +79,7 @@ def test_shipped_torchvision_resources_match_installed_torchvision():
     publishes; regenerate with `python -m reprokit.data.make_checksums --torchvision` when this fails."""
     from reprokit.data.make_checksums import torchvision_resources
 
-    assert registry._torchvision_resources() == torchvision_resources()
+    assert specs._torchvision_resources() == torchvision_resources()
 
 
 def test_availability_check_does_not_import_torchvision(tmp_path):
@@ -129,7 +130,7 @@ def test_verified_cache_skips_hashing(shared_data, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("hashed again although the file is recorded as verified")
 
-    monkeypatch.setattr(registry, "_file_hash", boom)
+    monkeypatch.setattr(checksums, "file_hash", boom)
     assert registry.locate("mnist", [shared_data], cache_dir=tmp_path) == Path(shared_data) / "MNIST" / "raw"
     with pytest.raises(AssertionError, match="hashed again"):  # without a cache every call hashes
         registry.locate("mnist", [shared_data])
@@ -304,8 +305,8 @@ def http_dir(tmp_path):
 
 
 def _point_spec(monkeypatch, name, **changes):
-    registry._spec(name)  # fills the table
-    monkeypatch.setitem(registry._SPECS, name, dataclasses.replace(registry._SPECS[name], **changes))
+    specs.dataset_info(name)  # fills the table
+    monkeypatch.setitem(specs._SPECS, name, dataclasses.replace(specs._SPECS[name], **changes))
 
 
 def test_download_verifies_and_extracts(http_dir, tmp_path, monkeypatch):

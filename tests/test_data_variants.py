@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from reprokit.data import fakes, registry, variants as V
+import fakes
+from reprokit.data import registry, variants as V
 
 
 # ---------------------------------------------------------------------------------------------- subsets, angles
@@ -93,6 +94,18 @@ def test_chunk_assignment_is_permuted_and_reproducible():
     for bad in ([0.5, 0.0], [1, -1], [], [float("nan")]):
         with pytest.raises(ValueError, match="positive"):
             V.chunk_assignment(10, bad, 0)
+
+
+def test_chunk_assignment_with_a_torch_generator_permutes_with_randperm():
+    """One implementation serves data variants (numpy seed) and partition code (torch generator); with a
+    generator the permutation is torch.randperm's, as reprokit.partition's own copy drew it before."""
+    from reprokit import partition
+
+    assert partition.chunk_assignment is V.chunk_assignment
+    got = V.chunk_assignment(1001, [0.6, 0.3, 0.1], torch.Generator().manual_seed(3))
+    sorted_ids = np.repeat(np.arange(3, dtype=np.uint8), [601, 300, 100])
+    assert got.dtype == np.uint8
+    assert np.array_equal(got, sorted_ids[torch.randperm(1001, generator=torch.Generator().manual_seed(3)).numpy()])
 
 
 def test_dirichlet_assigns_every_example_once_with_skew():

@@ -1,4 +1,5 @@
-"""Datasets: registry (mirrors, checksums, loading) and variants (subsets, rotations, chunks, clients)."""
+"""Datasets: `registry.load` (specs, checksums, mirrors, downloads, loaders: see registry.py) and variants
+(subsets, rotations, chunks, federated clients)."""
 
 from .registry import (
     Bundle,

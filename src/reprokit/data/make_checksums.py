@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "--torchvision":
         import json
 
-        from .registry import TORCHVISION_RESOURCES
+        from .specs import TORCHVISION_RESOURCES
 
         TORCHVISION_RESOURCES.write_text(json.dumps(torchvision_resources(), indent=1) + "\n")
         print(f"wrote {TORCHVISION_RESOURCES}")

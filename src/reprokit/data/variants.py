@@ -127,7 +127,9 @@ def chunk_assignment(n: int, proportions: Sequence[float], seed) -> np.ndarray:
 
     ``proportions`` must be positive; they are normalised (so ``[1, 8]`` is fine). Counts are
     ``floor(n p_k)`` plus one for the chunks with the largest remainders (ties: lower k first), so
-    they sum to n; the ids are then randomly permuted with ``default_rng(seed)``.
+    they sum to n; the ids are then randomly permuted with ``default_rng(seed)``, or, when ``seed``
+    is a ``torch.Generator``, with ``torch.randperm(n, generator=seed)`` (code that holds a torch
+    generator, e.g. the Table 8 timing cells, imports this function from ``reprokit.partition``).
     """
     p = np.asarray(proportions, dtype=np.float64).reshape(-1)
     if p.size == 0 or not np.all(np.isfinite(p)) or np.any(p <= 0):
@@ -143,7 +145,15 @@ def chunk_assignment(n: int, proportions: Sequence[float], seed) -> np.ndarray:
     order = np.argsort(-(raw - counts), kind="stable")  # largest remainder first
     counts[order[:rest]] += 1
     ids = np.repeat(np.arange(p.size, dtype=np.uint8), counts)
+    if _is_torch_generator(seed):
+        return ids[torch.randperm(n, generator=seed).numpy()]
     return _rng(seed).permutation(ids).astype(np.uint8)
+
+
+def _is_torch_generator(obj) -> bool:
+    # by type name, so that a numpy seed never makes this (torch-lazy) module execute torch
+    t = type(obj)
+    return t.__name__ == "Generator" and t.__module__.split(".")[0] == "torch"
 
 
 def chunk_counts(n: int, proportions: Sequence[float]) -> np.ndarray:

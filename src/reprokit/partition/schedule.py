@@ -18,16 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .masks import exact_counts, normalise_proportions
+from ..data.variants import chunk_assignment  # re-exported: one implementation (exact counts, seeded permutation)
+from .masks import normalise_proportions
 
 __all__ = ["PartitionSchedule", "chunk_assignment"]
-
-
-def chunk_assignment(num_examples: int, proportions: Sequence[float], generator: torch.Generator | None = None) -> np.ndarray:
-    """Randomly split examples into chunks with exact (largest-remainder) sizes; uint8 ids 0..C-1."""
-    counts = exact_counts(num_examples, proportions)
-    ids = torch.repeat_interleave(torch.arange(counts.numel(), dtype=torch.uint8), counts)
-    return ids[torch.randperm(num_examples, generator=generator)].numpy()
 
 
 class PartitionSchedule:

@@ -1,8 +1,9 @@
 """Small stand-ins for CIFAR-10 and Tiny ImageNet, written in exactly the published formats.
 
-The real archives are not in the offline mirror; tests (and a CI-scale pipeline run) use these.
-Each writer returns ``{mirror-relative path: md5}`` of the files it wrote, to be passed as
-``checksums=`` to ``registry.locate``/``load`` (the official checksums cannot match a fake).
+The real archives are not in the offline mirror; the tests use these (``import fakes``: pytest puts
+``tests/`` on ``sys.path``). Each writer returns ``{mirror-relative path: md5}`` of the files it
+wrote, to be passed as ``checksums=`` to ``registry.locate``/``load`` (the official checksums cannot
+match a fake).
 Never point these at the repository: write them into a temporary folder.
 
 Format notes (written by hand, no library writes these formats):
