@@ -49,10 +49,11 @@ def time_cell(cell, mirrors: list[str], device: str, seconds: float, warmup: int
     """(median ms per train_step, rows per step) of one cell built by its kind."""
     import torch
 
-    from reprokit.data.variants import build_variant
-    from reprokit.experiments import CellContext, kind_module, variant_path
+    from reprokit.data.variants import build_variant, variant_path
+    from reprokit.experiments import CellContext
+    from reprokit.plan import kind as plan_of
 
-    kind = kind_module(cell.kind)
+    kind = plan_of(cell.kind)
     with tempfile.TemporaryDirectory() as tmp:
         ctx = CellContext(mirrors=mirrors, cache_dir=None, variants_dir=tmp, runtime_settings={"device": device})
         for vname, (dataset, filename) in kind.required_variants(cell).items():

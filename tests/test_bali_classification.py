@@ -13,6 +13,7 @@ import torch
 from reprokit.config import experiment, load_config
 from reprokit.experiments import CellContext
 from reprokit.experiments import bali_classification as bcx
+from reprokit.plan import KINDS as PLANS
 from reprokit.report import bali_classification as bc
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -200,14 +201,14 @@ def test_cell_settings_keep_only_the_cells_method_keys():
         return next(c for c in g.cells() if c.coord_dict == {"method": method, "dataset": "magic", "seed": 0})
 
     config = _config()
-    bali = bcx.cell_settings(cell(config, "bali"))
+    bali = PLANS["bali_classification"].cell_settings(cell(config, "bali"))
     assert bali["bali"]["alpha"] == 0.5 and bali["hidden"] == [256, 256]  # per-dataset Table 5 value applied
     assert "optim" not in bali and "dropout_p" not in bali
-    do = bcx.cell_settings(cell(config, "dropout"))
+    do = PLANS["bali_classification"].cell_settings(cell(config, "dropout"))
     assert do["optim"]["lr"] == 1.0e-3 and do["dropout_p"] == 0.1 and "bali" not in do
-    assert set(bcx.cell_settings(cell(config, "map"))) == set(do) - {"dropout_p"}
+    assert set(PLANS["bali_classification"].cell_settings(cell(config, "map"))) == set(do) - {"dropout_p"}
     spec = config["experiments"]["bali_cls_uci"]
     edited = {**config, "experiments": {**config["experiments"], "bali_cls_uci": {
         **spec, "settings": {**spec["settings"], "optim": {"lr": 5.0e-3, "weight_decay": 0.0}}}}}
-    assert bcx.cell_settings(cell(edited, "bali")) == bali
-    assert bcx.cell_settings(cell(edited, "dropout"))["optim"]["lr"] == 5.0e-3
+    assert PLANS["bali_classification"].cell_settings(cell(edited, "bali")) == bali
+    assert PLANS["bali_classification"].cell_settings(cell(edited, "dropout"))["optim"]["lr"] == 5.0e-3

@@ -13,6 +13,7 @@ from reprokit import seeds
 from reprokit.config import experiment, load_config
 from reprokit.data import registry
 from reprokit.experiments import CellContext, synthetic_predictive, uci_regression
+from reprokit.plan import KINDS as PLANS
 from reprokit.report import bali_regression as br
 from reprokit.train import LoopConfig, run_loop
 
@@ -165,7 +166,7 @@ def test_cell_settings_keep_only_the_cells_method_block(config):
     """A cell's parameters (what Snakemake compares to decide a re-run) hold its own method's block only, so
     adding a method to the grid or editing another method's block leaves finished cells valid."""
     cell = _cell(config, "bali_uci", "paper", method="bali", dataset="uci_kin8nm", seed=3)
-    own = uci_regression.cell_settings(cell)
+    own = PLANS["uci_regression"].cell_settings(cell)
     assert "bali" in own and not {"bali_ystd", "dropout", "bbb"} & set(own)
     assert own["bali"]["n_eff_divisor"] == 4 and own["hidden"] == [50]  # per-dataset overrides already applied
     edited = {**config, "experiments": {**config["experiments"]}}
@@ -173,6 +174,6 @@ def test_cell_settings_keep_only_the_cells_method_block(config):
     settings = {**spec["settings"], "dropout": {**spec["settings"]["dropout"], "p": 0.2}}
     edited["experiments"]["bali_uci"] = {**spec, "settings": settings}
     again = _cell(edited, "bali_uci", "paper", method="bali", dataset="uci_kin8nm", seed=3)
-    assert uci_regression.cell_settings(again) == own
+    assert PLANS["uci_regression"].cell_settings(again) == own
     d = _cell(edited, "bali_uci", "paper", method="dropout", dataset="uci_kin8nm", seed=3)
-    assert uci_regression.cell_settings(d)["dropout"]["p"] == 0.2 and "bali" not in uci_regression.cell_settings(d)
+    assert PLANS["uci_regression"].cell_settings(d)["dropout"]["p"] == 0.2 and "bali" not in PLANS["uci_regression"].cell_settings(d)

@@ -48,7 +48,7 @@ def exploding_kind(monkeypatch):
     mod = types.ModuleType("reprokit.experiments.exploding")
     mod.required_variants = lambda cell: {}
     mod.build = lambda cell, ctx: Run(Exploding(), n_steps=100, eval_every=2)
-    monkeypatch.setattr(cell_mod, "kind_module", lambda kind: mod)
+    monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
     return mod
 
 
@@ -110,7 +110,7 @@ def test_the_cells_evaluation_makes_the_curve_and_the_final_metrics(tmp_path, mo
     mod = types.ModuleType("reprokit.experiments.quiet")
     mod.required_variants = lambda cell: {}
     mod.build = lambda cell, ctx: Run(method, n_steps=4, eval_every=2, evaluation=extra)
-    monkeypatch.setattr(cell_mod, "kind_module", lambda kind: mod)
+    monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
     cell = Cell(scale="test", experiment="q", coords=(("seed", 0),), settings={}, kind="quiet")
     record = cell_mod.run_cell(cell, CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path)), tmp_path / "o", None)
     assert record["metrics"] == {"test_acc": 0.5, "test_ll": -10.0, "n_kept": 3}

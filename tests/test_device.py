@@ -24,7 +24,9 @@ import torch
 from reprokit import cell as cell_mod
 from reprokit.config import Cell, experiment, load_config
 from reprokit.data import variants
-from reprokit.experiments import CellContext, Run, kind_module, variant_path
+from reprokit.data.variants import variant_path
+from reprokit.experiments import CellContext, Run
+from reprokit.plan import kind as kind_module
 from reprokit.runtime import DeviceConfigError, Runtime, RuntimeSettings, is_oom
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -200,7 +202,7 @@ def _fake_kind(monkeypatch, build):
     mod = types.ModuleType("reprokit.experiments.fake")
     mod.required_variants = lambda cell: {}
     mod.build = build
-    monkeypatch.setattr(cell_mod, "kind_module", lambda kind: mod)
+    monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
 
 
 @pytest.mark.parametrize("where", ["step", "build"])

@@ -18,10 +18,12 @@ from torch import nn
 
 from reprokit.augment.affine import AugerinoAffine, SchwobelAffine
 from reprokit.cell import run_cell
-from reprokit.config import Cell
+from reprokit.config import ConfigError, Cell
 from reprokit.data import registry, variants
 from reprokit.data.registry import Bundle
-from reprokit.experiments import CellContext, affine_invariance, variant_path
+from reprokit.data.variants import variant_path
+from reprokit.experiments import CellContext, affine_invariance
+from reprokit.plan.affine_invariance import PLAN
 from reprokit.methods.augerino import AugerinoTraining
 from reprokit.methods.augmented import SeededAugmentedModel
 from reprokit.methods.base import make_generator
@@ -231,7 +233,7 @@ def make_cell(ctx, method, extra=None, **coords):
     settings = {**SETTINGS, **(extra or {})}
     cell = Cell("test", "t", tuple({"method": method, "seed": 0, **coords}.items()), settings, "affine_invariance",
                 ("mnist",))
-    for name, (ds, fn) in affine_invariance.required_variants(cell).items():
+    for name, (ds, fn) in PLAN.required_variants(cell).items():
         path = variant_path(ctx.variants_dir, ds, fn)
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -280,12 +282,14 @@ def test_retrain_of_a_diverged_source_is_nan_not_a_crash(fake_mnist, tmp_path):
 def test_required_cells_point_retrain_at_its_source():
     coords = (("dataset", "mnist"), ("rotated", True), ("method", "retrain"), ("param_proportions", [8, 1]),
               ("chunk_proportions", [1, 8]), ("seed", 1))
-    cell = Cell("quick", "retrain_x", coords, {"source_experiment": "sens_x"}, "affine_invariance", ("mnist",))
-    (name, (exp, src)), = affine_invariance.required_cells(cell).items()
+    cell = Cell("quick", "retrain_x", coords, {**SETTINGS, "source_experiment": "sens_x"}, "affine_invariance", ("mnist",))
+    (name, (exp, src)), = PLAN.required_cells(cell).items()
     assert name == "found" and exp == "sens_x"
     assert src == {**dict(coords), "method": "partitioned"}
-    other = Cell("quick", "x", (("method", "partitioned"), ("seed", 0)), {}, "affine_invariance", ("mnist",))
-    assert affine_invariance.required_cells(other) == {}
+    other = Cell("quick", "x", (("method", "partitioned"), ("seed", 0)), SETTINGS, "affine_invariance", ("mnist",))
+    with pytest.raises(ConfigError, match=r"retrain_x \(affine_invariance\)\.n_train: required"):
+        PLAN.required_cells(Cell("quick", "retrain_x", coords, {"source_experiment": "sens_x"}, "affine_invariance"))
+    assert PLAN.required_cells(other) == {}
 
 
 def test_random_ranges_are_in_range_and_fixed_per_sample():
@@ -293,9 +297,10 @@ def test_random_ranges_are_in_range_and_fixed_per_sample():
     draws = []
     for sample in range(50):
         cell = Cell("test", "t", (("method", "random"), ("sample", sample), ("seed", 0)),
-                    {"random_ranges": {"rotation": math.pi, "default": 0.5}}, "affine_invariance", ("mnist",))
-        r = affine_invariance.random_ranges(cell, names)
-        assert r == affine_invariance.random_ranges(cell, names)
+                    {**SETTINGS, "random_ranges": {"rotation": math.pi, "default": 0.5}}, "affine_invariance", ("mnist",))
+        st = PLAN.settings(cell)
+        r = affine_invariance.random_ranges(st, names)
+        assert r == affine_invariance.random_ranges(st, names)
         assert 0 <= r["rotation"] <= math.pi and all(0 <= r[n] <= 0.5 for n in names if n != "rotation")
         draws.append(r["rotation"])
     assert max(draws) > 2.0 and len(set(draws)) == 50

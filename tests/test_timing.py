@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from reprokit.config import ConfigError, experiment, load_config
-from reprokit.experiments import kind_module, update_timing
+from reprokit.experiments import update_timing
+from reprokit.plan import kind
 from reprokit.experiments.update_timing import UpdateTiming, summarize
 from reprokit.train import LoopConfig, run_loop
 
@@ -31,9 +32,9 @@ def tiny_settings(**kw):
 
 
 def test_kind_is_registered_and_needs_no_variants():
-    mod = kind_module("update_timing")
-    assert mod is update_timing
-    assert mod.required_variants(None) == {}
+    plan = kind("update_timing")
+    assert plan.build_target == "reprokit.experiments.update_timing:build"
+    assert plan.required_variants(None) == {}
 
 
 def test_cell_reports_positive_ratios_and_per_repetition_times():

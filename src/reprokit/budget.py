@@ -79,26 +79,26 @@ def _value(cell, key, default=None):
 
 
 def _affine_invariance(cell) -> CellWork:
-    from .experiments.affine_invariance import n_steps_of  # torch-free (settings arithmetic)
+    from .plan.affine_invariance import PLAN  # torch-free typed settings
 
-    s = cell.settings
-    model, method = s.get("model", "mnist_cnn"), _value(cell, "method")
-    n, B, S = n_steps_of(cell), int(s["batch_size"]), int(s.get("aug_samples", 20))
-    S_eval = int(s.get("eval_aug_samples", S))
+    st = PLAN.settings(cell)
+    model, method = st.model, st.method
+    n, B, S = st.steps, int(st.batch_size), int(st.aug_samples)
+    S_eval = st.eval_samples
     if method == "baseline":  # no augmentation: one sample
         parts = [Part(model, "standard", B, n)]
     elif method == "partitioned":
         parts = [Part(model, "partitioned", B * S, n)]
     elif method == "partitioned_ens":  # C networks step ("all"), then one hyper update
-        c = len(_value(cell, "chunk_proportions"))
-        per = c if s.get("ens_update", "all") == "all" else 1
+        c = len(st.chunks)
+        per = c if st.ens_update == "all" else 1
         parts = [Part(model, "standard", B * S, n * per), Part(model, "hyper", B * S, n)]
     else:  # augerino (psi in the same backward), random, retrain, fixed
         parts = [Part(model, "standard", B * S, n)]
-    every = int(s.get("eval_every", 0) or 0)
+    every = int(st.eval_every or 0)
     n_evals = (n // every if every > 0 else 0) + 1
-    n_test = s.get("n_test") or IMAGE_TEST_SIZE.get(str(_value(cell, "dataset")), 10000)
-    n_eval_train = int(s.get("n_eval_train", 0) or 0)
+    n_test = st.n_test or IMAGE_TEST_SIZE.get(str(st.dataset), 10000)
+    n_eval_train = int(st.n_eval_train or 0)
     parts.append(Part(model, "standard", B * S, n_evals * EVAL_FORWARD_SHARE * (int(n_test) + n_eval_train) * S_eval
                       / (B * S)))
     return CellWork(n, parts)

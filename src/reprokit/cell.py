@@ -1,6 +1,6 @@
 """Config in, metrics out: the one entry point pipeline rules call.
 
-    python -m reprokit.cell run --cell CELL_JSON --context CONTEXT_JSON --out DIR --checkpoint FILE
+    python -m reprokit.cell run --cell CELL_JSON --context CONTEXT_JSON --variants VARIANTS_JSON --out DIR --checkpoint FILE
     python -m reprokit.cell variant --dataset NAME --out FILE --context CONTEXT_JSON
 
 `run` writes DIR/config.json (the resolved cell config) first, DIR/curve.csv, and last, atomically,
@@ -29,7 +29,8 @@ import torch
 
 from . import __version__
 from .config import Cell
-from .experiments import CellContext, kind_module, variant_path
+from .experiments import CellContext
+from .plan import kind
 from .io import atomic_write_json, atomic_write_text, rows_to_csv
 from .runtime import is_oom
 from .train import LoopConfig, LoopResult, run_loop
@@ -42,13 +43,12 @@ def cell_from_dict(d: dict) -> Cell:
                 settings=d["settings"], kind=d["kind"], datasets=tuple(d.get("datasets", ())))
 
 
-def context_from_dict(d: dict, cell: Cell | None = None) -> CellContext:
-    ctx = CellContext(mirrors=list(d["mirrors"]), cache_dir=d.get("cache_dir"), variants_dir=d["variants_dir"],
-                      download=bool(d.get("download", False)), runtime_settings=dict(d.get("run") or {"device": "auto"}))
-    if cell is not None:
-        for name, (dataset, filename) in kind_module(cell.kind).required_variants(cell).items():
-            ctx.variant_paths[name] = variant_path(ctx.variants_dir, dataset, filename)
-    return ctx
+def context_from_dict(d: dict, variant_paths: dict | None = None) -> CellContext:
+    """The cell's context: data mirrors, the `run` block (device, precision) and the variant files the
+    pipeline resolved for it ({name: path}, as its plan's required_variants() declared them)."""
+    return CellContext(mirrors=list(d["mirrors"]), cache_dir=d.get("cache_dir"), variants_dir=d["variants_dir"],
+                       download=bool(d.get("download", False)), runtime_settings=dict(d.get("run") or {"device": "auto"}),
+                       variant_paths=dict(variant_paths or {}))
 
 
 def _nan_metrics(metrics: dict) -> dict:
@@ -91,7 +91,7 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
         Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
     run, result, metrics = None, None, {}
     try:
-        run = kind_module(cell.kind).build(cell, ctx)
+        run = kind(cell.kind).build(cell, ctx)
         loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every, checkpoint_every=checkpoint_every,
                           log_every_seconds=log_every_seconds, label=cell.rel_dir)
         result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None, precision=rt.autocast,
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     p_run = sub.add_parser("run", help="train and evaluate one grid cell")
     p_run.add_argument("--cell", required=True, help="JSON of the resolved cell (scale, experiment, kind, coords, settings)")
     p_run.add_argument("--context", required=True, help="JSON: mirrors, cache_dir, variants_dir, download")
+    p_run.add_argument("--variants", default="{}", help="JSON {name: path} of the variant files the cell reads")
     p_run.add_argument("--out", required=True, help="output folder of the cell")
     p_run.add_argument("--checkpoint", default=None, help="checkpoint file (outside the output folder)")
     p_run.add_argument("--checkpoint-every", type=int, default=500)
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         _startup.prepare()  # before any optimiser is built: keeps torch._dynamo (~1.5 s) out of the cell
         torch.set_num_threads(max(1, args.threads))
         cell = cell_from_dict(json.loads(args.cell))
-        ctx = context_from_dict(json.loads(args.context), cell)
+        ctx = context_from_dict(json.loads(args.context), json.loads(args.variants))
         record = run_cell(cell, ctx, args.out, args.checkpoint, args.checkpoint_every)
         log.info("%s: %s after %d steps", cell.rel_dir, record["status"], record["steps"])
         return 0

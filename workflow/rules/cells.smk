@@ -1,25 +1,35 @@
 # One job per grid cell. Ask for a cell's metrics.json to (re-)run exactly that cell, e.g.
 #   snakemake --cores 1 results/quick/fig2a/method~partitioned/n_inputs~15/seed~0/metrics.json
-# A cell may depend on other cells' results (kind's `required_cells`): they run first.
+# A cell may depend on other cells' results (its plan's `required_cells`): they run first.
+# Everything here asks the kind's plan (reprokit.plan, torch-free); the cell itself gets the resolved
+# variant paths and upstream results and recomputes nothing.
 
 from reprokit.budget import runtime_minutes
 from reprokit.config import format_value
 
 
-_KINDS = {}
 _UPSTREAM = {}
+_VARIANTS = {}
 
 
 def kind_of(cell):
-    # cached: kind_module() lists the package's modules on every call
-    if cell.kind not in _KINDS:
-        _KINDS[cell.kind] = kind_module(cell.kind)
-    return _KINDS[cell.kind]
+    try:
+        return plan_of_kind(cell.kind)
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
+
+
+def cell_variant_paths(cell):
+    """{name: path} of the variant files the cell reads (its plan's required_variants)."""
+    key = (cell.scale, cell.rel_dir)
+    if key not in _VARIANTS:
+        _VARIANTS[key] = {name: str(variant_path(VARIANTS, d, f))
+                          for name, (d, f) in kind_of(cell).required_variants(cell).items()}
+    return _VARIANTS[key]
 
 
 def cell_variants(wildcards):
-    cell = cell_of(wildcards)
-    return [str(variant_path(VARIANTS, d, f)) for d, f in kind_of(cell).required_variants(cell).values()]
+    return list(cell_variant_paths(cell_of(wildcards)).values())
 
 
 def cell_upstream(cell):
@@ -28,9 +38,8 @@ def cell_upstream(cell):
     key = (cell.scale, cell.rel_dir)
     if key in _UPSTREAM:
         return _UPSTREAM[key]
-    fn = getattr(kind_of(cell), "required_cells", None)
     out = {}
-    for name, (exp, coords) in (fn(cell) if fn is not None else {}).items():
+    for name, (exp, coords) in kind_of(cell).required_cells(cell).items():
         try:
             src = grid(exp, cell.scale)
             missing = [a for a in src.axes if a not in coords]
@@ -50,13 +59,11 @@ def cell_upstream_inputs(wildcards):
 
 def cell_json(wildcards):
     # Upstream results reach the cell as settings["_inputs"] = {name: path of metrics.json}.
-    # A kind's optional `cell_settings(cell)` keeps only the settings the cell uses, so a change elsewhere
+    # The plan's `cell_settings(cell)` keeps only the settings the cell uses, so a change elsewhere
     # (e.g. another method's block) does not mark the cell's parameters changed and re-run it.
     cell = cell_of(wildcards)
     d = cell.to_dict()
-    own = getattr(kind_of(cell), "cell_settings", None)
-    if own is not None:
-        d["settings"] = own(cell)
+    d["settings"] = kind_of(cell).cell_settings(cell)
     upstream = cell_upstream(cell)
     if upstream:
         d["settings"] = {**d["settings"], "_inputs": upstream}
@@ -82,6 +89,7 @@ rule cell:
     params:
         cell=cell_json,
         context=shlex.quote(json.dumps(CELL_CONTEXT)),
+        variants=lambda w: shlex.quote(json.dumps(cell_variant_paths(cell_of(w)))),
         checkpoint=lambda w: f"{CHECKPOINTS}/{w.scale}/{w.experiment}/{w.coords}/checkpoint.pt",
         checkpoint_every=config["run"].get("checkpoint_every", 500),
     threads: config["run"].get("threads_per_cell", 1)
@@ -90,6 +98,6 @@ rule cell:
         # a cell is one process with `threads` intra-op threads (no data-loading workers)
         cpus_per_task=lambda wildcards, threads: threads,
     shell:
-        "python -m reprokit.cell run --cell {params.cell} --context {params.context} "
+        "python -m reprokit.cell run --cell {params.cell} --context {params.context} --variants {params.variants} "
         "--out $(dirname {output.metrics}) --checkpoint {params.checkpoint} "
         "--checkpoint-every {params.checkpoint_every} --threads {threads} > {log} 2>&1"

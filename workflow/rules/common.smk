@@ -6,7 +6,8 @@ from pathlib import Path
 from reprokit.config import ConfigError, experiment, validate_config
 from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data import registry
-from reprokit.experiments import kind_module, variant_path
+from reprokit.data.variants import variant_path
+from reprokit.plan import kind as plan_of_kind
 from reprokit.runtime import RuntimeSettings
 
 try:

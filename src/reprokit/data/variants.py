@@ -473,3 +473,8 @@ def apply_variants(bundle: Bundle, subset: Any = None, rotated: dict | None = No
         b.meta["subset"] = dict(var.get("params", {"n": int(idx.numel())}))
         b.meta["train_indices"] = idx
     return b
+
+
+def variant_path(variants_dir: str | Path, dataset: str, filename: str) -> Path:
+    """Where the pipeline keeps variant `filename` of `dataset` (`data.variants_dir` of the config)."""
+    return Path(variants_dir) / dataset / filename

@@ -1,23 +1,17 @@
-"""Experiment kinds: how one grid cell's settings become data + model + method for the loop.
+"""Build: how one grid cell becomes data + model + method (+ evaluation) for the training loop.
 
-Each kind is a module of this package (its name is the config's `kind`) and exposes
-  required_variants(cell) -> dict[name, (dataset, variant_filename)]   (files the pipeline builds first)
-  build(cell, ctx) -> Run                                               (method + loop settings)
+One module per experiment kind, each with `build(cell, ctx) -> Run`; what a cell needs before it runs
+(typed settings, variant files, upstream cells) is its plan, `reprokit.plan.<kind>`, which also names
+this build function. Modules here import torch; the pipeline imports them only when a cell runs.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from ..methods.base import Method
-
-def kind_names() -> list[str]:
-    import pkgutil
-
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 @dataclass
@@ -44,7 +38,8 @@ class CellContext:
 
     def variant(self, name: str) -> Path:
         if name not in self.variant_paths:
-            raise KeyError(f"variant '{name}' was not declared by required_variants()")
+            raise KeyError(f"variant '{name}' was not given to this cell (its plan's required_variants() declares "
+                           f"the files the pipeline passes; given: {sorted(self.variant_paths)})")
         return Path(self.variant_paths[name])
 
 
@@ -83,14 +78,3 @@ class Run:
     def __post_init__(self):
         if self.evaluation is None:
             self.evaluation = Evaluation.of(self.method)
-
-
-def kind_module(kind: str):
-    """The module `reprokit.experiments.<kind>` (one per experiment kind)."""
-    if kind not in kind_names():
-        raise ValueError(f"experiment kind '{kind}' unknown (valid: {', '.join(kind_names())})")
-    return importlib.import_module(f"{__name__}.{kind}")
-
-
-def variant_path(variants_dir: str | Path, dataset: str, filename: str) -> Path:
-    return Path(variants_dir) / dataset / filename

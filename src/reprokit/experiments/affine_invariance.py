@@ -34,139 +34,54 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
+from torch import nn
 
-from ..data import registry, variants
 from .. import seeds
-from .._lazy import lazy_import
+from ..data import registry, variants
+from ..methods.common import TaskData
+from ..plan.affine_invariance import CHUNKED, PLAN, AffineSettings
 from . import CellContext, Run
-
-if TYPE_CHECKING:  # annotations only; the modules load when a cell runs
-    from torch import nn
-
-    from ..methods.common import TaskData
-
-torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
-
-METHODS = ("baseline", "augerino", "partitioned", "partitioned_ens", "random", "retrain", "fixed")
-CHUNKED = ("partitioned", "partitioned_ens")
-FIXED = ("random", "retrain", "fixed")
-
-
-# ----------------------------------------------------------------------------------------------
-# cell -> values
-
-
-def _value(cell, key, default=None):
-    """An axis value if the experiment has that axis, else the setting, else `default`."""
-    c = cell.coord_dict
-    if key in c:
-        return c[key]
-    return cell.settings.get(key, default)
-
-
-def _method(cell) -> str:
-    m = _value(cell, "method")
-    if m not in METHODS:
-        raise ValueError(f"affine_invariance: method '{m}' unknown (valid: {', '.join(METHODS)})")
-    return m
-
-
-def _dataset(cell) -> str:
-    return str(_value(cell, "dataset"))
-
-
-def _rotated(cell) -> bool:
-    return bool(_value(cell, "rotated", False))
-
-
-def _chunk_props(cell) -> list[float]:
-    return [float(v) for v in _value(cell, "chunk_proportions")]
-
-
-def _param_props(cell) -> list[float]:
-    p = _value(cell, "param_proportions")
-    return [float(v) for v in (p if p is not None else _chunk_props(cell))]
-
-
-def n_steps_of(cell) -> int:
-    """`n_steps`; for rotated data `rotated_n_steps` if set, else `n_steps * rotated_steps_factor`."""
-    s = cell.settings
-    if _rotated(cell) and s.get("rotated_n_steps") is not None:
-        return int(s["rotated_n_steps"])
-    factor = float(s.get("rotated_steps_factor", 1)) if _rotated(cell) else 1.0
-    return int(round(int(s["n_steps"]) * factor))
-
-
-def required_variants(cell) -> dict:
-    ds, seed, n = _dataset(cell), int(_value(cell, "seed")), int(_value(cell, "n_train"))
-    out = {}
-    if _rotated(cell):
-        out["rotated"] = (ds, variants.variant_filename("rotated", seed=int(cell.settings.get("rotation_seed", 0))))
-    if _method(cell) in CHUNKED:
-        out["chunks"] = (ds, variants.variant_filename("chunks", n=n, proportions=_chunk_props(cell), seed=seed))
-    else:
-        out["subset"] = (ds, variants.variant_filename("subset", n=n, seed=seed))
-    return out
-
-
-def required_cells(cell) -> dict:
-    """{name: (experiment, coords)} of cells whose metrics.json this cell reads (method `retrain`)."""
-    if _method(cell) != "retrain":
-        return {}
-    source = cell.settings.get("source_experiment")
-    if not source:
-        raise ValueError(f"{cell.rel_dir}: method 'retrain' needs the setting 'source_experiment'")
-    coords = dict(cell.coord_dict)
-    coords["method"] = cell.settings.get("source_method", "partitioned")
-    return {"found": (source, coords)}
-
 
 # ----------------------------------------------------------------------------------------------
 # data, model, augmentation
 
 
-def load_data(cell, ctx: CellContext) -> tuple[TaskData, torch.Tensor | None]:
+def load_data(st: AffineSettings, ctx: CellContext) -> tuple[TaskData, torch.Tensor | None]:
     """Training (sub)set, test (sub)set, and chunk ids for chunked methods."""
-    from ..methods.common import TaskData
-    s = cell.settings
-    bundle = registry.load(_dataset(cell), ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
-    rotated = variants.load_variant(ctx.variant("rotated")) if _rotated(cell) else None
-    key = "chunks" if _method(cell) in CHUNKED else "subset"
+    bundle = registry.load(str(st.dataset), ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
+    rotated = variants.load_variant(ctx.variant("rotated")) if st.rotated else None
+    key = "chunks" if st.method in CHUNKED else "subset"
     bundle = variants.apply_variants(bundle, subset=variants.load_variant(ctx.variant(key)), rotated=rotated)
     x_test, y_test = bundle.x_test, bundle.y_test
-    n_test = s.get("n_test")
+    n_test = st.n_test
     if n_test is not None and int(n_test) < x_test.shape[0]:
-        idx = torch.as_tensor(variants.subset_indices(x_test.shape[0], int(n_test), int(s.get("data_seed", 0))))
+        idx = torch.as_tensor(variants.subset_indices(x_test.shape[0], int(n_test), int(st.data_seed)))
         x_test, y_test = x_test[idx], y_test[idx]
     data = TaskData(bundle.x_train, bundle.y_train, x_test, y_test, task="classification", n_classes=bundle.n_classes)
     chunks = bundle.meta.get("chunks")
     return data, (torch.as_tensor(chunks).long() if chunks is not None else None)
 
 
-def make_model(cell, data: TaskData) -> nn.Module:
+def make_model(st: AffineSettings) -> nn.Module:
     from ..models.registry import build_model
-    s = cell.settings
-    kw = dict(s.get("model_kwargs") or {})
-    return build_model(s.get("model", "mnist_cnn"), **kw)
+    return build_model(st.model, **dict(st.model_kwargs or {}))
 
 
-def make_augmentation(cell, kind: str | None = None):
+def make_augmentation(st: AffineSettings, kind: str | None = None):
     from ..augment.affine import build_augmentation
-    s = cell.settings
-    kind = kind or s.get("augmentation", "schwobel")
+    kind = kind or st.augmentation
     if kind == "augerino":
-        return build_augmentation("augerino", init_raw=float(s.get("augerino_init_raw", 0.0)))
-    return build_augmentation(kind, init=float(s.get("aug_init", 0.0)))
+        return build_augmentation("augerino", init_raw=float(st.augerino_init_raw))
+    return build_augmentation(kind, init=float(st.aug_init))
 
 
-def random_ranges(cell, names) -> dict[str, float]:
+def random_ranges(st: AffineSettings, names) -> dict[str, float]:
     """Ranges of random-search draw `sample`: U(0, random_ranges[name]) each (`default` for the rest)."""
-    s = cell.settings
-    limits = dict(s.get("random_ranges") or {"rotation": math.pi, "default": 0.5})
-    rng = np.random.default_rng([int(s.get("random_seed", 0)), int(_value(cell, "sample", 0))])
+    limits = dict(st.random_ranges or {"rotation": math.pi, "default": 0.5})
+    rng = np.random.default_rng([int(st.random_seed), int(st.sample)])
     u = rng.uniform(0.0, 1.0, len(names))
     return {n: float(u[i] * limits.get(n, limits.get("default", 0.5))) for i, n in enumerate(names)}
 
@@ -233,26 +148,36 @@ def _lml_fn(predict_k, data: TaskData, chunk_ids: torch.Tensor, n_chunks: int, n
     return lml
 
 
+def _hyper_lr(st: AffineSettings, cell) -> float:
+    if st.hyper_lr is None:
+        raise ValueError(f"{cell.rel_dir}: method '{st.method}' needs the setting 'hyper_lr'")
+    return float(st.hyper_lr)
+
+
 def build(cell, ctx: CellContext) -> Run:
     from ..methods.augerino import AugerinoTraining
-    from ..methods.augmented import SeededAugmentedModel, make_evaluator, predict_augmented, ranges_metrics
+    from ..methods.augmented import (
+        SeededAugmentedModel,
+        make_evaluator,
+        predict_augmented,
+        ranges_metrics,
+    )
     from ..methods.partitioned import PartitionedConfig, PartitionedTraining
     from ..methods.partitioned_ensemble import PartitionedEnsembleTraining
     from ..methods.standard import OptimConfig, StandardTraining
     from ..partition import partition
-    s = cell.settings
+    st = PLAN.settings(cell)
     rt = ctx.runtime
-    method, seed = _method(cell), int(_value(cell, "seed"))
-    data, chunk_ids = load_data(cell, ctx)
+    method, seed = st.method, int(st.seed)
+    data, chunk_ids = load_data(st, ctx)
     data = rt.to(data)  # once: the whole (sub)set lives on the device
     chunk_ids = chunk_ids.to(rt.device) if chunk_ids is not None else None
-    n_steps, eval_every = n_steps_of(cell), int(s["eval_every"])
-    optim = OptimConfig(optimizer=s.get("optimizer", "adam"), lr=float(s["lr"]), momentum=float(s.get("momentum", 0.9)),
-                        weight_decay=float(s.get("weight_decay", 0.0)), batch_size=int(s["batch_size"]),
-                        lr_schedule=s.get("lr_schedule", "constant"))
-    S, S_eval = int(s.get("aug_samples", 20)), int(s.get("eval_aug_samples", s.get("aug_samples", 20)))
-    eval_seed = int(s.get("eval_seed", 0))
-    n_eval_train = int(s.get("n_eval_train", 0))
+    n_steps, eval_every = st.steps, int(st.eval_every)
+    optim = OptimConfig(optimizer=st.optimizer, lr=float(st.lr), momentum=float(st.momentum),
+                        weight_decay=float(st.weight_decay), batch_size=int(st.batch_size), lr_schedule=st.lr_schedule)
+    S, S_eval = int(st.aug_samples), st.eval_samples
+    eval_seed = int(st.eval_seed)
+    n_eval_train = int(st.n_eval_train)
     train_eval = None
     if n_eval_train > 0:
         k = min(n_eval_train, data.n_train)
@@ -272,39 +197,39 @@ def build(cell, ctx: CellContext) -> Run:
             return out
 
         return make_evaluator(net, data.x_test, data.y_test, S_eval, eval_seed, train_eval,
-                              int(s.get("eval_batch_size", 1000)), more)
+                              int(st.eval_batch_size), more)
 
     if method == "partitioned_ens":
-        aug = make_augmentation(cell)
-        c = len(_chunk_props(cell))
-        nets = [rt.model(SeededAugmentedModel(make_model(cell, data), aug, S, gen)) for _ in range(c)]
+        aug = make_augmentation(st)
+        c = len(st.chunks)
+        nets = [rt.model(SeededAugmentedModel(make_model(st), aug, S, gen)) for _ in range(c)]
         def predict_k(k, x):
             return predict_augmented(nets[k - 1], x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
 
-        lml = _lml_fn(predict_k, data, chunk_ids, c, int(s.get("lml_eval_n", 0)))
+        lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
         m = PartitionedEnsembleTraining(nets, list(aug.parameters()), data, chunk_ids, optim, n_steps, seed,
-                                        hyper_lr=float(s["hyper_lr"]), update=s.get("ens_update", "all"),
+                                        hyper_lr=_hyper_lr(st, cell), update=st.ens_update,
                                         evaluate_fn=evaluator(nets[-1], aug, lml))
         info.update(chunk_sizes=m.chunk_sizes, ens_update=m.update)
         return Run(m, n_steps, eval_every, info)
 
     if method == "partitioned":
-        aug = make_augmentation(cell)
-        cnn = make_model(cell, data)
-        pprops = _param_props(cell)
-        if len(pprops) != len(_chunk_props(cell)):
-            raise ValueError(f"{cell.rel_dir}: {len(pprops)} parameter proportions for {len(_chunk_props(cell))} chunks")
-        pmodel = partition(cnn, pprops, scheme=s.get("partition_scheme", "random"),
-                           default=s.get("partition_default", "init"), seed=seeds.stream_seed(seed, "partition_masks"))
+        aug = make_augmentation(st)
+        cnn = make_model(st)
+        pprops = st.params
+        if len(pprops) != len(st.chunks):
+            raise ValueError(f"{cell.rel_dir}: {len(pprops)} parameter proportions for {len(st.chunks)} chunks")
+        pmodel = partition(cnn, pprops, scheme=st.partition_scheme, default=st.partition_default,
+                           seed=seeds.stream_seed(seed, "partition_masks"))
         net = rt.model(SeededAugmentedModel(pmodel, aug, S, gen))
         c = pmodel.num_partitions
         def predict_k(k, x):
             with pmodel.subnetwork(k):
                 return predict_augmented(net, x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
 
-        lml = _lml_fn(predict_k, data, chunk_ids, c, int(s.get("lml_eval_n", 0)))
-        cfg = PartitionedConfig(chunk_proportions=_chunk_props(cell), optim=optim,
-                                wd_scaling=s.get("wd_scaling", "reciprocal"), hyper_lr=float(s["hyper_lr"]))
+        lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
+        cfg = PartitionedConfig(chunk_proportions=st.chunks, optim=optim, wd_scaling=st.wd_scaling,
+                                hyper_lr=_hyper_lr(st, cell))
         m = PartitionedTraining(net, pmodel, list(aug.parameters()), data, chunk_ids, cfg, n_steps, seed,
                                 evaluate_fn=evaluator(net, aug, lml))
         info.update(chunk_sizes=m.chunk_sizes, param_proportions=pprops,
@@ -312,36 +237,36 @@ def build(cell, ctx: CellContext) -> Run:
         return Run(m, n_steps, eval_every, info)
 
     if method == "augerino":
-        aug = make_augmentation(cell, s.get("augerino_augmentation", "augerino"))
-        net = rt.model(SeededAugmentedModel(make_model(cell, data), aug, S, gen))
-        m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(s.get("augerino_hyper_lr", 0.05)),
-                             reg_strength=float(s.get("augerino_reg", 0.01)), reg_kind=s.get("augerino_reg_kind", "safe"),
+        aug = make_augmentation(st, st.augerino_augmentation)
+        net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
+        m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(st.augerino_hyper_lr),
+                             reg_strength=float(st.augerino_reg), reg_kind=st.augerino_reg_kind,
                              evaluate_fn=evaluator(net, aug))
         return Run(m, n_steps, eval_every, info)
 
     if method == "baseline":
-        net = rt.model(SeededAugmentedModel(make_model(cell, data), None, 1, gen))
+        net = rt.model(SeededAugmentedModel(make_model(st), None, 1, gen))
         m = StandardTraining(net, data, optim, n_steps, seed, evaluate_fn=evaluator(net, None))
         return Run(m, n_steps, eval_every, info)
 
     # standard training with fixed ranges: random / retrain / fixed
-    aug = make_augmentation(cell)
+    aug = make_augmentation(st)
     if method == "random":
-        ranges = random_ranges(cell, aug.names)
+        ranges = random_ranges(st, aug.names)
     elif method == "retrain":
         ranges, reason = found_ranges(cell, aug.names)
         if ranges is None:
             info["not_run"] = reason
             keys = ["test_acc", "test_ll"] + [f"aug_{n}" for n in aug.names]
             return Run(_NotRun(keys), 0, 0, info)
-        info["source"] = (s.get("_inputs") or {}).get("found")
+        info["source"] = (cell.settings.get("_inputs") or {}).get("found")
     else:
-        fixed = s.get("fixed_ranges")
+        fixed = st.fixed_ranges
         if fixed is None:
             raise ValueError(f"{cell.rel_dir}: method 'fixed' needs the setting 'fixed_ranges'")
         ranges = {n: float(fixed.get(n, fixed.get("default", 0.0))) for n in aug.names}
     aug.set_fixed(ranges)
-    net = rt.model(SeededAugmentedModel(make_model(cell, data), aug, S, gen))
+    net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
     m = StandardTraining(net, data, optim, n_steps, seed, evaluate_fn=evaluator(net, aug))
     info["fixed_ranges"] = ranges
     return Run(m, n_steps, eval_every, info)

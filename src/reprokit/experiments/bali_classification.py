@@ -29,45 +29,21 @@ period, data sizes); Tables 5 and 6 are rendered from those columns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
+import torch
 
-from ..data import registry
 from .. import seeds
-from .._lazy import lazy_import, no_grad
+from ..data import registry
+from ..methods.common import TaskData
+from ..plan.bali_classification import IMAGES, METHODS, UCI  # noqa: F401 - re-exported for reports
 from . import CellContext, Evaluation, Run
 
-if TYPE_CHECKING:  # annotations only; the modules load when a cell runs
-    from ..methods.common import TaskData
-
-torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
-
-METHODS = ("bali", "dropout", "map")
-UCI = ("spambase", "magic", "cdc_diabetes")
-IMAGES = ("mnist", "fashion_mnist")
 # False-positive rates at which each cell records its OOD ROC curve (dense near 0, where curves differ).
 ROC_FPR_GRID = tuple(sorted({0.0, 0.001, 0.002, 0.005, *(round(i / 100, 2) for i in range(101))}))
 
 
 def roc_column(fpr: float) -> str:
     return f"roc_tpr_at_fpr_{fpr:.3f}"
-
-
-# Settings only one method reads; `cell_settings` drops the other methods' keys from a cell's parameters.
-METHOD_KEYS = {"bali": ("bali",), "dropout": ("optim", "dropout_p"), "map": ("optim",)}
-
-
-def required_variants(cell) -> dict:
-    return {}
-
-
-def cell_settings(cell) -> dict:
-    """The settings this cell runs with: the shared ones and its own method's keys (BALI: `bali`; DO:
-    `optim`, `dropout_p`; MAP: `optim`), so editing one method's settings leaves the others' cells untouched."""
-    own = set(METHOD_KEYS[cell.coord_dict["method"]])
-    other = {k for keys in METHOD_KEYS.values() for k in keys} - own
-    return {k: v for k, v in cell.settings.items() if k not in other}
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -200,7 +176,7 @@ class ClassificationEvaluation:
         b = self.eval_batch_size
         return torch.cat([sample_fn(x[i : i + b], n_samples) for i in range(0, x.shape[0], b)], dim=1)
 
-    @no_grad
+    @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, float]:
         from ..metrics import split_metrics
         d = self.data
@@ -208,7 +184,7 @@ class ClassificationEvaluation:
         return split_metrics(self._sampler("eval"), {"train": self._train_split(), "test": test}, "classification",
                              self.eval_samples, calibration_splits=(), batch_size=self.eval_batch_size)
 
-    @no_grad
+    @torch.no_grad()
     def final_metrics(self) -> dict[str, float]:
         from ..metrics import predictive_metrics
         sample_fn = self._sampler("final")

@@ -7,49 +7,30 @@ assignment and minibatch sampling; the data sample is fixed by `data_seed` (a da
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import torch
 
-from ..data import registry, variants
 from .. import seeds
-from .._lazy import lazy_import
+from ..data import registry, variants
+from ..methods.common import TaskData
+from ..plan.input_selection import METHODS
 from . import CellContext, Evaluation, Run
-
-if TYPE_CHECKING:  # annotations only; the modules load when a cell runs
-    from ..augment.concrete import ConcreteBernoulliMask
-    from ..methods.partitioned import PartitionedTraining
-
-torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
-
-METHODS = ("partitioned", "laplace", "partitioned_mask")
-
-
-def _chunk_variant(cell) -> tuple[str, str]:
-    s = cell.settings
-    name = variants.variant_filename("chunks", n=s["n_train"], proportions=s["chunk_proportions"], seed=cell.coord_dict["seed"])
-    return ("input_selection", name)
-
-
-def required_variants(cell) -> dict:
-    if cell.coord_dict["method"] in ("partitioned", "partitioned_mask"):
-        return {"chunks": _chunk_variant(cell)}
-    return {}
 
 
 def _data(cell, ctx: CellContext) -> TaskData:
-    from ..methods.common import TaskData
     s = cell.settings
     b = registry.load("input_selection", ctx.mirrors, n_train=s["n_train"], n_test=s["n_test"], seed=s["data_seed"])
     return TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task="classification", n_classes=2)
 
 
 def build(cell, ctx: CellContext) -> Run:
+    from torch import nn
+
     from ..augment.concrete import ConcreteBernoulliMask, FixedInputMask
     from ..methods.laplace_posthoc import PosthocDiagLaplace
     from ..methods.partitioned import PartitionedConfig, PartitionedTraining
     from ..methods.standard import OptimConfig
     from ..models.mlp import MLP
     from ..partition import partition
-    from torch import nn
     s, c = cell.settings, cell.coord_dict
     method, seed = c["method"], int(c["seed"])
     if method not in METHODS:

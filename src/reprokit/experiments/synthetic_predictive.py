@@ -18,19 +18,12 @@ from __future__ import annotations
 
 import json
 
-from ..data import registry
+import torch
+
 from .. import seeds
-from .._lazy import lazy_import, no_grad
+from ..data import registry
+from ..plan.synthetic_predictive import DATASETS, METHODS
 from . import CellContext, Evaluation, Run
-
-torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
-
-METHODS = ("bali", "bbb")
-DATASETS = ("sines_trend", "sinc", "two_moons")
-
-
-def required_variants(cell) -> dict:
-    return {}
 
 
 def data_kwargs(dataset: str, settings: dict) -> dict:
@@ -52,7 +45,7 @@ def _fmt(t: torch.Tensor) -> str:
     return " ".join(f"{v:.5g}" for v in t.reshape(-1).tolist())
 
 
-@no_grad
+@torch.no_grad()
 def grid_predictive(method, x_grid: torch.Tensor, task: str, n_samples: int, seed: int) -> dict[str, str]:
     """The predictive on the plotting grid (BALI Figs. 1, 4-6) as space-separated numbers: regression mean
     and total / epistemic sd, classification mean and sd of p(class 1)."""

@@ -20,21 +20,8 @@ train_* likewise, noise_sd (inferred / learned noise std in original units).
 from __future__ import annotations
 
 from ..data import registry
+from ..plan.uci_regression import BALI_METHODS, METHODS
 from . import CellContext, Evaluation, Run
-
-METHODS = ("bali", "bali_ystd", "dropout", "bbb")
-BALI_METHODS = ("bali", "bali_ystd")
-
-
-def required_variants(cell) -> dict:
-    return {}
-
-
-def cell_settings(cell) -> dict:
-    """The settings this cell runs with: the shared ones and its own method's block. The other methods'
-    blocks are dropped, so adding or changing one method leaves the other methods' cells untouched."""
-    method = cell.coord_dict["method"]
-    return {k: v for k, v in cell.settings.items() if k not in METHODS or k == method}
 
 
 def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool, ctx: CellContext):

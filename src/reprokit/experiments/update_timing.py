@@ -41,19 +41,13 @@ import platform
 import time
 
 import numpy as np
+import torch
 
 from .. import seeds
-from .._lazy import lazy_import
 from . import CellContext, Run
-
-torch = lazy_import("torch")  # executed on first use: the DAG imports this module but runs no tensor code
 
 KINDS = ("standard", "param", "hyper")
 BACKWARDS = ("minimal", "full")
-
-
-def required_variants(cell) -> dict:
-    return {}
 
 
 def cpu_model_name() -> str:
@@ -96,7 +90,13 @@ class UpdateTiming:
         from ..augment.affine import AugmentedModel, build_augmentation
         from ..methods.partitioned import hyper_update, optimised_params, param_update
         from ..models.registry import build_model
-        from ..partition import PartitionSchedule, PartitionedAdam, PartitionedSGD, chunk_assignment, partition
+        from ..partition import (
+            PartitionedAdam,
+            PartitionedSGD,
+            PartitionSchedule,
+            chunk_assignment,
+            partition,
+        )
         s = settings
         # bound here, not imported inside the timed update functions
         self._param_update, self._hyper_update = param_update, hyper_update

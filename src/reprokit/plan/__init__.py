@@ -1,0 +1,132 @@
+"""Plan: everything about a cell that is known before it runs, torch-free by construction.
+
+The pipeline reads top-down in the order data flows:
+
+    config.py (grids, cells)  ->  plan/ (this package: typed settings, inputs, cost)  ->
+    experiments/ (build: data + model + method, imports torch)  ->  train.py (the loop)  ->
+    metrics.py  ->  report/aggregate.py  ->  report/ + workflow/notebooks (artefacts)
+
+Each experiment kind is one :class:`KindPlan` registered in :data:`KINDS` (explicit, no module
+discovery). A plan owns the kind's typed :class:`Settings` (each default in exactly one place: the
+dataclass; the JSON schema in workflow/schemas/kinds/ validates, a test keeps the two in step), and
+answers, without torch:
+
+* ``settings(cell)``          the cell's typed settings (grid coordinates override shared settings)
+* ``required_variants(cell)`` {name: (dataset, variant file)} the pipeline builds first
+* ``required_cells(cell)``    {name: (experiment, coords)} whose metrics.json this cell reads
+* ``cell_settings(cell)``     the settings a cell's re-run depends on (Snakemake params)
+* ``n_steps(cell)``           training iterations (the cost model and progress)
+
+and names its build function (``experiments.<kind>.build``), imported only when a cell runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import typing
+from dataclasses import dataclass, fields
+
+from ..config import ConfigError
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Base of every kind's (and method block's) typed settings.
+
+    Subclasses are frozen dataclasses: a field without a default is required; nested blocks are
+    dataclass-typed fields built from the config's mapping. `from_dict` names an unknown or missing key.
+    """
+
+    @classmethod
+    def from_dict(cls, values: dict, where: str = "settings"):
+        values = {k: v for k, v in (values or {}).items() if not str(k).startswith("_")}  # _inputs: pipeline glue
+        names = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} for {cls.__name__} "
+                              f"(valid: {', '.join(names)})")
+        hints = typing.get_type_hints(cls)
+        out = {}
+        for name, f in names.items():
+            if name not in values:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise ConfigError(f"{where}.{name}: required by {cls.__name__} but not set")
+                continue
+            value, hint = values[name], hints.get(name)
+            block = _settings_type(hint)
+            if block is not None and isinstance(value, dict):
+                value = block.from_dict(value, f"{where}.{name}")
+            out[name] = value
+        return cls(**out)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _settings_type(hint):
+    """The Settings subclass a field holds (also inside `X | None`), else None."""
+    for cand in (hint, *typing.get_args(hint)):
+        if isinstance(cand, type) and issubclass(cand, Settings):
+            return cand
+    return None
+
+
+class KindPlan:
+    """One experiment kind's plan. Subclasses set `name`, `Settings`, `build` ('module:function') and
+    override what differs from these defaults (no variants, no upstream cells, every setting matters)."""
+
+    name: str = ""
+    Settings: type[Settings] = Settings
+    build_target: str = ""
+
+    def settings(self, cell):
+        """Typed settings of one cell: shared settings overridden by the cell's grid coordinates."""
+        return self.Settings.from_dict({**cell.settings, **cell.coord_dict}, f"{cell.experiment} ({self.name})")
+
+    def required_variants(self, cell) -> dict:
+        return {}
+
+    def required_cells(self, cell) -> dict:
+        return {}
+
+    def cell_settings(self, cell) -> dict:
+        return dict(cell.settings)
+
+    def n_steps(self, cell) -> int:
+        return int(self.settings(cell).n_steps)
+
+    def build(self, cell, ctx):
+        module, _, func = self.build_target.partition(":")
+        return getattr(importlib.import_module(module), func)(cell, ctx)
+
+
+KINDS: dict[str, KindPlan] = {}
+
+
+def register(plan: KindPlan) -> KindPlan:
+    if plan.name in KINDS:
+        raise ValueError(f"experiment kind '{plan.name}' registered twice")
+    KINDS[plan.name] = plan
+    return plan
+
+
+def kind(name: str) -> KindPlan:
+    """The plan of experiment kind `name` (the config's `kind`)."""
+    if name not in KINDS:
+        raise ConfigError(f"experiment kind '{name}' unknown (valid: {', '.join(sorted(KINDS))})")
+    return KINDS[name]
+
+
+def kind_names() -> list[str]:
+    return sorted(KINDS)
+
+
+from . import (  # noqa: E402,F401 - each module registers its kind
+    affine_invariance,
+    bali_classification,
+    input_selection,
+    synthetic_predictive,
+    uci_regression,
+    update_timing,
+)

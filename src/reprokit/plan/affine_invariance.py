@@ -1,0 +1,132 @@
+"""Plan of the affine_invariance kind (learned affine augmentations; partitioned paper Figs. 3, 5-9).
+
+Build: experiments/affine_invariance.py. Methods: baseline, augerino, partitioned, partitioned_ens,
+random, retrain, fixed (see the build module's docstring).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config import ConfigError
+from ..data import variants
+from . import KindPlan, Settings, register
+
+METHODS = ("baseline", "augerino", "partitioned", "partitioned_ens", "random", "retrain", "fixed")
+CHUNKED = ("partitioned", "partitioned_ens")
+FIXED = ("random", "retrain", "fixed")
+
+
+@dataclass(frozen=True)
+class AffineSettings(Settings):
+    # grid axes (an experiment uses the ones it needs; the rest come from settings)
+    dataset: str
+    method: str
+    n_train: int
+    seed: int
+    chunk_proportions: list
+    lr: float
+    batch_size: int
+    n_steps: int
+    eval_every: int  # 0: no curve
+    rotated: bool = False
+    param_proportions: list | None = None  # default: the chunk proportions
+    sample: int = 0  # index of a random-search draw (method `random`)
+    # data
+    n_test: int | None = None  # a fixed random test subset (data_seed); None: the whole test set
+    n_eval_train: int = 0  # training examples also evaluated (fixed subset; 0: none)
+    data_seed: int = 0
+    rotation_seed: int = 0
+    eval_seed: int = 0
+    # model and optimiser
+    model: str = "mnist_cnn"
+    model_kwargs: dict = field(default_factory=dict)
+    optimizer: str = "adam"
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    wd_scaling: str = "reciprocal"
+    lr_schedule: str = "constant"
+    rotated_steps_factor: float = 1.0
+    rotated_n_steps: int | None = None
+    eval_batch_size: int = 1000
+    # augmentation
+    augmentation: str = "schwobel"
+    aug_init: float = 0.0
+    aug_samples: int = 20
+    eval_aug_samples: int | None = None  # default: aug_samples
+    hyper_lr: float | None = None  # required by partitioned / partitioned_ens
+    augerino_augmentation: str = "augerino"
+    augerino_init_raw: float = 0.0
+    augerino_hyper_lr: float = 0.05
+    augerino_reg: float = 0.01
+    augerino_reg_kind: str = "safe"
+    # partitioning
+    partition_scheme: str = "random"
+    partition_default: str = "init"
+    ens_update: str = "all"
+    lml_eval_n: int = 0
+    # fixed-range methods
+    random_ranges: dict | None = None  # default {"rotation": pi, "default": 0.5}
+    random_seed: int = 0
+    fixed_ranges: dict | None = None
+    source_experiment: str | None = None
+    source_method: str = "partitioned"
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ConfigError(f"affine_invariance: method '{self.method}' unknown (valid: {', '.join(METHODS)})")
+
+    @property
+    def params(self) -> list[float]:
+        """Parameter proportions of the partitions (default: the chunk proportions)."""
+        p = self.param_proportions if self.param_proportions is not None else self.chunk_proportions
+        return [float(v) for v in p]
+
+    @property
+    def chunks(self) -> list[float]:
+        return [float(v) for v in self.chunk_proportions]
+
+    @property
+    def eval_samples(self) -> int:
+        return int(self.eval_aug_samples if self.eval_aug_samples is not None else self.aug_samples)
+
+    @property
+    def steps(self) -> int:
+        """`n_steps`; for rotated data `rotated_n_steps` if set, else `n_steps * rotated_steps_factor`."""
+        if self.rotated and self.rotated_n_steps is not None:
+            return int(self.rotated_n_steps)
+        factor = float(self.rotated_steps_factor) if self.rotated else 1.0
+        return int(round(int(self.n_steps) * factor))
+
+
+class AffineInvariancePlan(KindPlan):
+    name = "affine_invariance"
+    Settings = AffineSettings
+    build_target = "reprokit.experiments.affine_invariance:build"
+
+    def n_steps(self, cell) -> int:
+        return self.settings(cell).steps
+
+    def required_variants(self, cell) -> dict:
+        st = self.settings(cell)
+        ds, out = str(st.dataset), {}
+        if st.rotated:
+            out["rotated"] = (ds, variants.variant_filename("rotated", seed=int(st.rotation_seed)))
+        if st.method in CHUNKED:
+            out["chunks"] = (ds, variants.variant_filename("chunks", n=int(st.n_train), proportions=st.chunks,
+                                                           seed=int(st.seed)))
+        else:
+            out["subset"] = (ds, variants.variant_filename("subset", n=int(st.n_train), seed=int(st.seed)))
+        return out
+
+    def required_cells(self, cell) -> dict:
+        """{name: (experiment, coords)} of cells whose metrics.json this cell reads (method `retrain`)."""
+        st = self.settings(cell)
+        if st.method != "retrain":
+            return {}
+        if not st.source_experiment:
+            raise ConfigError(f"{cell.rel_dir}: method 'retrain' needs the setting 'source_experiment'")
+        return {"found": (st.source_experiment, {**cell.coord_dict, "method": st.source_method})}
+
+
+PLAN = register(AffineInvariancePlan())
