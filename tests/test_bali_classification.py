@@ -63,28 +63,6 @@ def test_ood_score_ordering_and_auroc():
 # ------------------------------------------------------------------------------------------- config
 
 
-def test_config_encodes_paper_tables_5_and_6_and_small_quick_test_scales():
-    cfg = _config()
-    paper = {c.coord_dict["dataset"]: c.settings for c in experiment(cfg, "bali_cls_uci", "paper").cells()}
-    paper |= {c.coord_dict["dataset"]: c.settings for c in experiment(cfg, "bali_cls_image", "paper").cells()}
-    table5 = {"spambase": (0.1, 0.1, 10, 4, 20000), "magic": (0.5, 0.1, 8, 10, 20000),
-              "cdc_diabetes": (0.25, 0.05, 10, 100, 30000), "mnist": (0.25, 0.1, 10, 50, 30000),
-              "fashion_mnist": (0.25, 0.1, 10, 50, 30000)}
-    for d, (alpha, beta, sr2, div, iters) in table5.items():
-        b = paper[d]["bali"]
-        assert (b["alpha"], b["beta"], b["sigma_r2"], b["n_eff_divisor"], paper[d]["n_steps"]) == (alpha, beta, sr2, div, iters)
-        assert paper[d]["batch_size"] == 2048 and paper[d]["hidden"] == [256, 256] and paper[d]["activation"] == "leaky_tanh"
-        assert paper[d]["optim"] == {"lr": 2e-3 if d in bcx.IMAGES else 1e-3, "weight_decay": 1e-4}
-        assert paper[d]["dropout_p"] == 0.1 and paper[d]["eval_samples"] == 128
-    assert len(list(experiment(cfg, "bali_cls_uci", "paper").cells())) == 3 * 3 * 5
-    assert len(list(experiment(cfg, "bali_cls_image", "paper").cells())) == 3 * 2 * 3
-    for scale, max_steps in (("quick", 600), ("test", 20)):
-        for name in ("bali_cls_uci", "bali_cls_image"):
-            cells = list(experiment(cfg, name, scale).cells())
-            assert {c.coord_dict["method"] for c in cells} == {"bali", "dropout", "map"}  # same grid shape
-            assert max(c.settings["n_steps"] for c in cells) <= max_steps, (scale, name)
-
-
 def test_misspelled_setting_is_named():
     from reprokit.config import ConfigError
 

@@ -35,37 +35,34 @@ def _cell(config, name, scale, **coords):
     raise KeyError(coords)
 
 
-def test_paper_scale_settings_follow_table4(config):
-    g = experiment(config, "bali_uci", "paper")
-    assert g.axes["seed"] == list(range(20)) and g.axes["method"] == ["bali", "bali_ystd", "dropout", "bbb"]
-    assert experiment(config, "bali_uci_protein", "paper").axes["seed"] == list(range(5))
-    expect = {  # dataset: (beta, sigma_r2, n_eff_divisor, batch, n_steps, hidden)
-        "uci_yacht": (0.2, 40, 1, "full", 20000, [50]), "uci_concrete": (0.2, 40, 1, "full", 20000, [50]),
-        "uci_energy": (0.2, 40, 1, "full", 20000, [50]), "uci_redwine": (0.2, 40, 1, 1024, 20000, [50]),
-        "uci_kin8nm": (0.2, 40, 4, 1024, 20000, [50]), "uci_powerplant": (0.2, 40, 4, 1024, 20000, [50]),
-        "uci_protein": (0.1, 20, 4, 2048, 30000, [100]),
-    }
-    for d, (beta, sr2, div, batch, steps, hidden) in expect.items():
-        exp = "bali_uci_protein" if d == "uci_protein" else "bali_uci"
-        s = _cell(config, exp, "paper", method="bali", dataset=d, seed=0).settings
-        b = s["bali"]
-        assert (b["alpha"], b["beta"], b["sigma_r2"], b["n_eff_divisor"], b["batch_size"], b["n_steps"]) == \
-            (0.3, beta, sr2, div, batch, steps), d
-        assert s["hidden"] == hidden and s["activation"] == "relu" and b["sigma_u2_factor"] == 0.01
-        # the data-scaling decision: z-scored inputs, targets in original units
-        assert b["standardize_x"] is True and b["standardize_y"] is False
-        # bali_ystd: the same BALI settings with standardised targets (both readings are in the tables)
-        sy = _cell(config, exp, "paper", method="bali_ystd", dataset=d, seed=0).settings["bali_ystd"]
-        assert {**sy, "standardize_y": False} == b and sy["standardize_y"] is True, d
-    # quick keeps the grid shape, fewer splits and iterations
-    q = experiment(config, "bali_uci", "quick")
-    assert q.axes["dataset"] == g.axes["dataset"] and len(q.axes["seed"]) == 3
-    assert _cell(config, "bali_uci", "quick", method="bali", dataset="uci_kin8nm", seed=0).settings["bali"]["n_eff_divisor"] == 4
-    for scale in ("quick", "test"):
-        for exp in ("bali_uci", "bali_uci_protein"):
-            s = _cell(config, exp, scale, method="bali_ystd", dataset=experiment(config, exp, scale).axes["dataset"][0],
-                      seed=0).settings
-            assert s["bali_ystd"]["n_steps"] == s["bali"]["n_steps"], (exp, scale)
+def test_bali_ystd_is_bali_with_standardised_targets_at_every_scale(config):
+    """The two BALI readings of Table 1 differ in standardize_y only: every other setting (own block,
+    per-dataset and per-scale overrides merged) is the same in every cell."""
+    for exp in ("bali_uci", "bali_uci_protein"):
+        for scale in ("paper", "quick", "test"):
+            for d in experiment(config, exp, scale).axes["dataset"]:
+                b = _cell(config, exp, scale, method="bali", dataset=d, seed=0).settings["bali"]
+                sy = _cell(config, exp, scale, method="bali_ystd", dataset=d, seed=0).settings["bali_ystd"]
+                assert b["standardize_y"] is False and sy["standardize_y"] is True, (exp, scale, d)
+                assert {**sy, "standardize_y": False} == b, (exp, scale, d)
+
+
+def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
+    """A per-dataset block of the config reaches the BALI the cell builds (N_eff, beta, batch), and only
+    that dataset's and that method's cells."""
+    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "experiments").glob("*.yaml"))]
+    cfg = load_config(files, SCHEMA, {"experiments": {"bali_uci": {"settings": {"per_dataset": {
+        "uci_yacht": {"bali": {"n_eff_divisor": 3, "beta": 0.123, "batch_size": 7}}}}}}})
+    run = uci_regression.build(_cell(cfg, "bali_uci", "test", method="bali", dataset="uci_yacht", seed=0),
+                               _ctx(shared_data))
+    bali = run.method.inner.config
+    n_train = run.method.inner.data.n_train
+    assert bali.n_eff == pytest.approx(n_train / 3) and bali.beta == 0.123
+    assert run.method.inner.sampler.batch_size == 7  # the minibatches it trains on
+    assert run.info["n_eff_divisor"] == 3 and run.info["beta"] == 0.123 and run.info["batch_size"] == 7
+    other = uci_regression.build(_cell(cfg, "bali_uci", "test", method="bali_ystd", dataset="uci_yacht", seed=0),
+                                 _ctx(shared_data)).method.inner.config
+    assert other.beta != 0.123 and other.n_eff != pytest.approx(n_train / 3)
 
 
 def test_fig7_local_matches_classification_benchmark_except_reparam(config):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprokit.config import ConfigError, experiment, format_value, load_config, validate_config
+from reprokit.config import ConfigError, ExperimentGrid, experiment, format_value, load_config, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -58,12 +58,32 @@ def test_unknown_kind_is_named(config):
         validate_config(bad, SCHEMA)
 
 
-def test_grid_expansion_and_scale_override(config):
-    paper = list(experiment(config, "fig2a", "paper").cells())
-    quick = list(experiment(config, "fig2a", "quick").cells())
-    assert len(paper) == 2 * 30 * 3
-    assert len(quick) == 2 * 30 * 1
-    assert quick[0].settings["n_steps"] == 2000 and paper[0].settings["n_steps"] == 10000
+SPEC = {
+    "kind": "k",
+    "grid": {"method": ["a", "b"], "seed": {"range": [0, 2]}},
+    "settings": {"n_steps": 10, "opt": {"lr": 0.1, "momentum": 0.9}, "per_method": {"b": {"opt": {"lr": 0.5}}}},
+    "scales": {"quick": {"grid": {"seed": [0]}, "settings": {"n_steps": 3}}},
+}
+
+
+def test_grid_is_the_product_of_its_axes_in_order():
+    cells = list(ExperimentGrid("e", SPEC, "paper").cells())
+    assert [c.coords for c in cells] == [(("method", m), ("seed", s)) for m in ("a", "b") for s in (0, 1, 2)]
+    assert [c.rel_dir for c in cells[:2]] == ["paper/e/method~a/seed~0", "paper/e/method~a/seed~1"]
+
+
+def test_scale_override_replaces_axes_and_settings_of_that_scale_only():
+    quick = list(ExperimentGrid("e", SPEC, "quick").cells())
+    assert [c.coord_dict for c in quick] == [{"method": "a", "seed": 0}, {"method": "b", "seed": 0}]
+    assert all(c.settings["n_steps"] == 3 for c in quick)
+    assert all(c.settings["n_steps"] == 10 for c in ExperimentGrid("e", SPEC, "paper").cells())
+
+
+def test_per_axis_block_overrides_one_key_of_its_cells_and_is_not_a_setting():
+    a, b = (ExperimentGrid("e", SPEC, "quick").parse(f"method~{m}/seed~0").settings for m in "ab")
+    assert a == {"n_steps": 3, "opt": {"lr": 0.1, "momentum": 0.9}}
+    assert b == {"n_steps": 3, "opt": {"lr": 0.5, "momentum": 0.9}}  # nested merge keeps momentum
+    assert SPEC["settings"]["opt"] == {"lr": 0.1, "momentum": 0.9}  # the config itself is not mutated
 
 
 def test_cell_path_round_trip(config):

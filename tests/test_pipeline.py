@@ -70,42 +70,82 @@ def env_without_slurm_probe_wait(tmp_path: Path) -> dict | None:
         return {**os.environ, "PATH": f"{stub}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
-def test_paper_scale_dag_builds_fast(tmp_path):
-    """`snakemake -n --config scale=paper` over every experiment: at most 10 s on this 2-core machine.
+# Runs `snakemake -n --config scale=paper` in this child process with counters around the planning
+# functions the rules call, then prints what it did as JSON: CPU time (not wall time, which measures
+# whatever else runs on the machine), per-call-site counts, and whether torch was executed.
+_PLAN_PROBE = r"""
+import collections, json, resource, runpy, sys
+import reprokit.config as config
+import reprokit.experiments as experiments
+from reprokit.data import registry
 
-    Wall time is what the user sees; when other work loads the machine (load average > 1.5, e.g.
-    parallel test runs) wall time measures the neighbours, so the child's CPU time is checked instead.
-    """
-    import resource
+calls = collections.Counter()
 
+def counted(owner, name, key=lambda *a, **k: ()):
+    fn = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        calls[json.dumps([name, *key(*args, **kwargs)])] += 1
+        return fn(*args, **kwargs)
+    setattr(owner, name, wrapper)
+
+counted(config, "validate_config")
+counted(config.ExperimentGrid, "__init__", lambda self, name, spec, scale: (name, scale))
+counted(config.ExperimentGrid, "parse", lambda self, coords: (self.name, self.scale, coords))
+counted(experiments, "kind_module", lambda kind: (kind,))
+counted(registry, "is_available", lambda name, *a, **k: (name,))
+sys.argv = ["snakemake", "-n", "--quiet", "--config", "scale=paper"]
+try:
+    runpy.run_module("snakemake", run_name="__main__")
+except SystemExit as e:
+    code = e.code
+usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+print("PROBE" + json.dumps({"exit": code, "torch_executed": "torch._C" in sys.modules,
+                            "cpu_s": sum(u.ru_utime + u.ru_stime for u in usage),
+                            "calls": [[json.loads(k), n] for k, n in calls.items()]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def paper_dag_plan(tmp_path_factory):
+    """One paper-scale dry run over every experiment, instrumented (see _PLAN_PROBE)."""
+    tmp_path = tmp_path_factory.mktemp("paper_dag")
     work = make_workdir(tmp_path)
-    env = env_without_slurm_probe_wait(tmp_path)
-    # Warm-up: byte-compiling a fresh clone and filling snakemake's source cache happen once, not per DAG.
-    assert snakemake(work, "-n", "--quiet", "--config", "scale=test", env=env).returncode == 0
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    res = snakemake(work, "-n", "--quiet", "--config", "scale=paper", env=env)
-    elapsed = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    assert res.returncode == 0, res.stdout[-3000:]
-    busy = os.getloadavg()[0] > 1.5
-    measured = cpu if busy else elapsed
-    assert measured < 10, f"paper-scale DAG took {elapsed:.1f} s wall, {cpu:.1f} s CPU (load {os.getloadavg()[0]:.1f})"
+    res = subprocess.run([sys.executable, "-c", _PLAN_PROBE], cwd=work, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=300, env=env_without_slurm_probe_wait(tmp_path))
+    line = next((ln for ln in res.stdout.splitlines() if ln.startswith("PROBE")), None)
+    assert line is not None, res.stdout[-3000:]
+    plan = json.loads(line[len("PROBE"):])
+    assert plan["exit"] == 0, res.stdout[-3000:]
+    return plan
 
 
-def test_dag_building_runs_no_torch(tmp_path):
+def test_paper_scale_dag_builds_in_bounded_cpu_time(paper_dag_plan):
+    """The whole process (Python start, snakemake, every experiment's DAG) at most 10 s of CPU on this
+    2-core machine; CPU time, unlike wall time, does not grow with the machine's load."""
+    assert paper_dag_plan["cpu_s"] < 10, paper_dag_plan["cpu_s"]
+
+
+def test_paper_scale_dag_plans_each_cell_once(paper_dag_plan):
+    """The work behind the DAG, counted: the config validated once, each grid built at most once per
+    place that needs it, each cell path parsed at most twice (as a job and as another cell's upstream),
+    each kind and each dataset looked up once. Losing one of the rule-side caches multiplies a count."""
+    by_name = {}
+    for (name, *key), n in paper_dag_plan["calls"]:
+        by_name.setdefault(name, {})[tuple(key)] = n
+    assert by_name["validate_config"] == {(): 1}
+    parses = by_name["parse"]
+    assert len(parses) > 1000, len(parses)  # every paper-scale cell of every experiment was planned
+    assert max(parses.values()) <= 2, max(parses.items(), key=lambda kv: kv[1])
+    assert {n for (_, scale), n in by_name["__init__"].items()} <= {1, 2}  # validation + the rules' cache
+    assert {scale for _, scale in by_name["__init__"]} == {"paper"}
+    assert set(by_name["kind_module"].values()) == {1}
+    assert set(by_name["is_available"].values()) == {1}
+
+
+def test_dag_building_runs_no_torch(paper_dag_plan):
     """Planning every paper-scale cell (config, grids, dataset availability, variants, cell settings) must
     not execute torch: it is ~2 s of every snakemake call (the package imports it lazily, see _lazy.py)."""
-    work = make_workdir(tmp_path)
-    code = ("import runpy, sys\n"
-            "sys.argv = ['snakemake', '-n', '--quiet', '--config', 'scale=paper']\n"
-            "try:\n    runpy.run_module('snakemake', run_name='__main__')\n"
-            "except SystemExit as e:\n    code = e.code\n"
-            "print('EXIT', code, 'TORCH_EXECUTED', 'torch._C' in sys.modules)\n")
-    res = subprocess.run([sys.executable, "-c", code], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, timeout=300, env=env_without_slurm_probe_wait(tmp_path))
-    assert "EXIT 0 TORCH_EXECUTED False" in res.stdout, res.stdout[-3000:]
+    assert paper_dag_plan["torch_executed"] is False
 
 
 def test_misspelled_key_fails_before_any_job(tmp_path):

@@ -45,12 +45,14 @@ def test_cell_reports_positive_ratios_and_per_repetition_times():
     assert metrics["n_repeats"] == 3  # the warm-up repetition is not counted
     for key in ("param_ratio", "hyper_ratio", "param_ratio_cpu", "hyper_ratio_wall", "standard_ms"):
         assert np.isfinite(metrics[key]) and metrics[key] > 0, key
-    assert metrics["param_ratio_q25"] <= metrics["param_ratio"] <= metrics["param_ratio_q75"]
-    assert metrics["param_ratio_ci_lo"] <= metrics["param_ratio"] <= metrics["param_ratio_ci_hi"]
     # the curve gets one row per repetition with every update's time
     rows = [r for r in result.curve if "standard_cpu_s" in r]
     assert len(rows) == 4 and rows[0]["warmup"] and not rows[-1]["warmup"]
     assert all(r[f"{k}_wall_s"] > 0 for r in rows for k in ("standard", "param", "hyper"))
+    # ... and the reported ratios are the quartiles of exactly those repetitions' ratios, warm-up left out
+    ratios = [r["param_cpu_s"] / r["standard_cpu_s"] for r in rows[1:]]
+    q25, q50, q75 = np.quantile(ratios, [0.25, 0.5, 0.75])
+    assert (metrics["param_ratio_q25"], metrics["param_ratio"], metrics["param_ratio_q75"]) == pytest.approx((q25, q50, q75))
 
 
 def test_all_updates_use_the_same_batch():
@@ -117,7 +119,27 @@ def test_summary_is_median_of_per_repetition_ratios_without_warmup():
     assert out["standard_ms"] == pytest.approx(1000 * np.median([2.0, 1.0, 4.0, 1.0]))
     assert out["param_ratio_k1_n"] + out["param_ratio_k2_n"] == 4
     assert out["param_ratio_of_minima"] == pytest.approx(1.1)  # fastest param 1.1 s / fastest standard 1.0 s
-    assert 1.1 <= out["param_ratio_ci_lo"] <= out["param_ratio"] <= out["param_ratio_ci_hi"] <= 1.3
+    # quartiles of [1.1, 1.1, 1.2, 1.3] (linear interpolation): 1.1 + 0.75 * 0 and 1.2 + 0.25 * 0.1
+    assert (out["param_ratio_q25"], out["param_ratio_q75"]) == pytest.approx((1.1, 1.225))
+    assert (out["param_ratio_ci_lo"], out["param_ratio_ci_hi"]) == update_timing.median_ci([1.1, 1.1, 1.2, 1.3])
+
+
+def test_quartiles_hand_example():
+    assert update_timing._quantiles([5.0, 1.0, 4.0, 2.0, 3.0]) == (2.0, 3.0, 4.0)  # order does not matter
+    assert update_timing._quantiles([1.0, 2.0]) == pytest.approx((1.25, 1.5, 1.75))
+    assert all(np.isnan(update_timing._quantiles([])))
+
+
+def test_median_ci_is_the_percentile_interval_of_bootstrap_medians():
+    # Two values: a resample's median is 0 (p = 1/4), 0.5 (1/2) or 1 (1/4). The 95% interval's ends
+    # (2.5% and 97.5% quantiles) are 0 and 1; a 40% interval (30% .. 70%) holds only the middle value.
+    assert update_timing.median_ci([0.0, 1.0]) == (0.0, 1.0)
+    assert update_timing.median_ci([0.0, 1.0], level=0.4) == (0.5, 0.5)
+    # Three values 0, 0, 1: a resample's median is 1 with p = 7/27 (two or three 1s), else 0, so the 40%..60%
+    # interval is (0, 0); bootstrapping the mean instead would give (1/3, 1/3).
+    assert update_timing.median_ci([0.0, 0.0, 1.0], level=0.2) == (0.0, 0.0)
+    assert update_timing.median_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
+    assert update_timing.median_ci([1.0, 3.0, 8.0]) == update_timing.median_ci([1.0, 3.0, 8.0])  # fixed seed
 
 
 def test_cpu_model_is_named():
@@ -129,17 +151,21 @@ def config(scale="test"):
     return load_config(CONFIGS, SCHEMA, {"scale": scale})
 
 
-def test_grid_at_every_scale_uses_the_papers_protocol_shape():
-    cfg = config()
-    for scale in ("paper", "quick", "test"):
-        cells = list(experiment(cfg, "table8_timing", scale).cells())
-        assert {c.coord_dict["model"] for c in cells} == {"mnist_cnn", "fixup_resnet8", "fixup_resnet14"}
-        for c in cells:
-            assert c.settings["n_repeats"] >= 3 and c.settings["num_threads"] >= 1
-            assert "per_model" not in c.settings
-    paper = {c.coord_dict["model"]: c.settings for c in experiment(cfg, "table8_timing", "paper").cells()}
-    assert paper["mnist_cnn"]["n_aug_samples"] == 20 and paper["mnist_cnn"]["batch_size"] == 200
-    assert paper["fixup_resnet8"]["batch_size"] == 250 and paper["fixup_resnet8"]["augmentation"] == "immer"
+def test_each_model_cell_builds_with_its_own_settings():
+    """Cells built from the config (test scale, per_model blocks merged) time updates on batches of their
+    own batch size and input shape, with their number of augmentation samples and repetitions."""
+    from reprokit.experiments import CellContext
+
+    threads = torch.get_num_threads()
+    try:
+        for cell in experiment(config(), "table8_timing", "test").cells():
+            s = cell.settings
+            run = update_timing.build(cell, CellContext(mirrors=[], cache_dir=None, variants_dir="unused"))
+            assert tuple(run.method.x.shape) == (s["batch_size"], *s["input_shape"]), cell.rel_dir
+            assert run.method.standard_net.n_samples == s["n_aug_samples"], cell.rel_dir
+            assert run.n_steps == s["n_warmup"] + s["n_repeats"] and torch.get_num_threads() == s["num_threads"]
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_misspelled_per_model_setting_is_named():
