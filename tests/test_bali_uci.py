@@ -55,13 +55,13 @@ def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
         "uci_yacht": {"bali": {"n_eff_divisor": 3, "beta": 0.123, "batch_size": 7}}}}}}})
     run = uci_regression.build(_cell(cfg, "bali_uci", "test", method="bali", dataset="uci_yacht", seed=0),
                                _ctx(shared_data))
-    bali = run.method.inner.config
-    n_train = run.method.inner.data.n_train
+    bali = run.method.config
+    n_train = run.method.data.n_train
     assert bali.n_eff == pytest.approx(n_train / 3) and bali.beta == 0.123
-    assert run.method.inner.sampler.batch_size == 7  # the minibatches it trains on
+    assert run.method.sampler.batch_size == 7  # the minibatches it trains on
     assert run.info["n_eff_divisor"] == 3 and run.info["beta"] == 0.123 and run.info["batch_size"] == 7
     other = uci_regression.build(_cell(cfg, "bali_uci", "test", method="bali_ystd", dataset="uci_yacht", seed=0),
-                                 _ctx(shared_data)).method.inner.config
+                                 _ctx(shared_data)).method.config
     assert other.beta != 0.123 and other.n_eff != pytest.approx(n_train / 3)
 
 
