@@ -76,8 +76,8 @@ def env_without_slurm_probe_wait(tmp_path: Path) -> dict | None:
 _PLAN_PROBE = r"""
 import collections, json, resource, runpy, sys
 import reprokit.config as config
-import reprokit.experiments as experiments
-from reprokit.data import registry
+import reprokit.plan as plan
+from reprokit.data import mirrors
 
 calls = collections.Counter()
 
@@ -91,8 +91,13 @@ def counted(owner, name, key=lambda *a, **k: ()):
 counted(config, "validate_config")
 counted(config.ExperimentGrid, "__init__", lambda self, name, spec, scale: (name, scale))
 counted(config.ExperimentGrid, "parse", lambda self, coords: (self.name, self.scale, coords))
-counted(experiments, "kind_module", lambda kind: (kind,))
-counted(registry, "is_available", lambda name, *a, **k: (name,))
+counted(mirrors, "is_available", lambda name, *a, **k: (name,))
+_from_dict = plan.Settings.from_dict.__func__
+def _typed(cls, values, where="settings"):  # typed settings built per cell: the plans' cache keeps it to one
+    cell_key = json.dumps({k: v for k, v in sorted(values.items()) if not k.startswith("_")}, default=str)
+    calls[json.dumps(["from_dict", where, cell_key])] += 1
+    return _from_dict(cls, values, where)
+plan.Settings.from_dict = classmethod(_typed)
 sys.argv = ["snakemake", "-n", "--quiet", "--config", "scale=paper"]
 try:
     runpy.run_module("snakemake", run_name="__main__")
@@ -138,13 +143,14 @@ def test_paper_scale_dag_plans_each_cell_once(paper_dag_plan):
     assert max(parses.values()) <= 2, max(parses.items(), key=lambda kv: kv[1])
     assert {n for (_, scale), n in by_name["__init__"].items()} <= {1, 2}  # validation + the rules' cache
     assert {scale for _, scale in by_name["__init__"]} == {"paper"}
-    assert set(by_name["kind_module"].values()) == {1}
     assert set(by_name["is_available"].values()) == {1}
+    typed = by_name["from_dict"]
+    assert len(typed) > 100 and set(typed.values()) == {1}, max(typed.values())  # each cell's settings typed once
 
 
 def test_dag_building_runs_no_torch(paper_dag_plan):
     """Planning every paper-scale cell (config, grids, dataset availability, variants, cell settings) must
-    not execute torch: it is ~2 s of every snakemake call (the package imports it lazily, see _lazy.py)."""
+    not execute torch: it is ~2 s of every snakemake call (the package imports it lazily, plans and rules import no torch-using module)."""
     assert paper_dag_plan["torch_executed"] is False
 
 
@@ -196,9 +202,14 @@ def _cell_args(work: Path, out: Path, ckpt: Path, n_steps: int):
 
     cfg = edit_fig2_config(work, lambda c: c["experiments"]["fig2a"]["scales"]["test"]["settings"].__setitem__("n_steps", n_steps))
     cell = experiment(cfg, "fig2a", "test").parse("method~partitioned/n_inputs~15/seed~0")
+    from reprokit.data.variant_names import variant_path
+    from reprokit.plan import kind
+
     ctx = {"mirrors": [str(SHARED_DATA)], "cache_dir": None, "variants_dir": str(work / "variants"), "download": False}
-    return ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--out", str(out),
-            "--checkpoint", str(ckpt), "--checkpoint-every", "25"], cell
+    paths = {name: str(variant_path(work / "variants", ds, fn)) for name, (ds, fn) in
+             kind(cell.kind).required_variants(cell).items()}  # what the rule passes the cell
+    return ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--variants", json.dumps(paths),
+            "--out", str(out), "--checkpoint", str(ckpt), "--checkpoint-every", "25"], cell
 
 
 @pytest.mark.slow

@@ -9,11 +9,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ._lazy import lazy_import
-
-torch = lazy_import("torch")  # executed on first use: see _lazy.py
-
-
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -44,6 +39,8 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def atomic_save_torch(obj: Any, path: str | os.PathLike) -> None:
+    import torch  # here: the rest of this module is used while Snakemake builds the DAG
+
     buf = io.BytesIO()
     torch.save(obj, buf)
     atomic_write_bytes(path, buf.getvalue())

@@ -21,7 +21,7 @@ def kind_of(cell):
 
 def cell_variant_paths(cell):
     """{name: path} of the variant files the cell reads (its plan's required_variants)."""
-    key = (cell.scale, cell.rel_dir)
+    key = id(cell)  # cells live as long as the DAG (cell_of caches them): no rel_dir formatting per call
     if key not in _VARIANTS:
         _VARIANTS[key] = {name: str(variant_path(VARIANTS, d, f))
                           for name, (d, f) in kind_of(cell).required_variants(cell).items()}
@@ -35,7 +35,7 @@ def cell_variants(wildcards):
 def cell_upstream(cell):
     """{name: metrics.json} of the cells this cell reads (a kind's optional `required_cells(cell)`,
     {name: (experiment, coords)}, e.g. a retrain cell reading the hyperparameters another cell found)."""
-    key = (cell.scale, cell.rel_dir)
+    key = id(cell)
     if key in _UPSTREAM:
         return _UPSTREAM[key]
     out = {}

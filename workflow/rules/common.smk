@@ -5,8 +5,9 @@ from pathlib import Path
 
 from reprokit.config import ConfigError, experiment, validate_config
 from reprokit.config import unavailable_cells as find_unavailable
-from reprokit.data import registry
-from reprokit.data.variants import variant_path
+from reprokit.data.mirrors import is_available
+from reprokit.data.specs import dataset_names
+from reprokit.data.variant_names import variant_path
 from reprokit.plan import kind as plan_of_kind
 from reprokit.runtime import RuntimeSettings
 
@@ -55,8 +56,8 @@ def grid(name, scale):
 def dataset_available(name):
     # Decided once, before any job runs (cheap: file presence and sizes, no hashing).
     if name not in _AVAILABLE:
-        _AVAILABLE[name] = registry.is_available(name, MIRRORS) or (
-            config["data"]["download"] and name in registry.dataset_names()
+        _AVAILABLE[name] = is_available(name, MIRRORS) or (
+            config["data"]["download"] and name in dataset_names()
         )
     return _AVAILABLE[name]
 

@@ -1,34 +1,7 @@
-"""Datasets: `registry.load` (specs, checksums, mirrors, downloads, loaders: see registry.py) and variants
-(subsets, rotations, chunks, federated clients)."""
+"""Datasets: one module per concern.
 
-from .registry import (
-    Bundle,
-    ChecksumMismatch,
-    DatasetUnavailable,
-    dataset_info,
-    dataset_names,
-    is_available,
-    load,
-    locate,
-    standardize,
-)
-from .variants import (
-    apply_variants,
-    build_variant,
-    chunk_assignment,
-    dirichlet_client_split,
-    load_variant,
-    parse_variant_filename,
-    rotate_images,
-    rotation_angles,
-    rotation_bins,
-    subset_indices,
-    variant_filename,
-)
-
-__all__ = [
-    "Bundle", "ChecksumMismatch", "DatasetUnavailable", "dataset_info", "dataset_names", "is_available", "load",
-    "locate", "standardize", "apply_variants", "build_variant", "chunk_assignment", "dirichlet_client_split",
-    "load_variant", "parse_variant_filename", "rotate_images", "rotation_angles", "rotation_bins", "subset_indices",
-    "variant_filename",
-]
+Torch-free (imported while Snakemake plans the jobs): `specs` (names, layouts, URLs), `checksums`,
+`mirrors` (where files are; availability), `download`, `variant_names` (variant file names and paths).
+Loading (torch): `registry.load` picks the loader (`images`, `uci`, `synthetic`) and returns a
+`bundle.Bundle`; `variants` builds and applies subsets, rotations, chunks and federated splits.
+"""

@@ -6,9 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .._lazy import lazy_import
-
-torch = lazy_import("torch")  # executed on first use: the DAG imports this module (variants) but runs no tensor code
+import torch
 
 __all__ = ["Bundle", "standardize", "take_kwargs"]
 

@@ -17,13 +17,11 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from .._lazy import lazy_import
 from ..io import atomic_save_torch
 from .bundle import Bundle, take_kwargs
 from .specs import CIFAR_BASE, TINY_BASE
-
-torch = lazy_import("torch")  # executed on first use: the DAG imports the registry but loads nothing
 
 __all__ = ["load_cifar", "load_idx", "load_tiny"]
 

@@ -8,11 +8,9 @@ the same tensors on every machine; the keywords of :func:`load_synthetic` are th
 from __future__ import annotations
 
 import numpy as np
+import torch
 
-from .._lazy import lazy_import
 from .bundle import Bundle, take_kwargs
-
-torch = lazy_import("torch")  # executed on first use: the DAG imports the registry but generates nothing
 
 __all__ = ["load_synthetic"]
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from .._lazy import lazy_import
 from .bundle import Bundle, take_kwargs
 from .specs import UCI_CLASSIFICATION
-
-torch = lazy_import("torch")  # executed on first use: the DAG imports the registry but loads nothing
 
 __all__ = ["load_uci_classification", "load_uci_regression"]
 

@@ -23,8 +23,10 @@ and names its build function (``experiments.<kind>.build``), imported only when 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import typing
+import weakref
 from dataclasses import dataclass, fields
 
 from ..config import ConfigError
@@ -41,20 +43,18 @@ class Settings:
     @classmethod
     def from_dict(cls, values: dict, where: str = "settings"):
         values = {k: v for k, v in (values or {}).items() if not str(k).startswith("_")}  # _inputs: pipeline glue
-        names = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(values) - set(names))
+        spec = _field_spec(cls)
+        unknown = sorted(set(values) - set(spec))
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} for {cls.__name__} "
-                              f"(valid: {', '.join(names)})")
-        hints = typing.get_type_hints(cls)
+                              f"(valid: {', '.join(spec)})")
         out = {}
-        for name, f in names.items():
+        for name, (required, block) in spec.items():
             if name not in values:
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                if required:
                     raise ConfigError(f"{where}.{name}: required by {cls.__name__} but not set")
                 continue
-            value, hint = values[name], hints.get(name)
-            block = _settings_type(hint)
+            value = values[name]
             if block is not None and isinstance(value, dict):
                 value = block.from_dict(value, f"{where}.{name}")
             out[name] = value
@@ -62,6 +62,14 @@ class Settings:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_spec(cls) -> dict:
+    """{field: (required, nested Settings type or None)} of a Settings dataclass, computed once per class."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                     _settings_type(hints.get(f.name))) for f in fields(cls)}
 
 
 def _settings_type(hint):
@@ -81,8 +89,18 @@ class KindPlan:
     build_target: str = ""
 
     def settings(self, cell):
-        """Typed settings of one cell: shared settings overridden by the cell's grid coordinates."""
-        return self.Settings.from_dict({**cell.settings, **cell.coord_dict}, f"{cell.experiment} ({self.name})")
+        """Typed settings of one cell: shared settings overridden by the cell's grid coordinates. Built once
+        per cell object (the DAG asks for them several times per cell)."""
+        hit = self._cache.get(id(cell))
+        if hit is not None and hit[0]() is cell:
+            return hit[1]
+        st = self.Settings.from_dict({**cell.settings, **cell.coord_dict}, f"{cell.experiment} ({self.name})")
+        self._cache[id(cell)] = (weakref.ref(cell, lambda _r, k=id(cell): self._cache.pop(k, None)), st)
+        return st
+
+    @functools.cached_property
+    def _cache(self) -> dict:
+        return {}
 
     def required_variants(self, cell) -> dict:
         return {}

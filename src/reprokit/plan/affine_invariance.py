@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import ConfigError
-from ..data import variants
+from ..data import variant_names as variants
 from . import KindPlan, Settings, register
 
 METHODS = ("baseline", "augerino", "partitioned", "partitioned_ens", "random", "retrain", "fixed")

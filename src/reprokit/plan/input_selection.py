@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..data import variants
+from ..data import variant_names as variants
 from . import KindPlan, register
 
 METHODS = ("partitioned", "laplace", "partitioned_mask")
