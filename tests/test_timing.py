@@ -1,7 +1,6 @@
 """Table 8: the update_timing experiment kind (one cell = standard vs partitioned updates, timed) and
 its notebook (ratios from the cells' repetitions, the paper's values quoted apart, Diff. Laplace n/a)."""
 
-import glob
 import json
 import runpy
 import types
@@ -14,8 +13,9 @@ import torch
 
 from reprokit.config import ConfigError, experiment, load_config
 from reprokit.experiments import update_timing
-from reprokit.plan import kind
 from reprokit.experiments.update_timing import UpdateTiming, summarize
+from reprokit.plan import kind
+from reprokit.plan.update_timing import UpdateTimingSettings
 from reprokit.train import LoopConfig, run_loop
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,12 +23,12 @@ SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 CONFIGS = [REPO / "config" / "config.yaml", REPO / "config" / "experiments" / "partitioned_tables.yaml"]
 
 
-def tiny_settings(**kw):
-    s = dict(batch_size=3, n_aug_samples=2, input_shape=[1, 28, 28], n_classes=10,
+def tiny_settings(**kw) -> UpdateTimingSettings:
+    s = dict(model="mnist_cnn", seed=0, batch_size=3, n_aug_samples=2, input_shape=[1, 28, 28], n_classes=10,
              chunk_proportions=[0.8, 0.1, 0.1], augmentation="schwobel", augmentation_init=0.1,
-             optimizer="adam", lr=1e-3, weight_decay=0.0, n_warmup=1, n_repeats=3, device="cpu")
+             optimizer="adam", lr=1e-3, weight_decay=0.0, n_warmup=1, n_repeats=3)
     s.update(kw)
-    return s
+    return UpdateTimingSettings.from_dict(s)
 
 
 def test_kind_is_registered_and_needs_no_variants():
@@ -38,7 +38,7 @@ def test_kind_is_registered_and_needs_no_variants():
 
 
 def test_cell_reports_positive_ratios_and_per_repetition_times():
-    m = UpdateTiming("mnist_cnn", tiny_settings(), seed=0)
+    m = UpdateTiming(tiny_settings())
     result = run_loop(m, LoopConfig(n_steps=4, eval_every=1))
     assert result.status == "completed"
     metrics = m.final_metrics()
@@ -56,7 +56,7 @@ def test_cell_reports_positive_ratios_and_per_repetition_times():
 
 
 def test_all_updates_use_the_same_batch():
-    m = UpdateTiming("mnist_cnn", tiny_settings(), seed=0)
+    m = UpdateTiming(tiny_settings())
     seen = {}
 
     def recorder(name):
@@ -74,7 +74,7 @@ def test_all_updates_use_the_same_batch():
 
 
 def test_networks_start_equal_and_each_update_changes_only_its_own_parameters():
-    m = UpdateTiming("mnist_cnn", tiny_settings(), seed=1)
+    m = UpdateTiming(tiny_settings(seed=1))
     x = torch.randn(4, 1, 28, 28)
     with torch.no_grad(), m.pmodel.subnetwork(m.pmodel.num_partitions):
         assert torch.equal(m.standard_net.model(x), m.pmodel(x))  # same initial weights
@@ -96,7 +96,7 @@ def test_networks_start_equal_and_each_update_changes_only_its_own_parameters():
 
 @pytest.mark.parametrize("backward,net_grads", [("minimal", False), ("full", True)])
 def test_backward_mode_of_the_hyper_update(backward, net_grads):
-    m = UpdateTiming("mnist_cnn", tiny_settings(backward=backward), seed=0)
+    m = UpdateTiming(tiny_settings(backward=backward))
     m.update_hyper(2)
     assert all(p.grad is not None for p in m.psi)
     grads = [p.grad is not None for p, _ in m.pmodel.partitioned_parameters()]

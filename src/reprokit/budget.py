@@ -105,10 +105,12 @@ def _affine_invariance(cell) -> CellWork:
 
 
 def _update_timing(cell) -> CellWork:
-    s = cell.settings
-    model = str(cell.coord_dict["model"])
-    B, S = int(s["batch_size"]), int(s["n_aug_samples"])
-    n = int(s["n_warmup"]) + int(s["n_repeats"])
+    from .plan.update_timing import PLAN  # torch-free typed settings
+
+    st = PLAN.settings(cell)
+    model = str(st.model)
+    B, S = int(st.batch_size), int(st.n_aug_samples)
+    n = st.n_steps
     return CellWork(n, [Part(model, "standard", B * S, n), Part(model, "param", B * S, n),
                         Part(model, "hyper", B * S, n)])
 
@@ -119,11 +121,13 @@ def mlp_key(hidden, dataset) -> str:
 
 
 def _input_selection(cell) -> CellWork:
-    s, method = cell.settings, cell.coord_dict["method"]
-    n = int(s["n_steps"])
-    model = mlp_key(s["hidden"], s.get("dataset", "input_selection"))
-    step = {"laplace": "standard", "partitioned": "param", "partitioned_mask": "partitioned"}[method]
-    return CellWork(n, [Part(model, step, int(s["batch_size"]), n)])
+    from .plan.input_selection import PLAN  # torch-free typed settings
+
+    st = PLAN.settings(cell)
+    n = int(st.n_steps)
+    model = mlp_key(st.hidden, st.dataset)
+    step = {"laplace": "standard", "partitioned": "param", "partitioned_mask": "partitioned"}[st.method]
+    return CellWork(n, [Part(model, step, int(st.batch_size), n)])
 
 
 def _bali_step(reparam: str | None) -> str:

@@ -3,6 +3,7 @@
 Grid axes: `method` (partitioned | laplace | partitioned_mask), `n_inputs` (fixed masks keeping the
 first K inputs; absent for the learned mask), `seed`. The seed drives initialisation, the chunk
 assignment and minibatch sampling; the data sample is fixed by `data_seed` (a dataset, like the real ones).
+Settings (typed, defaults): `InputSelectionSettings` in plan/input_selection.py.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ import torch
 from .. import seeds
 from ..data import registry, variants
 from ..methods.common import TaskData
-from ..plan.input_selection import METHODS
+from ..plan.input_selection import PLAN, InputSelectionSettings
 from . import CellContext, Evaluation, Run
 
 
-def _data(cell, ctx: CellContext) -> TaskData:
-    s = cell.settings
-    b = registry.load("input_selection", ctx.mirrors, n_train=s["n_train"], n_test=s["n_test"], seed=s["data_seed"])
+def _data(st: InputSelectionSettings, ctx: CellContext) -> TaskData:
+    b = registry.load(st.dataset, ctx.mirrors, n_train=st.n_train, n_test=st.n_test, seed=st.data_seed)
     return TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task="classification", n_classes=2)
 
 
@@ -31,36 +31,34 @@ def build(cell, ctx: CellContext) -> Run:
     from ..methods.standard import OptimConfig
     from ..models.mlp import MLP
     from ..partition import partition
-    s, c = cell.settings, cell.coord_dict
-    method, seed = c["method"], int(c["seed"])
-    if method not in METHODS:
-        raise ValueError(f"input_selection: method '{method}' unknown (valid: {', '.join(METHODS)})")
+    st = PLAN.settings(cell)  # checks the method and the settings it needs
+    method, seed = st.method, int(st.seed)
     rt = ctx.runtime
-    data = rt.to(_data(cell, ctx))  # once; methods follow data.device
+    data = rt.to(_data(st, ctx))  # once; methods follow data.device
     n_features = data.x_train.shape[1]
     torch.manual_seed(seeds.stream_seed(seed, "init"))
     if method == "partitioned_mask":
-        mask: nn.Module = ConcreteBernoulliMask(n_features, s["mask_init_keep"], s["mask_temperature"])
+        mask: nn.Module = ConcreteBernoulliMask(n_features, st.mask_init_keep, st.mask_temperature)
     else:
-        mask = FixedInputMask(n_features, int(c["n_inputs"]))
-    mlp = MLP(n_features, s["hidden"], 2, s["activation"])
-    optim = OptimConfig(optimizer="adam", lr=s["lr"], weight_decay=s["weight_decay"], batch_size=s["batch_size"])
-    n_steps = int(s["n_steps"])
+        mask = FixedInputMask(n_features, int(st.n_inputs))
+    mlp = MLP(n_features, st.hidden, 2, st.activation)
+    optim = OptimConfig(optimizer="adam", lr=st.lr, weight_decay=st.weight_decay, batch_size=st.batch_size)
+    n_steps = int(st.n_steps)
     if method == "laplace":
         net = rt.model(nn.Sequential(mask, mlp))
-        m = PosthocDiagLaplace(net, data, optim, n_steps, seed, marglik_steps=s["laplace_prior_steps"])
+        m = PosthocDiagLaplace(net, data, optim, n_steps, seed, marglik_steps=st.laplace_prior_steps)
     else:
         chunk_ids = torch.as_tensor(variants.load_variant(ctx.variant("chunks"))["chunks"]).long().to(rt.device)
-        pmodel = partition(mlp, s["chunk_proportions"], scheme=s["partition_scheme"], default=s["partition_default"],
+        pmodel = partition(mlp, st.chunk_proportions, scheme=st.partition_scheme, default=st.partition_default,
                            seed=seeds.stream_seed(seed, "partition_masks"))
         net = rt.model(nn.Sequential(mask, pmodel))
         hyper = list(mask.parameters()) if method == "partitioned_mask" else []
-        cfg = PartitionedConfig(chunk_proportions=s["chunk_proportions"], optim=optim, wd_scaling=s["wd_scaling"],
-                                hyper_lr=s["hyper_lr"], early_stopping=s["early_stopping"])
+        cfg = PartitionedConfig(chunk_proportions=st.chunk_proportions, optim=optim, wd_scaling=st.wd_scaling,
+                                hyper_lr=st.hyper_lr, early_stopping=st.early_stopping)
         m = PartitionedTraining(net, pmodel, hyper, data, chunk_ids, cfg, n_steps, seed)
     info = {"n_train": data.n_train, "n_test": int(data.x_test.shape[0])}
     evaluation = Evaluation.of(m, _keep_probabilities(mask), _kept_inputs(mask)) if method == "partitioned_mask" else None
-    return Run(m, n_steps, int(s["eval_every"]), info=info, evaluation=evaluation)
+    return Run(m, n_steps, int(st.eval_every), info=info, evaluation=evaluation)
 
 
 def _keep_probabilities(mask):

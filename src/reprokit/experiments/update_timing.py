@@ -2,6 +2,7 @@
 
 Grid axes: `model` (a name of `reprokit.models.registry`, e.g. mnist_cnn | fixup_resnet8 |
 fixup_resnet14) and `seed` (initialisation, partition assignment, synthetic batch, k draws).
+Settings (typed, defaults): `UpdateTimingSettings` in plan/update_timing.py.
 
 One cell times, in one process and on one fixed batch of `batch_size` images (synthetic N(0, 1) pixels
 of the model's input shape and random labels: the cost of a dense update does not depend on the pixel
@@ -44,10 +45,10 @@ import numpy as np
 import torch
 
 from .. import seeds
+from ..plan.update_timing import PLAN, UpdateTimingSettings
 from . import CellContext, Run
 
 KINDS = ("standard", "param", "hyper")
-BACKWARDS = ("minimal", "full")
 
 
 def cpu_model_name() -> str:
@@ -84,9 +85,13 @@ def _make_optimizer(name: str, params, lr: float, momentum: float, weight_decay:
 
 
 class UpdateTiming:
-    """A timing "method" for the training loop: `train_step` is one timed repetition of every update."""
+    """A timing "method" for the training loop: `train_step` is one timed repetition of every update.
 
-    def __init__(self, model_name: str, settings: dict, seed: int, device="cpu"):
+    `settings` are a cell's typed settings (`PLAN.settings(cell)`, or `UpdateTimingSettings.from_dict`
+    of a mapping with `model` and `seed`); `device` is the cell's runtime device.
+    """
+
+    def __init__(self, settings: UpdateTimingSettings, device="cpu"):
         from ..augment.affine import AugmentedModel, build_augmentation
         from ..methods.partitioned import hyper_update, optimised_params, param_update
         from ..models.registry import build_model
@@ -97,51 +102,47 @@ class UpdateTiming:
             chunk_assignment,
             partition,
         )
-        s = settings
+        st = settings
         # bound here, not imported inside the timed update functions
         self._param_update, self._hyper_update = param_update, hyper_update
-        self.backward = s.get("backward", "minimal")
-        if self.backward not in BACKWARDS:
-            raise ValueError(f"update_timing: backward '{self.backward}' unknown (valid: {', '.join(BACKWARDS)})")
-        self.n_warmup = int(s["n_warmup"])
+        self.backward = st.backward
+        self.n_warmup = int(st.n_warmup)
         self.device = torch.device(device)  # the cell's runtime device (run.device), cell.py decides
-        timer = s.get("timer", "auto")
-        self.timer = ("wall" if self.device.type == "cuda" else "cpu") if timer == "auto" else timer
+        self.timer = ("wall" if self.device.type == "cuda" else "cpu") if st.timer == "auto" else st.timer
         if self.device.type == "cuda" and self.timer == "cpu":
             raise ValueError("update_timing: timer 'cpu' cannot time CUDA kernels; use 'wall' or 'auto'")
-        self.seed = int(seed)
+        self.seed = int(st.seed)
         torch.manual_seed(seeds.stream_seed(self.seed, "init"))
         gen = seeds.generator(self.seed, "timing_data")
 
-        base = build_model(model_name, **(s.get("model_kwargs") or {}))
+        base = build_model(str(st.model), **dict(st.model_kwargs))
         pmodel_src = copy.deepcopy(base)  # identical initial weights for both networks
-        props = list(s["chunk_proportions"])
-        self.pmodel = partition(pmodel_src, props, scheme=s.get("partition_scheme", "random"),
-                                default=s.get("partition_default", "init"),
+        props = list(st.chunk_proportions)
+        self.pmodel = partition(pmodel_src, props, scheme=st.partition_scheme, default=st.partition_default,
                                 seed=seeds.stream_seed(self.seed, "partition_masks"))
-        self.aug = build_augmentation(s["augmentation"], init=s.get("augmentation_init", 0.1))
+        self.aug = build_augmentation(st.augmentation, init=st.augmentation_init)
         self.psi = list(self.aug.parameters())
-        S = int(s["n_aug_samples"])
+        S = int(st.n_aug_samples)
         self.standard_net = AugmentedModel(base, self.aug, S).to(self.device)
         self.partitioned_net = AugmentedModel(self.pmodel, self.aug, S).to(self.device)
 
-        shape = tuple(int(d) for d in s["input_shape"])
-        B = int(s["batch_size"])
+        shape = tuple(int(d) for d in st.input_shape)
+        B = int(st.batch_size)
         self.x = torch.randn((B, *shape), generator=gen).to(self.device)
-        self.y = torch.randint(0, int(s.get("n_classes", 10)), (B,), generator=gen).to(self.device)
+        self.y = torch.randint(0, int(st.n_classes), (B,), generator=gen).to(self.device)
 
-        n_virtual = int(s.get("schedule_examples", 1000))
+        n_virtual = int(st.schedule_examples)
         chunk_ids = chunk_assignment(n_virtual, props, seeds.generator(self.seed, "schedule_examples"))
         sizes = np.bincount(chunk_ids, minlength=len(props)).tolist()
         self.schedule = PartitionSchedule(chunk_ids, generator=seeds.generator(self.seed, "minibatches"))
-        opt, lr, mom, wd = s["optimizer"], float(s["lr"]), float(s.get("momentum", 0.9)), float(s.get("weight_decay", 0.0))
+        opt, lr, mom, wd = st.optimizer, float(st.lr), float(st.momentum), float(st.weight_decay)
         self.opt = _make_optimizer(opt, base.parameters(), lr, mom, wd)
         popt_cls = PartitionedAdam if opt == "adam" else PartitionedSGD
-        pkw = dict(lr=lr, weight_decay=wd, chunk_sizes=sizes, wd_scaling=s.get("wd_scaling", "reciprocal"))
+        pkw = dict(lr=lr, weight_decay=wd, chunk_sizes=sizes, wd_scaling=st.wd_scaling)
         if opt == "sgd":
             pkw["momentum"] = mom
         self.popt = popt_cls(self.pmodel, **pkw)
-        self.hopt = torch.optim.Adam(self.psi, lr=float(s.get("hyper_lr", 1e-3)))
+        self.hopt = torch.optim.Adam(self.psi, lr=float(st.hyper_lr))
         self.weight_params = optimised_params(self.popt)
         self.rows: list[dict] = []
         self.n_params = sum(p.numel() for p in base.parameters())
@@ -327,8 +328,7 @@ def summarize(rows: list[dict], timer: str = "cpu") -> dict:
 
 
 def build(cell, ctx: CellContext) -> Run:
-    s, c = cell.settings, cell.coord_dict
-    torch.set_num_threads(int(s.get("num_threads", 1)))
-    method = UpdateTiming(str(c["model"]), s, int(c["seed"]), ctx.runtime.device)
-    n_steps = int(s["n_warmup"]) + int(s["n_repeats"])
-    return Run(method, n_steps, eval_every=1, info=dict(method.info))
+    st = PLAN.settings(cell)
+    torch.set_num_threads(int(st.num_threads))
+    method = UpdateTiming(st, ctx.runtime.device)
+    return Run(method, st.n_steps, eval_every=1, info=dict(method.info))

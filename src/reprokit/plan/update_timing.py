@@ -1,16 +1,68 @@
-"""Plan of the update_timing kind (partitioned paper Table 8). Build: experiments/update_timing.py."""
+"""Plan of the update_timing kind (partitioned paper Table 8). Build: experiments/update_timing.py.
+
+The config's `per_model` block (settings per architecture) is merged into a cell's settings by
+config.py before the cell exists; it is not a setting.
+"""
 
 from __future__ import annotations
 
-from . import KindPlan, register
+from dataclasses import dataclass, field
+
+from ..config import ConfigError
+from . import KindPlan, Settings, register
+
+BACKWARDS = ("minimal", "full")
+TIMERS = ("auto", "cpu", "wall")
+
+
+@dataclass(frozen=True, kw_only=True)  # keyword-only: fields grouped by topic, defaults anywhere
+class UpdateTimingSettings(Settings):
+    # grid axes
+    model: str  # a name of reprokit.models.registry
+    seed: int  # initialisation, partition assignment, synthetic batch, k draws
+    # the fixed batch: synthetic N(0, 1) images of input_shape, random labels
+    batch_size: int
+    input_shape: list
+    n_classes: int = 10
+    n_aug_samples: int
+    model_kwargs: dict = field(default_factory=dict)
+    # partitioning
+    chunk_proportions: list
+    partition_scheme: str = "random"
+    partition_default: str = "init"
+    schedule_examples: int = 1000  # virtual examples whose chunk assignment drives the k draws
+    # augmentation and optimisers
+    augmentation: str
+    augmentation_init: float = 0.1
+    optimizer: str
+    lr: float
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    wd_scaling: str = "reciprocal"
+    hyper_lr: float = 1e-3
+    # measurement
+    n_warmup: int
+    n_repeats: int
+    num_threads: int = 1
+    timer: str = "auto"  # auto: wall clock on CUDA, process CPU time elsewhere
+    backward: str = "minimal"
+
+    def __post_init__(self):
+        if self.backward not in BACKWARDS:
+            raise ConfigError(f"update_timing: backward '{self.backward}' unknown (valid: {', '.join(BACKWARDS)})")
+        if self.timer not in TIMERS:
+            raise ConfigError(f"update_timing: timer '{self.timer}' unknown (valid: {', '.join(TIMERS)})")
+
+    @property
+    def n_steps(self) -> int:
+        """Loop steps: every repetition, warm-up included."""
+        return int(self.n_warmup) + int(self.n_repeats)
 
 
 class UpdateTimingPlan(KindPlan):
     name = "update_timing"
+    Settings = UpdateTimingSettings
     build_target = "reprokit.experiments.update_timing:build"
-
-    def n_steps(self, cell) -> int:
-        return int(cell.settings["n_warmup"]) + int(cell.settings["n_repeats"])
 
 
 PLAN = register(UpdateTimingPlan())
