@@ -8,7 +8,7 @@ import pytest
 
 from reprokit.config import ExperimentGrid, unavailable_cells
 from reprokit.report.aggregate import aggregate
-from reprokit.report.style import write_latex_table
+from reprokit.report.tables import write_table
 
 SPEC = {
     "kind": "input_selection",
@@ -38,7 +38,7 @@ def test_unavailable_dataset_becomes_na_row_and_footnote(tmp_path):
     assert "cifar10" in na.note.iloc[0]
     summary = table.groupby("dataset", sort=False)["test_acc"].mean().reset_index()
     out = tmp_path / "t.tex"
-    write_latex_table(summary, out, "demo", "test", "note", footnotes=["n/a: dataset cifar10 unavailable here"])
+    write_table(summary, out, "demo", "test", "note", footnotes=["n/a: dataset cifar10 unavailable here"])
     tex = out.read_text()
     assert "n/a" in tex and "cifar10 unavailable" in tex and "TEST DATA" in tex
 

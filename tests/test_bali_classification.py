@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+from reprokit import metrics
 from reprokit.config import experiment, load_config
 from reprokit.experiments import CellContext
 from reprokit.experiments import bali_classification as bcx
@@ -31,10 +32,10 @@ def test_tpr_at_fpr_hand_example_with_vertical_jump_and_interpolation():
     # ROC points (fpr, tpr): (0,0) (0,0.5) (0.5,0.5) (0.5,1) (1,1): a vertical jump at fpr 0 and 0.5
     fpr = torch.tensor([0.0, 0.0, 0.5, 0.5, 1.0])
     tpr = torch.tensor([0.0, 0.5, 0.5, 1.0, 1.0])
-    got = bcx.tpr_at_fpr(fpr, tpr, [0.0, 0.25, 0.5, 0.75, 1.0])
+    got = metrics.tpr_at_fpr(fpr, tpr, [0.0, 0.25, 0.5, 0.75, 1.0])
     np.testing.assert_allclose(got, [0.5, 0.5, 1.0, 1.0, 1.0])
     # diagonal segment (ties between ID and OOD scores): linear interpolation
-    got = bcx.tpr_at_fpr(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]), [0.0, 0.3, 1.0])
+    got = metrics.tpr_at_fpr(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]), [0.0, 0.3, 1.0])
     np.testing.assert_allclose(got, [0.0, 0.3, 1.0])
 
 
@@ -42,19 +43,19 @@ def test_ood_score_ordering_and_auroc():
     eye = torch.eye(10, dtype=torch.float64)
     confident = 0.98 * eye[torch.arange(50) % 10] + 0.002  # low entropy: looks in-distribution
     uniform = torch.full((40, 10), 0.1, dtype=torch.float64)  # maximal entropy: looks OOD
-    m = bcx.ood_metrics(confident, uniform)
+    m = metrics.ood_metrics(confident, uniform)
     assert m["ood_auroc"] == 1.0
-    assert m[bcx.roc_column(0.0)] == 1.0  # every ID point accepted before the first OOD one
+    assert m[metrics.roc_column(0.0)] == 1.0  # every ID point accepted before the first OOD one
     assert m["ood_entropy_id"] < m["ood_entropy_ood"] == pytest.approx(np.log(10))
-    reverse = bcx.ood_metrics(uniform, confident)  # a model that is sure on the OOD set fails
-    assert reverse["ood_auroc"] == 0.0 and reverse[bcx.roc_column(0.5)] == 0.0
-    # the sampled curve's area agrees with the rank AUROC on a random, tied example
+    reverse = metrics.ood_metrics(uniform, confident)  # a model that is sure on the OOD set fails
+    assert reverse["ood_auroc"] == 0.0 and reverse[metrics.roc_column(0.5)] == 0.0
+    # the sampled curve's area agrees with the AUROC on a random, tied example
     gen = torch.Generator().manual_seed(0)
     p_id = torch.softmax(3 * torch.randn(300, 10, generator=gen, dtype=torch.float64), -1)
     p_ood = torch.softmax(torch.randn(300, 10, generator=gen, dtype=torch.float64).round(), -1)
-    m = bcx.ood_metrics(p_id, p_ood)
-    grid = np.asarray(bcx.ROC_FPR_GRID)
-    curve = np.asarray([m[bcx.roc_column(g)] for g in grid])
+    m = metrics.ood_metrics(p_id, p_ood)
+    grid = np.asarray(metrics.ROC_FPR_GRID)
+    curve = np.asarray([m[metrics.roc_column(g)] for g in grid])
     assert np.all(np.diff(curve) >= 0)
     assert np.trapezoid(curve, grid) == pytest.approx(m["ood_auroc"], abs=0.01)
     assert 0.5 < m["ood_auroc"] < 1.0
@@ -142,13 +143,6 @@ def test_cells_record_what_ran_and_tables_render_it(ctx, tmp_path):
     acc = float(table.loc[(table.method == "bali") & (table.dataset == "spambase"), "test_acc"].iloc[0])
     assert spam.loc["ACC ↑", "BALI"] == f"{acc:.3f}"
     assert set(t2.loc[t2["Dataset"] == "Diabetes", "BALI"]) == {"n/a"}
-
-
-def test_mean_se_formatting():
-    assert bc.mean_se([0.5]) == "0.500"
-    assert bc.mean_se([0.4, 0.6]) == "0.500 ± 0.100"
-    assert bc.mean_se([0.4, float("nan")]) == "NaN"
-    assert bc.mean_se([]) == "n/a"
 
 
 def test_missing_ood_dataset_keeps_the_cell_without_ood_metrics(monkeypatch):

@@ -53,19 +53,22 @@ def test_ece_hand_example():
     assert metrics.expected_calibration_error(torch.eye(3), torch.arange(3)) == 0.0
 
 
-def test_auc_rank_formula_matches_pair_counting_with_ties():
+def test_auc_matches_pair_counting_with_ties():
     g = torch.Generator().manual_seed(1)
     scores = torch.randint(0, 6, (40,), generator=g).double()  # many ties
     labels = torch.randint(0, 2, (40,), generator=g)
     pos, neg = scores[labels == 1], scores[labels == 0]
     pairs = [(1.0 if p > n else 0.5 if p == n else 0.0) for p, n in itertools.product(pos.tolist(), neg.tolist())]
-    assert metrics.rank_auc(scores, labels) == pytest.approx(sum(pairs) / len(pairs))
-    assert metrics.rank_auc(torch.tensor([0.1, 0.2, 0.8, 0.9]), torch.tensor([0, 0, 1, 1])) == 1.0
-    assert metrics.rank_auc(torch.tensor([0.9, 0.8, 0.2, 0.1]), torch.tensor([0, 0, 1, 1])) == 0.0
+    assert metrics.auroc(scores, labels) == pytest.approx(sum(pairs) / len(pairs), abs=1e-15)
+    assert metrics.auroc(torch.tensor([0.1, 0.2, 0.8, 0.9]), torch.tensor([0, 0, 1, 1])) == 1.0
+    assert metrics.auroc(torch.tensor([0.9, 0.8, 0.2, 0.1]), torch.tensor([0, 0, 1, 1])) == 0.0
+    assert math.isnan(metrics.auroc(torch.tensor([0.1, 0.2]), torch.tensor([1, 1])))  # one class only
     # the ROC curve's trapezoid area is the same number
-    fpr, tpr, thr = metrics.roc_curve(scores, labels)
-    assert fpr[0] == 0 and tpr[0] == 0 and fpr[-1] == 1 and tpr[-1] == 1 and thr[0] == math.inf
-    assert float(torch.trapezoid(tpr, fpr)) == pytest.approx(metrics.rank_auc(scores, labels))
+    fpr, tpr = metrics.roc_curve(scores, labels)
+    assert fpr.dtype == tpr.dtype == torch.float64
+    assert fpr[0] == 0 and tpr[0] == 0 and fpr[-1] == 1 and tpr[-1] == 1
+    assert len(fpr) == len(scores.unique()) + 1  # one point per distinct score, after (0, 0)
+    assert float(torch.trapezoid(tpr, fpr)) == pytest.approx(metrics.auroc(scores, labels), abs=1e-15)
 
 
 def test_classification_metrics_from_samples():

@@ -15,14 +15,21 @@ Conventions (documented here, used by every table):
     -sum(log y_std) (the Jacobian of y = y_std * y' + y_mean). With y_std None (or 1) nothing changes.
   * ECE: 15 equal-width confidence bins on [0, 1] (Guo et al. 2017), confidence = max class probability,
     ECE = sum_b |B_b|/N * |acc(B_b) - conf(B_b)|. The BALI paper does not state its binning.
-  * AUC: the rank (Mann-Whitney) formula with average ranks for ties, no sklearn:
-    AUC = (sum of positive ranks - P (P + 1) / 2) / (P N).
+    torchmetrics' `multiclass_calibration_error` (l1) bins [b/n, (b+1)/n) instead and computes in float32:
+    the two agree except for confidences exactly on a bin edge (tests/test_metrics_library.py).
+  * AUC and ROC: torchmetrics' `binary_auroc` / `binary_roc` with exact thresholds (ties between a
+    positive and a negative count one half, the Mann-Whitney value), computed in float64 on the scores'
+    ranks (the curve depends on their order only; raw scores outside [0, 1] would get a sigmoid).
+  * OOD detection (BALI Fig. 3): score = negative predictive entropy, in-distribution points positive;
+    `ood_metrics` records the AUROC and the ROC sampled at `ROC_FPR_GRID` (`tpr_at_fpr`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -30,18 +37,22 @@ ECE_BINS = 15
 
 __all__ = [
     "ECE_BINS",
+    "ROC_FPR_GRID",
     "accuracy",
+    "auroc",
     "binary_auc",
     "categorical_sample_log_likelihood",
     "expected_calibration_error",
     "gaussian_sample_log_likelihood",
     "mixture_log_likelihood",
+    "ood_metrics",
     "predictive_entropy",
     "predictive_metrics",
-    "rank_auc",
     "rmse",
+    "roc_column",
     "roc_curve",
     "split_metrics",
+    "tpr_at_fpr",
 ]
 
 
@@ -91,70 +102,112 @@ def expected_calibration_error(probs: torch.Tensor, y: torch.Tensor, n_bins: int
     correct = (pred == y.long()).to(torch.float64)
     bins = torch.clamp(torch.ceil(conf * n_bins).long() - 1, 0, n_bins - 1)
     n = conf.shape[0]
-    count = torch.zeros(n_bins, dtype=torch.float64, device=conf.device).index_add_(0, bins, torch.ones_like(conf))
     conf_sum = torch.zeros(n_bins, dtype=torch.float64, device=conf.device).index_add_(0, bins, conf)
     acc_sum = torch.zeros(n_bins, dtype=torch.float64, device=conf.device).index_add_(0, bins, correct)
     return float((acc_sum - conf_sum).abs().sum() / n)
 
 
-def _average_ranks(x: torch.Tensor) -> torch.Tensor:
-    """1-based ranks of x with ties given their average rank."""
-    x = x.to(torch.float64)
-    order = torch.argsort(x, stable=True)
-    xs = x[order]
-    n = x.shape[0]
-    # group equal values: average rank within each run of ties
-    _, inverse, counts = torch.unique_consecutive(xs, return_inverse=True, return_counts=True)
-    ends = torch.cumsum(counts, 0).to(torch.float64)
-    starts = ends - counts.to(torch.float64) + 1
-    avg = (starts + ends) / 2
-    ranks = torch.empty(n, dtype=torch.float64, device=x.device)
-    ranks[order] = avg[inverse]
-    return ranks
+def _ordered(scores: torch.Tensor) -> torch.Tensor:
+    """The scores' dense ranks scaled to [0, 1], float64: the same order and ties, so the same ROC and AUC.
+    torchmetrics treats scores outside [0, 1] as logits and applies a sigmoid, which would turn distinct
+    scores near 0 (e.g. negative entropies of confident predictions, |s| < ~1e-16) into ties."""
+    _, rank = torch.unique(scores.reshape(-1), sorted=True, return_inverse=True)
+    return rank.to(torch.float64) / max(int(rank.max()) if rank.numel() else 0, 1)
 
 
-def rank_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
-    """Area under the ROC curve of ``scores`` for positives ``labels == 1`` (Mann-Whitney U / (P N))."""
-    labels = labels.reshape(-1).bool()
-    scores = scores.reshape(-1)
-    p, n = int(labels.sum()), int((~labels).sum())
-    if p == 0 or n == 0:
+@contextlib.contextmanager
+def _float64_default():
+    """torchmetrics divides integer counts, which gives torch's default dtype (float32): under float64
+    the ROC and its area are the exact (rank-formula) values to ~1e-16, as the hand-written code had."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """Area under the ROC curve of ``scores`` for positives ``labels == 1`` (torchmetrics' `binary_auroc`,
+    exact thresholds: a tie between a positive and a negative counts one half); NaN without both classes."""
+    from torchmetrics.functional.classification import binary_auroc  # ~1.8 s import: only cells that need it
+
+    labels = labels.reshape(-1).long()
+    if labels.min() == labels.max():
         return float("nan")
-    ranks = _average_ranks(scores)
-    return float((ranks[labels].sum() - p * (p + 1) / 2) / (p * n))
+    with _float64_default():
+        return float(binary_auroc(_ordered(scores), labels))
 
 
 def binary_auc(probs: torch.Tensor, y: torch.Tensor) -> float:
     """AUC of a binary classifier from its predictive class probabilities [B, 2] (score = p(class 1))."""
     if probs.shape[-1] != 2:
         raise ValueError(f"binary_auc needs 2 classes, got {probs.shape[-1]}")
-    return rank_auc(probs[:, 1], y)
+    return auroc(probs[:, 1], y)
 
 
-def roc_curve(scores: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(fpr, tpr, thresholds): positives are ``labels == 1``, predicted positive when score >= threshold.
+def roc_curve(scores: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fpr, tpr), float64, from (0, 0) to (1, 1): one point per distinct score, in decreasing score order
+    (positives are ``labels == 1``, predicted positive when score >= threshold; torchmetrics' `binary_roc`)."""
+    from torchmetrics.functional.classification import binary_roc
 
-    Thresholds are the distinct scores in decreasing order, preceded by +inf (the point (0, 0)).
-    """
-    labels = labels.reshape(-1).to(torch.float64)
-    scores = scores.reshape(-1).to(torch.float64)
-    order = torch.argsort(scores, descending=True, stable=True)
-    s, l = scores[order], labels[order]
-    tp = torch.cumsum(l, 0)
-    fp = torch.cumsum(1 - l, 0)
-    last_of_run = torch.ones_like(s, dtype=torch.bool)
-    last_of_run[:-1] = s[1:] != s[:-1]
-    tp, fp, thr = tp[last_of_run], fp[last_of_run], s[last_of_run]
-    p, n = max(float(labels.sum()), 1.0), max(float((1 - labels).sum()), 1.0)
-    zero = torch.zeros(1, dtype=torch.float64, device=s.device)
-    return (torch.cat([zero, fp / n]), torch.cat([zero, tp / p]),
-            torch.cat([torch.full((1,), math.inf, dtype=torch.float64, device=s.device), thr]))
+    with _float64_default():
+        fpr, tpr, _ = binary_roc(_ordered(scores), labels.reshape(-1).long())
+    return fpr, tpr
 
 
 def predictive_entropy(probs: torch.Tensor) -> torch.Tensor:
     """Entropy of the predictive class distribution, [B] (nats)."""
     p = probs.to(torch.float64)
     return -(p * torch.log(p.clamp_min(1e-300))).sum(-1)
+
+
+# -- OOD detection (BALI Fig. 3) ----------------------------------------------------------------------
+
+# False-positive rates at which each cell records its OOD ROC curve (dense near 0, where curves differ).
+ROC_FPR_GRID = tuple(sorted({0.0, 0.001, 0.002, 0.005, *(round(i / 100, 2) for i in range(101))}))
+
+
+def roc_column(fpr: float) -> str:
+    return f"roc_tpr_at_fpr_{fpr:.3f}"
+
+
+def tpr_at_fpr(fpr: torch.Tensor, tpr: torch.Tensor, grid) -> np.ndarray:
+    """Sample a ROC curve (points in threshold order, both coordinates non-decreasing) at the FPRs `grid`.
+
+    The curve is the polyline through its points; where it jumps vertically at an FPR (several points
+    with that FPR) the highest TPR is taken, between distinct FPRs it is interpolated linearly.
+    """
+    f = np.asarray(fpr, dtype=np.float64)
+    t = np.asarray(tpr, dtype=np.float64)
+    xs, first = np.unique(f, return_index=True)
+    last = np.r_[first[1:] - 1, len(f) - 1]  # points are grouped by FPR (non-decreasing)
+    lo, hi = t[first], t[last]  # TPR entering / leaving each distinct FPR
+    out = []
+    for g in grid:
+        j = int(np.searchsorted(xs, g, side="right")) - 1
+        if j < 0:
+            out.append(0.0)
+        elif xs[j] == g or j == len(xs) - 1:
+            out.append(float(hi[j]))
+        else:
+            w = (g - xs[j]) / (xs[j + 1] - xs[j])
+            out.append(float(hi[j] + w * (lo[j + 1] - hi[j])))
+    return np.asarray(out)
+
+
+def ood_metrics(probs_id: torch.Tensor, probs_ood: torch.Tensor) -> dict[str, float]:
+    """OOD detection by negative predictive entropy: ID points are positives (score high = 'ID')."""
+    score_id, score_ood = -predictive_entropy(probs_id), -predictive_entropy(probs_ood)
+    scores = torch.cat([score_id, score_ood])
+    scores = scores.cpu()  # a few thousand scores: ranks and ROC on the host
+    labels = torch.cat([torch.ones(len(score_id)), torch.zeros(len(score_ood))])
+    fpr, tpr = roc_curve(scores, labels)
+    out = {"ood_auroc": auroc(scores, labels),
+           "ood_entropy_id": float(-score_id.mean()), "ood_entropy_ood": float(-score_ood.mean())}
+    for g, v in zip(ROC_FPR_GRID, tpr_at_fpr(fpr, tpr, ROC_FPR_GRID)):
+        out[roc_column(g)] = float(v)
+    return out
 
 
 def split_metrics(sample_fn, splits: dict, task: str, n_samples: int, noise_cov=None, y_std=None,

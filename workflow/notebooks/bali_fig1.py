@@ -19,6 +19,8 @@ import matplotlib.pyplot as plt
 from reprokit.report import bali_regression as br
 from reprokit.report import style
 
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+
 style.setup()
 df = br.load([snakemake.input["bali_synthetic"]])  # noqa: F821
 scale = style.scale_of(df)

@@ -21,6 +21,8 @@ import matplotlib.pyplot as plt
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
 
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+
 style.setup()
 df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])  # noqa: F821
 curves = bc.load([snakemake.input["bali_cls_uci_curves"], snakemake.input["bali_cls_image_curves"]])  # noqa: F821

@@ -22,6 +22,9 @@ import matplotlib.pyplot as plt
 
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
+from reprokit.report.stats import format_mean_se
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 style.setup()
 df = bc.load([snakemake.input["bali_cls_image"]])  # noqa: F821
@@ -43,7 +46,7 @@ for ax, (id_set, ood_set) in zip(axes, pairs):
         fpr, tpr, aucs = bc.roc_mean(df, id_set, m)
         if not aucs:
             continue
-        auc = bc.mean_se(aucs)
+        auc = format_mean_se(aucs)
         ax.plot(fpr, tpr, color=bc.COLORS[m], lw=1.3, label=f"{bc.METHODS[m]} (AUROC {auc})")
         summary.append(f"{bc.DATASETS[id_set]} {bc.METHODS[m]} {auc}")
         drawn = True
@@ -58,4 +61,4 @@ note = (bc.provenance(df) + f"; OOD set: the other dataset's test split ({'/'.jo
         f"{'/'.join(str(int(v)) for v in sorted(set(ran['final_samples'])))} predictive samples")
 note = textwrap.fill(note, 170)
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
-print("; ".join(summary))
+log.info("AUROC: %s", "; ".join(summary))

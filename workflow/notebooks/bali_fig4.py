@@ -17,6 +17,8 @@
 from reprokit.report import bali_regression as br
 from reprokit.report import style
 
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+
 style.setup()
 fig, scale, note = br.bbb_synthetic_page(snakemake.input, "sines_trend", "sines-trend")  # noqa: F821
 fig

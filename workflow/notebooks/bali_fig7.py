@@ -21,6 +21,8 @@ import pandas as pd
 
 from reprokit.report import style
 
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+
 style.setup()
 w = pd.read_csv(snakemake.input["bali_cls_uci_curves"])  # noqa: F821
 w = w[w["method"] == "bali"].assign(variant="BALI-W")

@@ -17,6 +17,9 @@
 # %%
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
+from reprokit.report.tables import write_table
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])  # noqa: F821
 scale = bc.scale_of(df)
@@ -36,7 +39,7 @@ footnotes = [
 ]
 if (ran["status"] == "diverged").any():
     footnotes.append("NaN: a run diverged (non-finite loss or metrics).")
-style.write_latex_table(
+write_table(
     table, snakemake.output["tex"],  # noqa: F821
     caption="BALI Table 2: classification accuracy (ACC), expected calibration error (ECE) and AUC (binary "
             "sets) of BALI, MC dropout (DO, p = 0.1) and MAP, 2x256 Leaky-Tanh MLP; mean ± s.e.",

@@ -15,6 +15,9 @@
 # %%
 from reprokit.report import bali_regression as br
 from reprokit.report import style
+from reprokit.report.tables import write_table
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 df = br.load([snakemake.input["bali_uci"], snakemake.input["bali_uci_protein"]])  # noqa: F821
 scale = style.scale_of(df)
@@ -28,7 +31,7 @@ footnotes = [
     "Not in the paper's Table 4, chosen here: σ_init = 1 (App. H.2), u_0 = D_y (the paper never gives it); "
     + br.bali_scaling_note(df) + ".",
 ]
-style.write_latex_table(
+write_table(
     table, snakemake.output["tex"],  # noqa: F821
     caption="BALI Table 4: hyperparameters of BALI for the UCI regression benchmark as run: step size α, "
             "initial update rate β, prior scales σ_r² and σ_u², effective dataset size N_eff, batch size B",

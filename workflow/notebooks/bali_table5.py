@@ -16,6 +16,9 @@
 # %%
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
+from reprokit.report.tables import write_table
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])  # noqa: F821
 scale = bc.scale_of(df)
@@ -23,7 +26,7 @@ table = bc.table5(df)
 table
 
 # %%
-style.write_latex_table(
+write_table(
     table, snakemake.output["tex"],  # noqa: F821
     caption="BALI Table 5: hyperparameters of BALI for the classification benchmark as run: step size α, "
             "initial update rate β, prior R_0 = σ_r² I and U_0 = σ_u² I, effective dataset size N_eff "

@@ -15,6 +15,9 @@
 # %%
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
+from reprokit.report.tables import write_table
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])  # noqa: F821
 scale = bc.scale_of(df)
@@ -22,7 +25,7 @@ table = bc.table6(df)
 table
 
 # %%
-style.write_latex_table(
+write_table(
     table, snakemake.output["tex"],  # noqa: F821
     caption="BALI Table 6: hyperparameters of Monte Carlo dropout (DO) and MAP for the classification "
             "benchmark as run (Adam optimiser, weight decay as Adam's L2 term)",

@@ -20,6 +20,9 @@ import numpy as np
 import pandas as pd
 
 from reprokit.report import style
+from reprokit.report.stats import grouped_mean_se
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 style.setup()
 a = pd.read_csv(snakemake.input["fig2a"])  # noqa: F821 (injected by Snakemake)
@@ -29,15 +32,14 @@ scale = style.scale_of(a)
 
 
 # %%
-def mean_se(df, column):
-    g = df.groupby("n_inputs")[column]
-    mean = g.mean()
-    se = g.std(ddof=1).fillna(0) / np.sqrt(g.count())
-    return mean.index.to_numpy(), mean.to_numpy(), se.to_numpy()
+def by_inputs(df, column):
+    """(K, mean, s.e.) over seeds per number of inputs K."""
+    ms = grouped_mean_se(df, "n_inputs", column)
+    return ms["n_inputs"].to_numpy(), ms["mean"].to_numpy(), ms["se"].to_numpy()
 
 
 def panel(ax_obj, ax_fit, df, objective, title, obj_label):
-    k, m, s = mean_se(df, objective)
+    k, m, s = by_inputs(df, objective)
     ax_obj.plot(k, m, color="k", marker="o", ms=2.5, label=obj_label)
     ax_obj.fill_between(k, m - s, m + s, color="k", alpha=0.2)
     best = k[np.nanargmax(m)] if np.isfinite(m).any() else np.nan
@@ -46,7 +48,7 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label):
     ax_obj.set_ylabel(obj_label)
     for split, ls in (("train", "--"), ("test", "-")):
         for metric, color in (("acc", "tab:blue"), ("ll", "tab:orange")):
-            kk, mm, ss = mean_se(df, f"{split}_{metric}")
+            kk, mm, ss = by_inputs(df, f"{split}_{metric}")
             ax_fit.plot(kk, mm, ls=ls, color=color, label=f"{split} {'accuracy' if metric == 'acc' else 'avg. log-lik.'}")
             ax_fit.fill_between(kk, mm - ss, mm + ss, color=color, alpha=0.15)
     ax_fit.set_xlabel("Num. inputs K")

@@ -23,7 +23,10 @@ import numpy as np
 import pandas as pd
 
 from reprokit.report import style
-from reprokit.report.invariance import METHOD_STYLE, as_bool, completed, mean_se
+from reprokit.report.invariance import METHOD_STYLE, as_bool, completed
+from reprokit.report.stats import grouped_mean_se
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 style.setup()
 a = pd.read_csv(snakemake.input["fig3a"])  # noqa: F821 (injected by Snakemake)
@@ -49,7 +52,7 @@ def panel(ax, df, title):
         sub = ok[ok["method"] == method]
         if sub.empty:
             continue
-        ms = mean_se(sub, "n_train", "test_acc")
+        ms = grouped_mean_se(sub, "n_train", "test_acc")
         x = ms["n_train"] / 1000
         ax.errorbar(x, 100 * ms["mean"], yerr=100 * ms["se"], color=color, marker=marker, ms=3.5, lw=1.2,
                     capsize=2, label=label)

@@ -27,6 +27,8 @@ from reprokit.partition import partition
 from reprokit.report import style
 from reprokit.report.tables import static_note
 
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+
 PROPORTIONS = [1, 1, 1]  # 3 partitions, equal proportions
 SEED = 0  # seed of the partition assignment (and of the layer's initialisation)
 SCHEMES = {"random": "(a) Random weight partitioned", "node": "(b) Node partitioned"}

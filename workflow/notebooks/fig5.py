@@ -17,6 +17,8 @@
 from reprokit.report import style
 from reprokit.report.invariance import sensitivity_page
 
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+
 style.setup()
 fig, scale, note = sensitivity_page(snakemake.input, "sens_mnist", "MNIST", retrained=False)  # noqa: F821
 fig

@@ -26,6 +26,8 @@ import pandas as pd
 from reprokit.report import style
 from reprokit.report.invariance import AUG_LABELS, AUG_NAMES, as_bool, completed
 
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+
 style.setup()
 rand = pd.read_csv(snakemake.input["fig9_random"])  # noqa: F821 (injected by Snakemake)
 retr = pd.read_csv(snakemake.input["fig9_retrain"])  # noqa: F821

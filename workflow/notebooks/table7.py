@@ -14,7 +14,10 @@
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output` / `snakemake.config`.
 
 # %%
+from reprokit.report import style
 from reprokit.report.tables import write_complexity_table
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 data = snakemake.input["complexity"]  # noqa: F821 (injected by Snakemake)
 scale = snakemake.config["scale"]  # noqa: F821

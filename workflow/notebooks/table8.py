@@ -27,6 +27,8 @@ from reprokit.experiments.update_timing import median_ci
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+
 LABELS = {"mnist_cnn": "MNIST CNN", "fixup_resnet8": "fixup ResNet-8", "fixup_resnet14": "fixup ResNet-14"}
 UPDATE = {"param": ("Partitioned", "Param."), "hyper": ("Partitioned", "Hyperparam.")}
 

@@ -18,7 +18,10 @@
 import pandas as pd
 
 from reprokit.models.registry import build_model, describe_architecture
+from reprokit.report import style
 from reprokit.report.tables import static_note, write_table
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 MODEL, INPUT_SHAPE = "mnist_cnn", (1, 28, 28)
 scale = snakemake.config["scale"]  # noqa: F821 (injected by Snakemake)

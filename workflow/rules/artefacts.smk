@@ -2,7 +2,8 @@
 # py:percent) from the experiments' tidy CSVs. One rule per artefact in config `artefacts:`; the
 # notebook gets `snakemake.input[<experiment>]`, `snakemake.input[<experiment>_curves]`,
 # `snakemake.input[<name>]` for each `data: {name: path}` file of the artefact, and
-# `snakemake.output[pdf|png|tex]`.
+# `snakemake.output[pdf|png|tex]`. Each notebook starts with `style.start_log(snakemake)`, which writes
+# the rule's `log:` file (inputs, scale, outputs, warnings, a failure's traceback).
 
 
 def artefact_inputs(name):

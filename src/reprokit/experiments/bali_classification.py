@@ -19,8 +19,8 @@ adds this experiment's evaluation:
   training evaluation subset;
 * with `ood_dataset` (Fig. 3): the negative predictive entropy is the score, in-distribution (ID) test
   points are the positives, the OOD dataset's test split the negatives. `ood_auroc` (rank formula) and
-  the ROC curve sampled at the fixed false-positive rates `ROC_FPR_GRID` as columns
-  `roc_tpr_at_fpr_<f>` (see `tpr_at_fpr`), plus the mean predictive entropies `ood_entropy_{id,ood}`.
+  the ROC curve sampled at the fixed false-positive rates `metrics.ROC_FPR_GRID` as columns
+  `roc_tpr_at_fpr_<f>` (see `metrics.tpr_at_fpr`), plus the mean predictive entropies `ood_entropy_{id,ood}`.
   The ROC lives in metrics.json and so in the aggregated table: one row per cell, no side file.
 
 Run.info records the hyperparameters each cell actually used (resolved N_eff, sigma_u^2, evaluation
@@ -38,12 +38,6 @@ from ..methods.common import TaskData
 from ..plan.bali_classification import IMAGES, METHODS, UCI  # noqa: F401 - re-exported for reports
 from . import CellContext, Evaluation, Run
 
-# False-positive rates at which each cell records its OOD ROC curve (dense near 0, where curves differ).
-ROC_FPR_GRID = tuple(sorted({0.0, 0.001, 0.002, 0.005, *(round(i / 100, 2) for i in range(101))}))
-
-
-def roc_column(fpr: float) -> str:
-    return f"roc_tpr_at_fpr_{fpr:.3f}"
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -100,48 +94,6 @@ def load_ood(dataset: str, settings: dict, seed: int, ctx: CellContext) -> torch
     return (x if idx is None else x[idx]).contiguous()
 
 
-# ------------------------------------------------------------------------------------------------ ROC
-
-
-def tpr_at_fpr(fpr: torch.Tensor, tpr: torch.Tensor, grid) -> np.ndarray:
-    """Sample a ROC curve (points in threshold order, both coordinates non-decreasing) at the FPRs `grid`.
-
-    The curve is the polyline through its points; where it jumps vertically at an FPR (several points
-    with that FPR) the highest TPR is taken, between distinct FPRs it is interpolated linearly.
-    """
-    f = np.asarray(fpr, dtype=np.float64)
-    t = np.asarray(tpr, dtype=np.float64)
-    xs, first = np.unique(f, return_index=True)
-    last = np.r_[first[1:] - 1, len(f) - 1]  # points are grouped by FPR (non-decreasing)
-    lo, hi = t[first], t[last]  # TPR entering / leaving each distinct FPR
-    out = []
-    for g in grid:
-        j = int(np.searchsorted(xs, g, side="right")) - 1
-        if j < 0:
-            out.append(0.0)
-        elif xs[j] == g or j == len(xs) - 1:
-            out.append(float(hi[j]))
-        else:
-            w = (g - xs[j]) / (xs[j + 1] - xs[j])
-            out.append(float(hi[j] + w * (lo[j + 1] - hi[j])))
-    return np.asarray(out)
-
-
-def ood_metrics(probs_id: torch.Tensor, probs_ood: torch.Tensor) -> dict[str, float]:
-    """OOD detection by negative predictive entropy: ID points are positives (score high = 'ID')."""
-    from ..metrics import predictive_entropy, rank_auc, roc_curve
-    score_id, score_ood = -predictive_entropy(probs_id), -predictive_entropy(probs_ood)
-    scores = torch.cat([score_id, score_ood])
-    scores = scores.cpu()  # a few thousand scores: ranks and ROC on the host
-    labels = torch.cat([torch.ones(len(score_id)), torch.zeros(len(score_ood))])
-    fpr, tpr, _ = roc_curve(scores, labels)
-    out = {"ood_auroc": rank_auc(scores, labels),
-           "ood_entropy_id": float(-score_id.mean()), "ood_entropy_ood": float(-score_ood.mean())}
-    for g, v in zip(ROC_FPR_GRID, tpr_at_fpr(fpr, tpr, ROC_FPR_GRID)):
-        out[roc_column(g)] = float(v)
-    return out
-
-
 # ------------------------------------------------------------------------------------------------ method
 
 
@@ -186,7 +138,7 @@ class ClassificationEvaluation:
 
     @torch.no_grad()
     def final_metrics(self) -> dict[str, float]:
-        from ..metrics import predictive_metrics
+        from ..metrics import ood_metrics, predictive_metrics
         sample_fn = self._sampler("final")
         d = self.data
         test_samples = self._samples(d.x_test, self.final_samples, sample_fn)

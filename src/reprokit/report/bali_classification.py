@@ -1,20 +1,19 @@
 """Tables and curves of the BALI classification benchmark (Table 2, Tables 5/6, Figs. 2/3) from the
 aggregated CSVs of the `bali_classification` experiments. The notebooks only load, call and save.
 
-Conventions: mean ± standard error over seeds/splits (no ± with one seed); a cell whose dataset was
-unavailable shows "n/a"; a diverged cell has NaN metrics and makes its entry "NaN" (the papers'
-convention). Tables 5 and 6 are rendered from the hyperparameters each cell recorded in metrics.json
+Conventions: mean ± standard error over seeds/splits (`stats.format_mean_se`: no ± with one seed); a
+cell whose dataset was unavailable shows "n/a"; a diverged cell has NaN metrics and makes its entry "NaN"
+(the papers' convention). Tables 5 and 6 are rendered from the hyperparameters each cell recorded in metrics.json
 (`info`, columns of the aggregated table), i.e. from what actually ran, not from the config file.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from . import style
+from .stats import format_mean_se
 from .style import SCALE_NOTE
 
 DATASETS = {"spambase": "Spambase", "cdc_diabetes": "Diabetes", "magic": "Telescope", "mnist": "MNIST",
@@ -34,22 +33,6 @@ def load(paths) -> pd.DataFrame:
         except pd.errors.EmptyDataError:
             continue
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def _fmt(x: float, digits: int) -> str:
-    return "NaN" if not math.isfinite(x) else f"{x:.{digits}f}"
-
-
-def mean_se(values, digits: int = 3) -> str:
-    """'m ± se' over finite-or-NaN values (any NaN -> 'NaN'); one value: 'm'; none: 'n/a'."""
-    v = np.asarray(list(values), dtype=np.float64)
-    if v.size == 0:
-        return "n/a"
-    if np.isnan(v).any():
-        return "NaN"
-    if v.size == 1:
-        return _fmt(float(v[0]), digits)
-    return f"{_fmt(float(v.mean()), digits)} ± {_fmt(float(v.std(ddof=1) / math.sqrt(v.size)), digits)}"
 
 
 def _ran(df: pd.DataFrame) -> pd.DataFrame:
@@ -118,7 +101,7 @@ def table2(df: pd.DataFrame) -> pd.DataFrame:
                     row[METHODS[m]] = "OOM"
                 else:
                     vals = ran[key] if key in ran else pd.Series([np.nan] * len(ran))
-                    row[METHODS[m]] = mean_se(vals.to_numpy(dtype=np.float64))
+                    row[METHODS[m]] = format_mean_se(vals.to_numpy(dtype=np.float64))
             rows.append(row)
     return pd.DataFrame(rows)
 

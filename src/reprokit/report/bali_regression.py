@@ -7,13 +7,14 @@ Cells come from the tidy CSVs of the `uci_regression` / `synthetic_predictive` e
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
 import yaml
 
 from . import style
+from .stats import format_pm, mean_se
+from .tables import write_table
 
 DATASETS = ["uci_yacht", "uci_concrete", "uci_energy", "uci_redwine", "uci_kin8nm", "uci_powerplant", "uci_protein"]
 NAMES = {"uci_yacht": "Yacht", "uci_concrete": "Concrete", "uci_energy": "Energy", "uci_redwine": "Redwine",
@@ -32,14 +33,8 @@ def load(paths) -> pd.DataFrame:
     return df
 
 
-def fmt(mean: float, se: float, digits: int = 3) -> str:
-    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return "NaN"
-    return f"{mean:.{digits}f} ± {se:.{digits}f}"
-
-
 def summarise(df: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """mean, s.e. (std ddof=1 / sqrt(n); 0 for one split) and n over splits per (dataset, method), for the
+    """`stats.mean_se` (mean, s.e., n) over splits per (dataset, method), for the
     metric `test_<metric>`. A diverged split (NaN) makes the mean NaN (the papers' convention)."""
     rows = []
     col = f"test_{metric}"
@@ -49,8 +44,8 @@ def summarise(df: pd.DataFrame, metric: str) -> pd.DataFrame:
             rows.append({"dataset": dataset, "method": method, "mean": np.nan, "se": np.nan, "n": 0, "status": "unavailable"})
             continue
         v = ran[col].astype(float).to_numpy() if col in ran else np.full(len(ran), np.nan)
-        se = float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
-        rows.append({"dataset": dataset, "method": method, "mean": float(np.mean(v)), "se": se, "n": len(v),
+        mean, se, n = mean_se(v)
+        rows.append({"dataset": dataset, "method": method, "mean": mean, "se": se, "n": n,
                      "status": {None: "completed", "NaN": "diverged", "OOM": "oom"}[style.outcome_text(ran["status"])]})
     return pd.DataFrame(rows)
 
@@ -80,7 +75,7 @@ def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tu
                     notes.append(f"{NAMES[d]} {label}: dataset unavailable")
                 continue
             r = s.iloc[0]
-            row[f"{label} (ours)"] = "OOM" if r["status"] == "oom" else fmt(r["mean"], r["se"], digits)
+            row[f"{label} (ours)"] = "OOM" if r["status"] == "oom" else format_pm(r["mean"], r["se"], digits)
             ns.add(int(r["n"]))
             if r["status"] == "diverged":
                 notes.append(f"{NAMES[d]} {label}: at least one split diverged (NaN)")
@@ -90,7 +85,7 @@ def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tu
         vals = paper[key].get(d, {})
         for m in PAPER_OWN + QUOTED:
             v = vals.get(m)
-            row[f"{m} (paper)" if m in PAPER_OWN else f"{m} (quoted)"] = "-" if v is None else fmt(v[0], v[1], digits)
+            row[f"{m} (paper)" if m in PAPER_OWN else f"{m} (quoted)"] = "-" if v is None else format_pm(v[0], v[1], digits)
         out.append(row)
     return pd.DataFrame(out), notes
 
@@ -239,8 +234,8 @@ def uci_artefact(inputs, tex_path, metric: str) -> tuple[pd.DataFrame, pd.DataFr
     if len(check):
         footnotes.append("Our mean minus the paper's, in units of the paper's s.e.: " + "; ".join(
             f"{NAMES.get(r.dataset, r.dataset)} {r.method} {r.z_paper_se:+.1f}" for r in check.itertuples()) + ".")
-    style.write_latex_table(table, tex_path, caption=caption, scale=style.scale_of(df), note=provenance(df),
-                            footnotes=footnotes, label=f"tab:{label}")
+    write_table(table, tex_path, caption=caption, scale=style.scale_of(df), note=provenance(df),
+                footnotes=footnotes, label=f"tab:{label}")
     return table, check
 
 

@@ -49,13 +49,6 @@ def completed(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "completed"]
 
 
-def mean_se(df: pd.DataFrame, by, column: str) -> pd.DataFrame:
-    g = df.groupby(by)[column]
-    out = pd.DataFrame({"mean": g.mean(), "n": g.count()})
-    out["se"] = (g.std(ddof=1) / np.sqrt(out["n"])).fillna(0.0)
-    return out.reset_index()
-
-
 def seeds_text(tables) -> str:
     n = sorted({int(t["seed"].nunique()) for t in tables if "seed" in t and len(t)})
     return "/".join(map(str, n)) or "0"

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import bali_regression
+from .stats import format_pm
 
 
 def finished_cells(experiment_dir: str | Path) -> pd.DataFrame:
@@ -72,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(df)} finished cells under {args.experiment_dir} (scale {', '.join(scales)}); "
           "mean ± s.e. over the splits found; z in units of the paper's s.e.")
     shown = table.assign(
-        ours=[f"{m:.3f} ± {s:.3f}" for m, s in zip(table["ours"], table["ours_se"])],
-        paper=[f"{m:.3f} ± {s:.3f}" for m, s in zip(table["paper"], table["paper_se"])],
+        ours=[format_pm(m, s) for m, s in zip(table["ours"], table["ours_se"])],
+        paper=[format_pm(m, s) for m, s in zip(table["paper"], table["paper_se"])],
         z=[f"{z:+.1f}" for z in table["z_paper_se"]],
     )[["dataset", "method", "metric", "n", "ours", "paper", "z", "within_2se"]]
     print(shown.to_string(index=False))

@@ -6,7 +6,11 @@ a visible "TEST DATA" watermark; quick-scale ones say they are not paper-scale n
 
 from __future__ import annotations
 
+import atexit
 import io
+import logging
+import os
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -16,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from ..io import atomic_write_bytes, atomic_write_text  # noqa: E402
+from ..io import atomic_write_bytes  # noqa: E402
 
 SCALE_NOTE = {
     "paper": "paper scale",
@@ -39,6 +43,53 @@ def outcome_text(statuses) -> str | None:
     if "diverged" in statuses:
         return "NaN"
     return None
+
+
+def _named(files) -> list[tuple[str, str]]:
+    items = files.items() if hasattr(files, "items") else enumerate(files or [])
+    return [(str(k), str(v)) for k, v in items]
+
+
+def _sized(path: str) -> str:
+    return f"{path} ({os.path.getsize(path)} bytes)" if os.path.exists(path) else f"{path} (missing)"
+
+
+def start_log(smk) -> logging.Logger:
+    """Log a notebook's run to its rule's `log:` file, `smk.log[0]` (stderr when the rule has none, as in
+    tests), as the snakemake workflow template's scripts do: the rule, scale, inputs with their sizes and
+    declared outputs now; warnings and an uncaught exception as they happen; at exit the outputs with
+    their sizes. Returns the logger for the notebook's own lines (``log.info(...)``)."""
+    name = getattr(smk, "rule", None)
+    logger = logging.getLogger("reprokit.artefact")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logs = [str(p) for p in (getattr(smk, "log", None) or [])]
+    handler = logging.FileHandler(logs[0], mode="w") if logs else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.handlers[:] = [handler]
+    params = getattr(smk, "params", None)
+    scale = (params.get("scale", None) if hasattr(params, "get") else None) or getattr(smk, "config", {}).get("scale")
+    logger.info("rule %s, scale %s", name or "?", scale)
+    for key, path in _named(smk.input):
+        logger.info("input %s: %s", key, _sized(path))
+    for key, path in _named(smk.output):
+        logger.info("output %s: %s", key, path)
+    if logs:  # a Snakemake job (its own process): warnings, a failure and the end of the run go there too
+        logging.captureWarnings(True)
+        logging.getLogger("py.warnings").handlers[:] = [handler]
+        hook = sys.excepthook
+
+        def excepthook(kind, value, tb):
+            logger.error("failed", exc_info=(kind, value, tb))
+            hook(kind, value, tb)
+
+        def wrote():
+            for key, path in _named(smk.output):
+                logger.info("wrote %s: %s", key, _sized(path))
+
+        sys.excepthook = excepthook
+        atexit.register(wrote)
+    return logger
 
 
 def setup() -> None:
@@ -78,17 +129,3 @@ def finish_figure(fig, scale: str, note: str, pdf: str | Path | None, png: str |
         atomic_write_bytes(path, buf.getvalue())
     plt.close(fig)
 
-
-def write_latex_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, note: str,
-                      footnotes: list[str] | None = None, label: str | None = None) -> None:
-    """A booktabs table whose caption carries the scale/seeds/data note; test scale is marked."""
-    body = df.to_latex(index=False, escape=True, na_rep="n/a")
-    mark = r"\textcolor{red}{\textbf{TEST DATA}} " if scale == "test" else ""
-    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{mark}{caption} ({note})}}"]
-    if label:
-        lines.append(rf"\label{{{label}}}")
-    lines.append(body.strip())
-    for fn in footnotes or []:
-        lines.append(rf"\par\footnotesize{{{fn}}}")
-    lines.append(r"\end{table}")
-    atomic_write_text(path, "\n".join(lines) + "\n")

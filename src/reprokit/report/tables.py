@@ -1,7 +1,8 @@
-"""Table helpers shared by the notebooks: LaTeX cells that carry math, and tables without experiments.
+"""The LaTeX table writer every table notebook uses, and the tables without experiments.
 
-`write_table` is `style.write_latex_table` with an `escape` switch (cells may hold LaTeX math such as
-``$\\mathcal{O}(N_B P S)$``; plain text is escaped with `latex_escape`) and multi-level column headers.
+`write_table` writes a booktabs table whose caption ends with the provenance note (scale, seeds, data)
+and marks test scale; plain text is escaped with `latex_escape`, and with ``escape=False`` cells may hold
+LaTeX math such as ``$\\mathcal{O}(N_B P S)$`` (multi-level column headers are supported).
 Every table states the scale it was built at: tables that do not depend on the scale (transcribed or
 rendered from code) say so, and are still marked at test scale like every CI build.
 """

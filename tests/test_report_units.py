@@ -1,0 +1,110 @@
+"""The report's shared units: mean ± s.e. (report/stats.py), the LaTeX table writer (report/tables.py)
+and the notebooks' log file (report/style.start_log)."""
+
+import logging
+import math
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reprokit.report import stats, style
+from reprokit.report.tables import write_table
+
+
+def test_mean_se_hand_example():
+    m, se, n = stats.mean_se([1.0, 2.0, 6.0])  # mean 3, sd sqrt(7), s.e. sqrt(7/3)
+    assert (m, n) == (3.0, 3) and se == pytest.approx(math.sqrt(7 / 3))
+    assert stats.mean_se([0.4]) == (0.4, 0.0, 1)
+    m, se, n = stats.mean_se([0.4, float("nan")])
+    assert math.isnan(m) and math.isnan(se) and n == 2
+    m, se, n = stats.mean_se([])
+    assert math.isnan(m) and n == 0
+
+
+def test_mean_se_formatting():
+    assert stats.format_mean_se([0.5]) == "0.500"
+    assert stats.format_mean_se([0.4, 0.6]) == "0.500 ± 0.100"
+    assert stats.format_mean_se([0.4, float("nan")]) == "NaN"
+    assert stats.format_mean_se([]) == "n/a"
+    assert stats.format_mean_se([1.0, 2.0, 6.0], digits=2) == "3.00 ± 1.53"
+    assert stats.format_pm(0.6, 0.0) == "0.600 ± 0.000" and stats.format_pm(float("nan"), 0.1) == "NaN"
+
+
+def test_grouped_mean_se_drops_nan_and_gives_one_value_zero_se():
+    df = pd.DataFrame({"k": [2, 1, 1, 1, 3, 3], "v": [5.0, 1.0, 2.0, 6.0, np.nan, np.nan]})
+    out = stats.grouped_mean_se(df, "k", "v")
+    assert list(out.columns) == ["k", "mean", "se", "n"] and list(out["k"]) == [1, 2, 3]
+    assert out["mean"].iloc[0] == 3.0 and out["se"].iloc[0] == pytest.approx(math.sqrt(7 / 3))
+    assert (out["mean"].iloc[1], out["se"].iloc[1], out["n"].iloc[1]) == (5.0, 0.0, 1)
+    assert math.isnan(out["mean"].iloc[2]) and out["se"].iloc[2] == 0.0 and out["n"].iloc[2] == 0
+    two = stats.grouped_mean_se(pd.DataFrame({"a": [0, 0], "b": ["x", "x"], "v": [1.0, 3.0]}), ["a", "b"], "v")
+    assert two.to_dict("records") == [{"a": 0, "b": "x", "mean": 2.0, "se": 1.0, "n": 2}]
+
+
+def test_write_table_caption_scale_note_footnotes_and_escapes(tmp_path):
+    df = pd.DataFrame({"σ_r²": ["a_b", "50%"], "x": [1.5, np.nan]})
+    out = tmp_path / "t.tex"
+    write_table(df, out, "Caption with R_0 & 60%", "test", "quick_scale; 2 seed(s)", footnotes=["U_0 = σ_u² I"],
+                label="tab:t")
+    tex = out.read_text()
+    lines = tex.splitlines()
+    assert lines[:2] == [r"\begin{table}[t]", r"\centering"] and lines[-1] == r"\end{table}"
+    assert lines[2] == (r"\caption{\textcolor{red}{\textbf{TEST DATA}} Caption with R\_0 \& 60\% "
+                        r"(quick\_scale; 2 seed(s))}")
+    assert lines[3] == r"\label{tab:t}"
+    assert r"\toprule" in tex and r"σ\_r² & x \\" in tex and r"a\_b & 1.500000 \\" in tex and r"50\% & n/a \\" in tex
+    assert lines[-2] == r"\par\footnotesize{U\_0 = σ\_u² I}"
+    write_table(df, out, "Plain", "quick", "note")
+    assert "TEST DATA" not in out.read_text() and r"\label" not in out.read_text()
+    # escape=False writes caption, cells and footnotes as LaTeX; the provenance note is still escaped
+    write_table(pd.DataFrame({"m": ["$x_1$"]}), out, r"$\alpha$", "paper", "a_b", footnotes=[r"$y_2$"], escape=False)
+    tex = out.read_text()
+    assert r"\caption{$\alpha$ (a\_b)}" in tex and r"$x_1$ \\" in tex and r"\footnotesize{$y_2$}" in tex
+
+
+def test_start_log_writes_inputs_scale_outputs_and_warnings_to_the_rule_log(tmp_path):
+    data = tmp_path / "in.csv"
+    data.write_text("a\n1\n")
+    log = tmp_path / "logs" / "x.log"
+    log.parent.mkdir()
+    code = f"""
+import types, warnings
+from reprokit.report import style
+smk = types.SimpleNamespace(input={{"table": {str(data)!r}}}, output={{"tex": {str(tmp_path / 'out.tex')!r}}},
+                            log=[{str(log)!r}], params={{"scale": "test"}}, config={{}}, rule="artefact_x")
+log = style.start_log(smk)
+log.info("own line")
+warnings.warn("careful")
+open({str(tmp_path / 'out.tex')!r}, "w").write("done")
+raise SystemExit(0)
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)
+    text = log.read_text()
+    assert "rule artefact_x, scale test" in text
+    assert f"input table: {data} (4 bytes)" in text and f"output tex: {tmp_path / 'out.tex'}" in text
+    assert "own line" in text and "careful" in text
+    assert f"wrote tex: {tmp_path / 'out.tex'} (4 bytes)" in text  # at exit
+
+
+def test_start_log_records_an_uncaught_exception(tmp_path):
+    log = tmp_path / "x.log"
+    code = f"""
+import types
+from reprokit.report import style
+style.start_log(types.SimpleNamespace(input={{}}, output={{"pdf": "nothing.pdf"}}, log=[{str(log)!r}], config={{"scale": "quick"}}))
+raise RuntimeError("broken notebook")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode != 0 and "broken notebook" in result.stderr  # still on the console
+    text = log.read_text()
+    assert "scale quick" in text and "RuntimeError: broken notebook" in text and "nothing.pdf (missing)" in text
+
+
+def test_start_log_without_a_log_file_logs_to_stderr(capsys):
+    logger = style.start_log(types.SimpleNamespace(input={}, output={}, config={"scale": "test"}))
+    assert isinstance(logger, logging.Logger)
+    assert "scale test" in capsys.readouterr().err
