@@ -135,28 +135,33 @@ def _bali_step(reparam: str | None) -> str:
 
 
 def _uci_regression(cell) -> CellWork:
-    s, method = cell.settings, cell.coord_dict["method"]
-    m = s[method]
-    n = int(m["n_steps"])
-    batch = m.get("batch_size")
-    images = None if batch in ("full", 0, None) else int(batch)  # full batch: as measured on that dataset
-    step = _bali_step(m.get("reparam", "weight")) if method.startswith("bali") else method
-    return CellWork(n, [Part(mlp_key(s["hidden"], cell.coord_dict["dataset"]), step, images, n)])
+    from .plan.uci_regression import PLAN  # torch-free typed settings
+
+    st = PLAN.settings(cell)
+    m = st.block
+    n = int(m.n_steps)
+    images = None if m.batch_size in ("full", 0, None) else int(m.batch_size)  # full batch: as measured on that dataset
+    step = _bali_step(m.reparam) if st.method.startswith("bali") else st.method
+    return CellWork(n, [Part(mlp_key(st.hidden, st.dataset), step, images, n)])
 
 
 def _bali_classification(cell) -> CellWork:
-    s, method = cell.settings, cell.coord_dict["method"]
-    n = int(s["n_steps"])
-    step = _bali_step((s.get("bali") or {}).get("reparam", "weight")) if method == "bali" else method
-    return CellWork(n, [Part(mlp_key(s["hidden"], cell.coord_dict["dataset"]), step, int(s["batch_size"]), n)])
+    from .plan.bali_classification import PLAN
+
+    st = PLAN.settings(cell)
+    n = int(st.n_steps)
+    step = _bali_step(st.need("bali").reparam) if st.method == "bali" else st.method
+    return CellWork(n, [Part(mlp_key(st.hidden, st.dataset), step, int(st.batch_size), n)])
 
 
 def _synthetic_predictive(cell) -> CellWork:
-    s, method = cell.settings, cell.coord_dict["method"]
-    n = int(s["n_steps"])
-    step = _bali_step((s.get("bali") or {}).get("reparam", "weight")) if method == "bali" else method
-    images = int(s["batch_size"]) if s.get("batch_size") else None  # 0: full batch
-    return CellWork(n, [Part(mlp_key(s["hidden"], cell.coord_dict["dataset"]), step, images, n)])
+    from .plan.synthetic_predictive import PLAN
+
+    st = PLAN.settings(cell)
+    n = int(st.n_steps)
+    step = _bali_step(st.need("bali").reparam) if st.method == "bali" else st.method
+    images = int(st.batch_size) if st.batch_size else None  # 0: full batch
+    return CellWork(n, [Part(mlp_key(st.hidden, st.dataset), step, images, n)])
 
 
 KIND_PARTS = {

@@ -35,7 +35,7 @@ import torch
 from .. import seeds
 from ..data import registry
 from ..methods.common import TaskData
-from ..plan.bali_classification import IMAGES, METHODS, UCI  # noqa: F401 - re-exported for reports
+from ..plan.bali_classification import IMAGES, PLAN, UCI, ClassificationSettings  # noqa: F401 - IMAGES: for tests
 from . import CellContext, Evaluation, Run
 
 
@@ -55,26 +55,22 @@ def _on(idx: torch.Tensor | None, device) -> torch.Tensor | None:
     return None if idx is None else idx.to(device)
 
 
-def load_task(dataset: str, settings: dict, seed: int, ctx: CellContext) -> tuple[TaskData, dict]:
+def load_task(st: ClassificationSettings, ctx: CellContext) -> tuple[TaskData, dict]:
     """The cell's TaskData (features flattened to [N, D] float32) and facts about it."""
     from ..methods.common import TaskData
-    if dataset in UCI:
-        bundle = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download, split=seed)
-    elif dataset in IMAGES:
-        bundle = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
-    else:
-        raise ValueError(f"bali_classification: dataset '{dataset}' unknown (valid: {', '.join(UCI + IMAGES)})")
+    seed = int(st.seed)
+    split = {"split": seed} if st.dataset in UCI else {}  # images: the standard split
+    bundle = registry.load(st.dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download, **split)
     n_total = bundle.n_train + bundle.n_test
     xtr, ytr = bundle.x_train.reshape(bundle.n_train, -1), bundle.y_train
     xte, yte = bundle.x_test.reshape(bundle.n_test, -1), bundle.y_test
-    for name, (n, size) in {"train": (len(ytr), settings.get("train_subset")),
-                            "test": (len(yte), settings.get("test_subset"))}.items():
+    for name, (n, size) in {"train": (len(ytr), st.train_subset), "test": (len(yte), st.test_subset)}.items():
         idx = _subset(n, size, seeds.stream_seed(seed, f"{name}_subset"))
         if idx is not None and name == "train":
             xtr, ytr = xtr[idx], ytr[idx]
         elif idx is not None:
             xte, yte = xte[idx], yte[idx]
-    if settings.get("standardize", False):
+    if st.standardize:
         mean = xtr.to(torch.float64).mean(0)
         std = xtr.to(torch.float64).std(0, unbiased=False)
         std = torch.where(std > 0, std, torch.ones_like(std))
@@ -86,11 +82,11 @@ def load_task(dataset: str, settings: dict, seed: int, ctx: CellContext) -> tupl
                   "n_features": int(xtr.shape[1]), "n_classes": int(bundle.n_classes)}
 
 
-def load_ood(dataset: str, settings: dict, seed: int, ctx: CellContext) -> torch.Tensor:
-    """Test images of the OOD dataset, flattened like the ID data (test_subset applies)."""
-    bundle = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
+def load_ood(st: ClassificationSettings, ctx: CellContext) -> torch.Tensor:
+    """Test images of the OOD dataset `ood_dataset`, flattened like the ID data (test_subset applies)."""
+    bundle = registry.load(st.ood_dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
     x = bundle.x_test.reshape(bundle.n_test, -1)
-    idx = _subset(len(x), settings.get("test_subset"), seeds.stream_seed(seed, "ood_subset"))
+    idx = _subset(len(x), st.test_subset, seeds.stream_seed(int(st.seed), "ood_subset"))
     return (x if idx is None else x[idx]).contiguous()
 
 
@@ -155,60 +151,53 @@ class ClassificationEvaluation:
         return out
 
 
-def _eval_every(s: dict, n_train: int) -> int:
-    if s.get("eval_every") is not None:
-        return int(s["eval_every"])
-    return max(1, int(round(float(s["eval_every_epochs"]) * n_train / int(s["batch_size"]))))
-
-
 def build(cell, ctx: CellContext) -> Run:
     from ..bali import BaliConfig
     from ..methods.bali import BaliMethod
     from ..methods.mc_dropout import MAP, MCDropout
     from ..methods.standard import OptimConfig
-    s, c = cell.settings, cell.coord_dict
-    method, dataset, seed = c["method"], str(c["dataset"]), int(c["seed"])
-    if method not in METHODS:
-        raise ValueError(f"bali_classification: method '{method}' unknown (valid: {', '.join(METHODS)})")
-    data, info = load_task(dataset, s, seed, ctx)
+    st = PLAN.settings(cell)
+    method, dataset, seed = st.method, str(st.dataset), int(st.seed)
+    data, info = load_task(st, ctx)
     data = ctx.runtime.to(data)  # once; methods build their models and generators on data.device
-    n_steps, batch = int(s["n_steps"]), int(s["batch_size"])
-    hidden, activation = list(s["hidden"]), s["activation"]
-    eval_every = _eval_every(s, data.n_train)
+    n_steps, batch = int(st.n_steps), int(st.batch_size)
+    hidden, activation = list(st.hidden), st.activation
+    eval_samples, final_samples = int(st.eval_samples), int(st.final_samples)
+    eval_every = st.eval_every_steps(data.n_train)
     info.update({"dataset_name": dataset, "batch_size": batch, "n_steps": n_steps, "eval_every": eval_every,
-                 "eval_samples": int(s["eval_samples"]), "final_samples": int(s["final_samples"]),
+                 "eval_samples": eval_samples, "final_samples": final_samples,
                  "hidden": "x".join(map(str, hidden)), "activation": activation,
-                 "standardize": bool(s.get("standardize", False))})
+                 "standardize": bool(st.standardize)})
     if method == "bali":
-        b = s["bali"]
-        n_eff = data.n_train / float(b["n_eff_divisor"])
-        cfg = BaliConfig(alpha=float(b["alpha"]), beta=float(b["beta"]), beta_milestones=tuple(b["beta_milestones"]),
-                         beta_decay=float(b["beta_decay"]), n_iterations=n_steps, n_eff=n_eff,
-                         sigma_init=float(b["sigma_init"]), sigma_r2=float(b["sigma_r2"]),
-                         sigma_u2_factor=float(b["sigma_u2_factor"]), batch_size=batch, reparam=b["reparam"])
-        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=int(s["eval_samples"]))
+        b = st.need("bali")
+        n_eff = data.n_train / float(b.n_eff_divisor)
+        cfg = BaliConfig(alpha=float(b.alpha), beta=float(b.beta), beta_milestones=tuple(b.beta_milestones),
+                         beta_decay=float(b.beta_decay), n_iterations=n_steps, n_eff=n_eff,
+                         sigma_init=float(b.sigma_init), sigma_r2=float(b.sigma_r2),
+                         sigma_u2_factor=float(b.sigma_u2_factor), batch_size=batch, reparam=b.reparam)
+        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
         info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
                      "beta_milestones": " ".join(f"{m:g}" for m in cfg.beta_milestones),
                      "sigma_r2": cfg.prior_var_r, "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor,
-                     "n_eff": n_eff, "n_eff_divisor": float(b["n_eff_divisor"]), "sigma_init": cfg.sigma_init,
+                     "n_eff": n_eff, "n_eff_divisor": float(b.n_eff_divisor), "sigma_init": cfg.sigma_init,
                      "reparam": cfg.reparam, "scale_input_layer": cfg.scale_input_layer})
     else:
-        o = s["optim"]
-        optim = OptimConfig(optimizer="adam", lr=float(o["lr"]), weight_decay=float(o["weight_decay"]), batch_size=batch)
-        p = float(s["dropout_p"]) if method == "dropout" else 0.0
+        o = st.need("optim")
+        optim = OptimConfig(optimizer="adam", lr=float(o.lr), weight_decay=float(o.weight_decay), batch_size=batch)
+        p = float(st.need("dropout_p")) if method == "dropout" else 0.0
         if method == "dropout":
-            inner = MCDropout(data, hidden, activation, p, optim, n_steps, seed, n_eval_samples=int(s["eval_samples"]))
+            inner = MCDropout(data, hidden, activation, p, optim, n_steps, seed, n_eval_samples=eval_samples)
         else:
             inner = MAP(data, hidden, activation, optim, n_steps, seed)
         info.update({"optimizer": "adam", "lr": optim.lr, "weight_decay": optim.weight_decay, "dropout_p": p})
     ood_x = None
-    if s.get("ood_dataset"):
-        info["ood_dataset"] = s["ood_dataset"]
+    if st.ood_dataset:
+        info["ood_dataset"] = st.ood_dataset
         try:
-            ood_x = load_ood(s["ood_dataset"], s, seed, ctx).to(data.device)
+            ood_x = load_ood(st, ctx).to(data.device)
             info["n_ood"] = int(ood_x.shape[0])
         except registry.DatasetUnavailable as err:  # Table 2 / Fig. 2 still get this cell; Fig. 3 shows n/a
-            info["ood_note"] = f"OOD dataset {s['ood_dataset']} unavailable: " + str(err).splitlines()[0]
-    ev = ClassificationEvaluation(inner, data, seed, int(s["eval_samples"]), int(s["final_samples"]),
-                                  s.get("train_eval_size"), s.get("test_eval_size"), ood_x)
+            info["ood_note"] = f"OOD dataset {st.ood_dataset} unavailable: " + str(err).splitlines()[0]
+    ev = ClassificationEvaluation(inner, data, seed, eval_samples, final_samples, st.train_eval_size,
+                                  st.test_eval_size, ood_x)
     return Run(inner, n_steps, eval_every, info=info, evaluation=Evaluation(ev.evaluate, ev.final_metrics))

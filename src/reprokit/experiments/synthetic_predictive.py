@@ -22,21 +22,13 @@ import torch
 
 from .. import seeds
 from ..data import registry
-from ..plan.synthetic_predictive import DATASETS, METHODS
+from ..plan.synthetic_predictive import PLAN, SyntheticSettings
 from . import CellContext, Evaluation, Run
 
 
-def data_kwargs(dataset: str, settings: dict) -> dict:
-    kw = {"seed": int(settings["data_seed"])}
-    kw.update({k: v for k, v in (settings.get("data", {}).get(dataset) or {}).items()})
-    return kw
-
-
-def load(dataset: str, settings: dict):
+def load(st: SyntheticSettings):
     from ..methods.common import TaskData
-    if dataset not in DATASETS:
-        raise ValueError(f"synthetic_predictive: dataset '{dataset}' unknown (valid: {', '.join(DATASETS)})")
-    b = registry.load(dataset, **data_kwargs(dataset, settings))
+    b = registry.load(st.dataset, **st.data_kwargs())
     data = TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task=b.task, n_classes=b.n_classes)
     return data, b.meta["x_grid"]
 
@@ -65,40 +57,36 @@ def build(cell, ctx: CellContext) -> Run:
     from ..methods.bali import BaliMethod
     from ..methods.bbb import BBBMethod
     from ..methods.standard import OptimConfig
-    s, c = cell.settings, cell.coord_dict
-    method, dataset, seed = c["method"], str(c["dataset"]), int(c["seed"])
-    if method not in METHODS:
-        raise ValueError(f"synthetic_predictive: method '{method}' unknown (valid: {', '.join(METHODS)})")
-    data, x_grid = load(dataset, s)
+    st = PLAN.settings(cell)
+    method, dataset, seed = st.method, str(st.dataset), int(st.seed)
+    data, x_grid = load(st)
     data, x_grid = ctx.runtime.to(data), ctx.runtime.to(x_grid)  # once; methods follow data.device
-    t = s[data.task]
-    hidden, activation = list(s["hidden"]), s["activation"]
-    n_steps = int(s["n_steps"])
-    batch = min(int(s.get("batch_size") or data.n_train), data.n_train)
+    hidden, activation = list(st.hidden), st.activation
+    n_steps = int(st.n_steps)
+    batch = min(int(st.batch_size or data.n_train), data.n_train)
+    eval_samples, final_samples = int(st.eval_samples), int(st.final_samples)
     info = {"dataset_name": dataset, "task": data.task, "n_train": data.n_train, "n_test": int(data.x_test.shape[0]),
-            "data_kwargs": json.dumps(data_kwargs(dataset, s)), "hidden": "x".join(map(str, hidden)),
-            "activation": activation, "n_steps": n_steps, "batch_size": batch,
-            "final_samples": int(s["final_samples"])}
+            "data_kwargs": json.dumps(st.data_kwargs()), "hidden": "x".join(map(str, hidden)),
+            "activation": activation, "n_steps": n_steps, "batch_size": batch, "final_samples": final_samples}
     if method == "bali":
-        b = s["bali"]
-        cfg = BaliConfig(alpha=float(b["alpha"]), beta=float(b["beta"]), n_iterations=n_steps, n_eff=float(data.n_train),
-                         sigma_init=float(t["sigma_init"]), sigma_r=float(t["sigma_r"]),
-                         sigma_u2_factor=float(t["sigma_u2_factor"]), batch_size=batch, reparam=b.get("reparam", "weight"))
-        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=int(s["eval_samples"]))
-        info.update({"alpha": cfg.alpha, "beta": cfg.beta, "sigma_init": cfg.sigma_init, "sigma_r": float(t["sigma_r"]),
+        b, t = st.need("bali"), st.need(data.task)
+        cfg = BaliConfig(alpha=float(b.alpha), beta=float(b.beta), n_iterations=n_steps, n_eff=float(data.n_train),
+                         sigma_init=float(t.sigma_init), sigma_r=float(t.sigma_r),
+                         sigma_u2_factor=float(t.sigma_u2_factor), batch_size=batch, reparam=b.reparam)
+        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
+        info.update({"alpha": cfg.alpha, "beta": cfg.beta, "sigma_init": cfg.sigma_init, "sigma_r": float(t.sigma_r),
                      "sigma_u2": cfg.prior_var_u, "n_eff": cfg.n_eff, "reparam": cfg.reparam})
     else:
-        b = s["bbb"]
-        kl = float(c["kl_factor"])
-        optim = OptimConfig(optimizer="adam", lr=float(b["lr"]), batch_size=batch)
-        inner = BBBMethod(data, hidden, activation, kl, optim, n_steps, seed, prior_sigma=float(b["prior_sigma"]),
-                          init_sigma=float(b["init_sigma"]), n_eval_samples=int(s["eval_samples"]))
-        info.update({"kl_factor": kl, "lr": optim.lr, "prior_sigma": float(b["prior_sigma"]),
-                     "init_sigma": float(b["init_sigma"])})
-    final_samples = int(s["final_samples"])
+        b = st.need("bbb")
+        kl = float(st.kl_factor)
+        optim = OptimConfig(optimizer="adam", lr=float(b.lr), batch_size=batch)
+        inner = BBBMethod(data, hidden, activation, kl, optim, n_steps, seed, prior_sigma=float(b.prior_sigma),
+                          init_sigma=float(b.init_sigma), n_eval_samples=eval_samples)
+        info.update({"kl_factor": kl, "lr": optim.lr, "prior_sigma": float(b.prior_sigma),
+                     "init_sigma": float(b.init_sigma)})
 
     def final() -> dict:
         return {**inner.final_metrics(n_samples=final_samples),
                 **grid_predictive(inner, x_grid, data.task, final_samples, seed)}
 
-    return Run(inner, n_steps, int(s["eval_every"]), info=info, evaluation=Evaluation(inner.evaluate, final))
+    return Run(inner, n_steps, int(st.eval_every), info=info, evaluation=Evaluation(inner.evaluate, final))

@@ -20,7 +20,7 @@ train_* likewise, noise_sd (inferred / learned noise std in original units).
 from __future__ import annotations
 
 from ..data import registry
-from ..plan.uci_regression import BALI_METHODS, METHODS
+from ..plan.uci_regression import BALI_METHODS, PLAN
 from . import CellContext, Evaluation, Run
 
 
@@ -52,52 +52,49 @@ def build(cell, ctx: CellContext) -> Run:
     from ..methods.bbb import BBBMethod
     from ..methods.mc_dropout import MCDropout
     from ..methods.standard import OptimConfig
-    s, c = cell.settings, cell.coord_dict
-    method, dataset, seed = c["method"], str(c["dataset"]), int(c["seed"])
-    if method not in METHODS:
-        raise ValueError(f"uci_regression: method '{method}' unknown (valid: {', '.join(METHODS)})")
-    m = s[method]
-    data, y_std, info = load_task(dataset, seed, bool(m["standardize_x"]), bool(m["standardize_y"]), ctx)
+    st = PLAN.settings(cell)
+    method, dataset, seed = st.method, str(st.dataset), int(st.seed)
+    m = st.block
+    data, y_std, info = load_task(dataset, seed, bool(m.standardize_x), bool(m.standardize_y), ctx)
     data = ctx.runtime.to(data)  # once; methods build their models and generators on data.device
-    hidden, activation = list(s["hidden"]), s["activation"]
-    n_steps = int(m["n_steps"])
-    batch = batch_size_of(m["batch_size"], data.n_train)
-    common = dict(train_eval_size=s.get("train_eval_size"), y_std=y_std)
+    hidden, activation = list(st.hidden), st.activation
+    n_steps = int(m.n_steps)
+    batch = batch_size_of(m.batch_size, data.n_train)
+    eval_samples, final_samples = int(st.eval_samples), int(st.final_samples)
+    common = dict(train_eval_size=st.train_eval_size, y_std=y_std)
     info.update({"dataset_name": dataset, "hidden": "x".join(map(str, hidden)), "activation": activation,
-                 "n_steps": n_steps, "batch_size": batch, "eval_samples": int(s["eval_samples"]),
-                 "final_samples": int(s["final_samples"])})
+                 "n_steps": n_steps, "batch_size": batch, "eval_samples": eval_samples,
+                 "final_samples": final_samples})
     if method in BALI_METHODS:
-        n_eff = data.n_train / float(m["n_eff_divisor"])
-        cfg = BaliConfig(alpha=float(m["alpha"]), beta=float(m["beta"]), beta_milestones=tuple(m["beta_milestones"]),
-                         beta_decay=float(m["beta_decay"]), n_iterations=n_steps, n_eff=n_eff,
-                         sigma_init=float(m["sigma_init"]), sigma_r2=float(m["sigma_r2"]),
-                         sigma_u2_factor=float(m["sigma_u2_factor"]), batch_size=batch,
-                         reparam=m.get("reparam", "weight"), scale_input_layer=bool(m.get("scale_input_layer", False)))
-        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=int(s["eval_samples"]), **common)
+        n_eff = data.n_train / float(m.n_eff_divisor)
+        cfg = BaliConfig(alpha=float(m.alpha), beta=float(m.beta), beta_milestones=tuple(m.beta_milestones),
+                         beta_decay=float(m.beta_decay), n_iterations=n_steps, n_eff=n_eff,
+                         sigma_init=float(m.sigma_init), sigma_r2=float(m.sigma_r2),
+                         sigma_u2_factor=float(m.sigma_u2_factor), batch_size=batch,
+                         reparam=m.reparam, scale_input_layer=bool(m.scale_input_layer))
+        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples, **common)
         info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
                      "beta_milestones": " ".join(f"{x:g}" for x in cfg.beta_milestones), "sigma_r2": cfg.prior_var_r,
                      "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor, "n_eff": n_eff,
-                     "n_eff_divisor": float(m["n_eff_divisor"]), "sigma_init": cfg.sigma_init, "reparam": cfg.reparam,
+                     "n_eff_divisor": float(m.n_eff_divisor), "sigma_init": cfg.sigma_init, "reparam": cfg.reparam,
                      "u0": "D_y", "scale_input_layer": cfg.scale_input_layer})
     elif method == "dropout":
-        p = float(m["p"])
+        p = float(m.p)
         # Gal & Ghahramani (2016): the dropout-VI prior with length-scale l gives the L2 term
         # l^2 (1 - p) / (2 N) ||W||^2 per data point, i.e. Adam weight decay l^2 (1 - p) / N.
-        wd = float(m["prior_lengthscale"]) ** 2 * (1.0 - p) / data.n_train
-        optim = OptimConfig(optimizer="adam", lr=float(m["lr"]), weight_decay=wd, batch_size=batch)
-        inner = MCDropout(data, hidden, activation, p, optim, n_steps, seed, n_eval_samples=int(s["eval_samples"]),
-                          dropout_input=bool(m["dropout_input"]), **common)
-        info.update({"dropout_p": p, "lr": optim.lr, "weight_decay": wd, "dropout_input": bool(m["dropout_input"])})
+        wd = float(m.prior_lengthscale) ** 2 * (1.0 - p) / data.n_train
+        optim = OptimConfig(optimizer="adam", lr=float(m.lr), weight_decay=wd, batch_size=batch)
+        inner = MCDropout(data, hidden, activation, p, optim, n_steps, seed, n_eval_samples=eval_samples,
+                          dropout_input=bool(m.dropout_input), **common)
+        info.update({"dropout_p": p, "lr": optim.lr, "weight_decay": wd, "dropout_input": bool(m.dropout_input)})
     else:
-        optim = OptimConfig(optimizer="adam", lr=float(m["lr"]), batch_size=batch)
-        inner = BBBMethod(data, hidden, activation, float(m["kl_factor"]), optim, n_steps, seed,
-                          prior_sigma=float(m["prior_sigma"]), init_sigma=float(m["init_sigma"]),
-                          n_eval_samples=int(s["eval_samples"]), **common)
-        info.update({"kl_factor": float(m["kl_factor"]), "lr": optim.lr, "prior_sigma": float(m["prior_sigma"])})
-    eval_every = int(s["eval_every"]) if s.get("eval_every") else max(1, n_steps // int(s.get("n_evals", 10)))
+        optim = OptimConfig(optimizer="adam", lr=float(m.lr), batch_size=batch)
+        inner = BBBMethod(data, hidden, activation, float(m.kl_factor), optim, n_steps, seed,
+                          prior_sigma=float(m.prior_sigma), init_sigma=float(m.init_sigma),
+                          n_eval_samples=eval_samples, **common)
+        info.update({"kl_factor": float(m.kl_factor), "lr": optim.lr, "prior_sigma": float(m.prior_sigma)})
+    eval_every = int(st.eval_every) if st.eval_every else max(1, n_steps // int(st.n_evals))
     info["eval_every"] = eval_every
     # curve rows with `eval_samples` Monte Carlo draws, the final metrics with `final_samples`
-    final_samples = int(s["final_samples"])
     return Run(inner, n_steps, eval_every, info=info,
                evaluation=Evaluation(inner.evaluate, lambda: inner.final_metrics(n_samples=final_samples)))
-

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from . import KindPlan, register
+from dataclasses import dataclass
+
+from . import KindPlan, Settings, register
+from .bali_blocks import BaliKindSettings, BaliPriors
 
 METHODS = ("bali", "dropout", "map")
 UCI = ("spambase", "magic", "cdc_diabetes")
@@ -11,8 +14,51 @@ IMAGES = ("mnist", "fashion_mnist")
 METHOD_KEYS = {"bali": ("bali",), "dropout": ("optim", "dropout_p"), "map": ("optim",)}
 
 
+@dataclass(frozen=True)
+class ClassificationBaliBlock(BaliPriors):
+    """Method `bali` (Table 5)."""
+    reparam: str
+
+
+@dataclass(frozen=True)
+class OptimBlock(Settings):
+    """Adam of methods `dropout` and `map` (Table 6)."""
+    lr: float
+    weight_decay: float
+
+
+@dataclass(frozen=True)
+class ClassificationSettings(BaliKindSettings):
+    """UCI sets: `seed` is also the seed of the random 80/20 split."""
+
+    KIND = "bali_classification"
+    VALID = {"method": METHODS, "dataset": UCI + IMAGES}
+
+    batch_size: int
+    n_steps: int
+    standardize: bool = False  # z-score the features with training statistics
+    eval_every: int | None = None  # overrides eval_every_epochs
+    eval_every_epochs: float | None = None  # round(epochs N_train / batch_size) iterations
+    train_eval_size: int | None = None  # None: the whole training set
+    test_eval_size: int | None = None
+    train_subset: int | None = None  # tiny test scale only
+    test_subset: int | None = None  # ... also the OOD set
+    ood_dataset: str | None = None  # Fig. 3
+    # per method (METHOD_KEYS)
+    dropout_p: float | None = None
+    optim: OptimBlock | None = None
+    bali: ClassificationBaliBlock | None = None
+
+    def eval_every_steps(self, n_train: int) -> int:
+        """Curve period in iterations: `eval_every`, else `eval_every_epochs` epochs of `n_train` points."""
+        if self.eval_every is not None:
+            return int(self.eval_every)
+        return max(1, int(round(float(self.need("eval_every_epochs")) * n_train / int(self.batch_size))))
+
+
 class BaliClassificationPlan(KindPlan):
     name = "bali_classification"
+    Settings = ClassificationSettings
     build_target = "reprokit.experiments.bali_classification:build"
 
     def cell_settings(self, cell) -> dict:
