@@ -1,6 +1,5 @@
 """BALI-paper methods behind the Method protocol (BALI, MC dropout, MAP, BBB) and the shared metrics."""
 
-import copy
 import itertools
 import math
 

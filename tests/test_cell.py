@@ -5,7 +5,6 @@ imports snakemake; figures carry their provenance and the test watermark."""
 import json
 import logging
 import math
-import sys
 import types
 from pathlib import Path
 

@@ -4,7 +4,6 @@ import copy
 from pathlib import Path
 
 import pytest
-import yaml
 
 from reprokit.config import ConfigError, ExperimentGrid, experiment, format_value, load_config, validate_config
 

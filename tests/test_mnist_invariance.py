@@ -11,7 +11,6 @@ import copy
 import json
 import math
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
