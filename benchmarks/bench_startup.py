@@ -127,7 +127,7 @@ def importtime_top(cmd: list[str], env: dict, cwd: str, n: int = 15) -> None:
         _, cum_us, name = line.split("|")
         rows.append((int(cum_us), len(name) - len(name.lstrip()), name.strip()))
     top = sorted((r for r in rows if r[1] <= 3), reverse=True)[:n]  # top-level imports and their children
-    print(f"\nCostliest imports on the cell path (python -X importtime, cumulative ms; indent = nesting):")
+    print("\nCostliest imports on the cell path (python -X importtime, cumulative ms; indent = nesting):")
     for cum, depth, name in top:
         print(f"  {cum / 1000:8.1f}  {' ' * (depth - 1)}{name}")
     for mod in ("pandas", "matplotlib", "seaborn", "scipy", "laplace", "gpytorch", "torchvision", "sympy", "torch._dynamo"):

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 from reprokit.augment.affine import build_augmentation
 from reprokit.methods.augmented import SeededAugmentedModel
-from reprokit.methods.common import TaskData
+from reprokit.data.task import TaskData
 from reprokit.methods.partitioned import PartitionedConfig, PartitionedTraining, hyper_update, param_update
 from reprokit.methods.standard import OptimConfig, StandardTraining
 from reprokit.models.registry import build_model

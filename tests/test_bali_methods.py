@@ -10,7 +10,7 @@ from reprokit import metrics
 from reprokit.bali import BaliConfig
 from reprokit.methods.bali import BaliMethod
 from reprokit.methods.bbb import BBBMethod
-from reprokit.methods.common import TaskData
+from reprokit.data.task import TaskData
 from reprokit.methods.mc_dropout import MAP, DropoutMLP, MCDropout
 from reprokit.methods.standard import OptimConfig
 from reprokit.train import LoopConfig, run_loop

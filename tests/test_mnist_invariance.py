@@ -26,7 +26,7 @@ from reprokit.plan.affine_invariance import PLAN
 from reprokit.methods.augerino import AugerinoTraining
 from reprokit.methods.augmented import SeededAugmentedModel
 from reprokit.methods.base import make_generator
-from reprokit.methods.common import TaskData
+from reprokit.data.task import TaskData
 from reprokit.methods.partitioned_ensemble import PartitionedEnsembleTraining
 from reprokit.methods.standard import OptimConfig, StandardTraining
 from reprokit.models.mnist_cnn import MnistCNN

@@ -11,7 +11,7 @@ import copy
 import torch
 from torch import nn
 
-from reprokit.methods.common import TaskData
+from reprokit.data.task import TaskData
 from reprokit.methods.partitioned import (PartitionedConfig, PartitionedTraining, hyper_update,
                                           optimised_params, param_update)
 from reprokit.methods.standard import OptimConfig

@@ -41,7 +41,7 @@ from torch import nn
 
 from .. import seeds
 from ..data import registry, variants
-from ..methods.common import TaskData
+from ..data.task import TaskData
 from ..plan.affine_invariance import CHUNKED, PLAN, AffineSettings
 from . import CellContext, Run
 

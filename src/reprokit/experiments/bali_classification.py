@@ -34,11 +34,9 @@ import torch
 
 from .. import seeds
 from ..data import registry
-from ..methods.common import TaskData
+from ..data.task import TaskData
 from ..plan.bali_classification import IMAGES, PLAN, UCI, ClassificationSettings  # noqa: F401 - IMAGES: for tests
 from . import CellContext, Evaluation, Run
-
-
 
 # ------------------------------------------------------------------------------------------------ data
 
@@ -57,7 +55,7 @@ def _on(idx: torch.Tensor | None, device) -> torch.Tensor | None:
 
 def load_task(st: ClassificationSettings, ctx: CellContext) -> tuple[TaskData, dict]:
     """The cell's TaskData (features flattened to [N, D] float32) and facts about it."""
-    from ..methods.common import TaskData
+    from ..data.task import TaskData
     seed = int(st.seed)
     split = {"split": seed} if st.dataset in UCI else {}  # images: the standard split
     bundle = registry.load(st.dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download, **split)

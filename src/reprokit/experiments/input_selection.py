@@ -12,7 +12,7 @@ import torch
 
 from .. import seeds
 from ..data import registry, variants
-from ..methods.common import TaskData
+from ..data.task import TaskData
 from ..plan.input_selection import PLAN, InputSelectionSettings
 from . import CellContext, Evaluation, Run
 

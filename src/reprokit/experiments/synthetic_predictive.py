@@ -27,7 +27,7 @@ from . import CellContext, Evaluation, Run
 
 
 def load(st: SyntheticSettings):
-    from ..methods.common import TaskData
+    from ..data.task import TaskData
     b = registry.load(st.dataset, **st.data_kwargs())
     data = TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task=b.task, n_classes=b.n_classes)
     return data, b.meta["x_grid"]

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ..augment.affine import AffineAugmentation, augerino_regularizer
-from .common import TaskData
+from ..data.task import TaskData
 from .standard import OptimConfig, StandardTraining
 
 

@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..augment.affine import AffineAugmentation, AugmentedModel
 from .. import seeds
+from ..augment.affine import AffineAugmentation, AugmentedModel
 from .common import classification_metrics
 
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import torch
 
-from ..bali import BaliConfig, BaliMLP, bali_step
 from .. import seeds
-from .common import EpochSampler, PredictiveEvaluation, TaskData
+from ..bali import BaliConfig, BaliMLP, bali_step
+from ..data.task import TaskData
+from .common import EpochSampler, PredictiveEvaluation
 
 
 def output_dim(data: TaskData) -> int:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import torch
 
-from ..models.bbb import BBBMLP
 from .. import seeds
-from .common import EpochSampler, PredictiveEvaluation, TaskData
+from ..data.task import TaskData
+from ..models.bbb import BBBMLP
+from .common import EpochSampler, PredictiveEvaluation
 from .standard import OptimConfig, make_optimizer
 
 

@@ -1,37 +1,12 @@
-"""Pieces several methods share: the task data, minibatch samplers, likelihoods and metrics."""
+"""Pieces several methods share: minibatch samplers, likelihoods and metrics (the task data: data/task.py)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from .. import seeds
-
-
-@dataclass
-class TaskData:
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-    task: str = "classification"  # or "regression"
-    n_classes: int | None = None
-
-    @property
-    def n_train(self) -> int:
-        return int(self.x_train.shape[0])
-
-    @property
-    def device(self) -> torch.device:
-        """Where the data live; methods build their models, generators and samplers there."""
-        return self.x_train.device
-
-    def to(self, device) -> "TaskData":
-        """A copy with every tensor on `device` (moved once, before training)."""
-        return TaskData(self.x_train.to(device), self.y_train.to(device), self.x_test.to(device),
-                        self.y_test.to(device), self.task, self.n_classes)
+from ..data.task import TaskData
 
 
 class EpochSampler:

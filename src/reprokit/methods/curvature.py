@@ -13,8 +13,8 @@ likelihood, predictions) stays in laplace-torch.
 from __future__ import annotations
 
 import torch
-from torch import nn
 from laplace.curvature import CurvlinopsGGN
+from torch import nn
 
 
 class LinearDiagGGN(CurvlinopsGGN):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .common import TaskData
+from ..data.task import TaskData
 from .standard import OptimConfig, StandardTraining
 
 

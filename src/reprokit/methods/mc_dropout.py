@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..bali.activations import get_activation
 from .. import seeds
-from .common import PredictiveEvaluation, TaskData
+from ..bali.activations import get_activation
+from ..data.task import TaskData
+from .common import PredictiveEvaluation
 from .standard import OptimConfig, StandardTraining
 
 

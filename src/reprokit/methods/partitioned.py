@@ -18,9 +18,10 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..partition import PartitionSchedule, PartitionedAdam, PartitionedSGD, lml_estimate
 from .. import seeds
-from .common import TaskData, log_likelihood
+from ..data.task import TaskData
+from ..partition import PartitionedAdam, PartitionedSGD, PartitionSchedule, lml_estimate
+from .common import log_likelihood
 from .standard import OptimConfig, evaluate_classifier
 
 

@@ -29,9 +29,10 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..partition import PartitionSchedule
 from .. import seeds
-from .common import TaskData, log_likelihood
+from ..data.task import TaskData
+from ..partition import PartitionSchedule
+from .common import log_likelihood
 from .standard import OptimConfig, evaluate_classifier, make_optimizer, make_scheduler
 
 UPDATES = ("all", "sample")

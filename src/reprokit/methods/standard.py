@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from .. import seeds
-from .common import EpochSampler, TaskData, classification_metrics, log_likelihood, predict_batched
+from ..data.task import TaskData
+from .common import EpochSampler, classification_metrics, log_likelihood, predict_batched
 
 
 @dataclass
