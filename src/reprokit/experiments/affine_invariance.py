@@ -32,6 +32,7 @@ this cell as `settings["_inputs"][name]` (workflow/rules/cells.smk).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 
@@ -43,7 +44,7 @@ from .. import seeds
 from ..data import registry, variants
 from ..data.task import TaskData
 from ..plan.affine_invariance import CHUNKED, PLAN, AffineSettings
-from . import CellContext, Run
+from . import CellContext, Evaluation, Run
 
 # ----------------------------------------------------------------------------------------------
 # data, model, augmentation
@@ -189,15 +190,23 @@ def build(cell, ctx: CellContext) -> Run:
     torch.manual_seed(seeds.stream_seed(seed, "init"))
     gen = seeds.generator(seed, "augment", rt.device)  # augmentation draws in training
 
-    def evaluator(net, aug, extra=None):
+    def evaluation(net, aug, extra=None, full_network=contextlib.nullcontext) -> Evaluation:
+        """Augmentation-averaged test (and train-subset) metrics of `net` with the learned ranges and
+        `extra()` (the out-of-chunk LML), evaluated inside `full_network()` (a partitioned model's
+        subnetwork C); the same function gives the curve rows and the final metrics."""
         def more():
             out = ranges_metrics(aug)
             if extra is not None:
                 out.update(extra())
             return out
 
-        return make_evaluator(net, data.x_test, data.y_test, S_eval, eval_seed, train_eval,
-                              int(st.eval_batch_size), more)
+        fn = make_evaluator(net, data.x_test, data.y_test, S_eval, eval_seed, train_eval, int(st.eval_batch_size), more)
+
+        def curve(step: int) -> dict:
+            with full_network():
+                return fn()
+
+        return Evaluation(curve, lambda: curve(-1))
 
     if method == "partitioned_ens":
         aug = make_augmentation(st)
@@ -208,10 +217,9 @@ def build(cell, ctx: CellContext) -> Run:
 
         lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
         m = PartitionedEnsembleTraining(nets, list(aug.parameters()), data, chunk_ids, optim, n_steps, seed,
-                                        hyper_lr=_hyper_lr(st, cell), update=st.ens_update,
-                                        evaluate_fn=evaluator(nets[-1], aug, lml))
+                                        hyper_lr=_hyper_lr(st, cell), update=st.ens_update)
         info.update(chunk_sizes=m.chunk_sizes, ens_update=m.update)
-        return Run(m, n_steps, eval_every, info)
+        return Run(m, n_steps, eval_every, info, evaluation(nets[-1], aug, lml))
 
     if method == "partitioned":
         aug = make_augmentation(st)
@@ -230,24 +238,23 @@ def build(cell, ctx: CellContext) -> Run:
         lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
         cfg = PartitionedConfig(chunk_proportions=st.chunks, optim=optim, wd_scaling=st.wd_scaling,
                                 hyper_lr=_hyper_lr(st, cell))
-        m = PartitionedTraining(net, pmodel, list(aug.parameters()), data, chunk_ids, cfg, n_steps, seed,
-                                evaluate_fn=evaluator(net, aug, lml))
+        m = PartitionedTraining(net, pmodel, list(aug.parameters()), data, chunk_ids, cfg, n_steps, seed)
         info.update(chunk_sizes=m.chunk_sizes, param_proportions=pprops,
                     partition_sizes=[int(v) for v in pmodel.partition_sizes()])
-        return Run(m, n_steps, eval_every, info)
+        full = lambda: pmodel.subnetwork(pmodel.num_partitions)  # noqa: E731
+        return Run(m, n_steps, eval_every, info, evaluation(net, aug, lml, full))
 
     if method == "augerino":
         aug = make_augmentation(st, st.augerino_augmentation)
         net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
         m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(st.augerino_hyper_lr),
-                             reg_strength=float(st.augerino_reg), reg_kind=st.augerino_reg_kind,
-                             evaluate_fn=evaluator(net, aug))
-        return Run(m, n_steps, eval_every, info)
+                             reg_strength=float(st.augerino_reg), reg_kind=st.augerino_reg_kind)
+        return Run(m, n_steps, eval_every, info, evaluation(net, aug))
 
     if method == "baseline":
         net = rt.model(SeededAugmentedModel(make_model(st), None, 1, gen))
-        m = StandardTraining(net, data, optim, n_steps, seed, evaluate_fn=evaluator(net, None))
-        return Run(m, n_steps, eval_every, info)
+        m = StandardTraining(net, data, optim, n_steps, seed)
+        return Run(m, n_steps, eval_every, info, evaluation(net, None))
 
     # standard training with fixed ranges: random / retrain / fixed
     aug = make_augmentation(st)
@@ -267,6 +274,6 @@ def build(cell, ctx: CellContext) -> Run:
         ranges = {n: float(fixed.get(n, fixed.get("default", 0.0))) for n in aug.names}
     aug.set_fixed(ranges)
     net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
-    m = StandardTraining(net, data, optim, n_steps, seed, evaluate_fn=evaluator(net, aug))
+    m = StandardTraining(net, data, optim, n_steps, seed)
     info["fixed_ranges"] = ranges
-    return Run(m, n_steps, eval_every, info)
+    return Run(m, n_steps, eval_every, info, evaluation(net, aug))

@@ -11,8 +11,6 @@ diverged (NaN), as the paper reports.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 from torch import nn
 
@@ -24,14 +22,13 @@ from .standard import OptimConfig, StandardTraining
 class AugerinoTraining(StandardTraining):
     def __init__(self, net: nn.Module, augmentation: AffineAugmentation, data: TaskData, optim: OptimConfig,
                  n_steps: int, seed: int, hyper_lr: float = 0.05, reg_strength: float = 0.01,
-                 reg_kind: str = "safe", reg_threshold: float = 10.0,
-                 evaluate_fn: Callable[[], dict[str, float]] | None = None):
+                 reg_kind: str = "safe", reg_threshold: float = 10.0):
         if reg_kind not in ("safe", "standard"):
             raise ValueError(f"augerino reg_kind must be 'safe' or 'standard', got {reg_kind!r}")
         self.augmentation = augmentation
         self.reg_strength, self.reg_kind, self.reg_threshold = float(reg_strength), reg_kind, float(reg_threshold)
         super().__init__(net, data, optim, n_steps, seed, hyper_params=list(augmentation.parameters()),
-                         hyper_lr=hyper_lr, evaluate_fn=evaluate_fn)
+                         hyper_lr=hyper_lr)
 
     def regularizer(self) -> torch.Tensor:
         return self.reg_strength * augerino_regularizer(self.augmentation, self.reg_kind, self.reg_threshold)

@@ -4,10 +4,9 @@ Each iteration: a parameter step (k ~ Cat(u), batch from D_1:k with replacement,
 partition k with the partition-aware optimiser) followed, when there are hyperparameters psi, by a
 hyper step (k ~ Cat(u_2..u_C), batch from D_k, loss of subnetwork k-1, Adam on psi). The LML
 objective (Eq. 2, sum of out-of-chunk log-likelihoods) is evaluated on every evaluation and used for
-early stopping / model selection when `early_stopping` is set. `evaluate_fn` (no arguments ->
-metrics dict, evaluated with the full subnetwork C active) replaces the default LML + train/test
-evaluation, e.g. for augmentation-averaged predictions on a test subset; early stopping then needs
-an "lml" key in what it returns.
+early stopping / model selection when `early_stopping` is set; train/test metrics are those of the
+full subnetwork C. A kind that measures something else (augmentation-averaged predictions on a test
+subset) gives its cell an `Evaluation` (experiments/).
 """
 
 from __future__ import annotations
@@ -69,10 +68,8 @@ class PartitionedTraining:
     hyperparameter modules whose parameters are `hyper_params`."""
 
     def __init__(self, net: nn.Module, pmodel, hyper_params: list[nn.Parameter], data: TaskData,
-                 chunk_ids: torch.Tensor, cfg: PartitionedConfig, n_steps: int, seed: int,
-                 evaluate_fn: Callable[[], dict[str, float]] | None = None):
+                 chunk_ids: torch.Tensor, cfg: PartitionedConfig, n_steps: int, seed: int):
         self.net, self.pmodel, self.data, self.cfg = net, pmodel, data, cfg
-        self.evaluate_fn = evaluate_fn
         self.chunk_ids = torch.as_tensor(chunk_ids, dtype=torch.long)
         n_chunks = len(cfg.chunk_proportions)
         self.chunk_sizes = [int((self.chunk_ids == c).sum()) for c in range(n_chunks)]
@@ -130,13 +127,9 @@ class PartitionedTraining:
         return float(value)
 
     def evaluate(self, step: int) -> dict[str, float]:
-        if self.evaluate_fn is not None:
-            with self.pmodel.subnetwork(self.pmodel.num_partitions):
-                metrics = dict(self.evaluate_fn())
-        else:
-            metrics = {"lml": self.lml()}
-            with self.pmodel.subnetwork(self.pmodel.num_partitions):
-                metrics.update(evaluate_classifier(self.net, self.data))
+        metrics = {"lml": self.lml()}
+        with self.pmodel.subnetwork(self.pmodel.num_partitions):
+            metrics.update(evaluate_classifier(self.net, self.data))
         if self.cfg.early_stopping and step >= 0:
             if self.best is None or metrics["lml"] > self.best["lml"]:
                 self.best = {**metrics, "best_step": step}

@@ -24,8 +24,6 @@ Sampling follows ``reprokit.partition.PartitionSchedule`` (u = normalised chunk 
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 from torch import nn
 
@@ -43,7 +41,7 @@ class PartitionedEnsembleTraining:
 
     def __init__(self, nets: list[nn.Module], hyper_params: list[nn.Parameter], data: TaskData,
                  chunk_ids: torch.Tensor, optim: OptimConfig, n_steps: int, seed: int, hyper_lr: float = 1e-3,
-                 update: str = "all", evaluate_fn: Callable[[], dict[str, float]] | None = None):
+                 update: str = "all"):
         if update not in UPDATES:
             raise ValueError(f"partitioned_ens update must be one of {UPDATES}, got {update!r}")
         self.nets, self.data, self.cfg, self.update = list(nets), data, optim, update
@@ -69,7 +67,6 @@ class PartitionedEnsembleTraining:
         self.gen = seeds.generator(seed, "minibatches_all", data.device)  # minibatches of update="all"
         # D_1:k as example indices (k = 1..C)
         self.prefix = [torch.cat([self.schedule.chunk_indices(j) for j in range(1, k + 1)]) for k in range(1, c + 1)]
-        self.evaluate_fn = evaluate_fn
 
     @property
     def num_networks(self) -> int:
@@ -138,8 +135,6 @@ class PartitionedEnsembleTraining:
         return total
 
     def evaluate(self, step: int) -> dict[str, float]:
-        if self.evaluate_fn is not None:
-            return self.evaluate_fn()
         return {"lml": self.lml(), **evaluate_classifier(self.nets[-1], self.data)}
 
     def final_metrics(self) -> dict[str, float]:

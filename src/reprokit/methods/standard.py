@@ -3,14 +3,13 @@
 Hyperparameter modules inside `net` (input masks, augmentations) are held fixed, unless their
 parameters are passed as `hyper_params`: they are then optimised jointly on the training loss by
 their own Adam (Augerino, methods/augerino.py), and a subclass may add a `regularizer()` term.
-`evaluate_fn` (no arguments -> metrics dict) replaces the default train/test evaluation, e.g. to
-average predictions over augmentation samples or evaluate a test subset.
+`evaluate` is plain train/test accuracy and log-likelihood; a kind that measures something else
+(augmentation-averaged predictions, a test subset) gives its cell an `Evaluation` (experiments/).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -60,8 +59,7 @@ def evaluate_classifier(net: nn.Module, data: TaskData) -> dict[str, float]:
 
 class StandardTraining:
     def __init__(self, net: nn.Module, data: TaskData, optim: OptimConfig, n_steps: int, seed: int,
-                 hyper_params: list[nn.Parameter] | None = None, hyper_lr: float = 1e-3,
-                 evaluate_fn: Callable[[], dict[str, float]] | None = None):
+                 hyper_params: list[nn.Parameter] | None = None, hyper_lr: float = 1e-3):
         self.net, self.data, self.cfg = net, data, optim
         self.hyper_params = list(hyper_params or [])
         hyper_ids = {id(p) for p in self.hyper_params}
@@ -70,7 +68,6 @@ class StandardTraining:
         self.sched = make_scheduler(self.opt, optim, n_steps)
         self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=hyper_lr) if self.hyper_params else None
         self.sampler = EpochSampler(data.n_train, optim.batch_size, seeds.generator(seed, "minibatches", data.device))
-        self.evaluate_fn = evaluate_fn
 
     def data_nll(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Hook: mean negative log-likelihood of a minibatch (default: categorical on logits, or Gaussian
@@ -102,8 +99,6 @@ class StandardTraining:
         return {"loss": total.item(), "nll": loss.item(), "reg": reg.item()}
 
     def evaluate(self, step: int) -> dict[str, float]:
-        if self.evaluate_fn is not None:
-            return self.evaluate_fn()
         return evaluate_classifier(self.net, self.data)
 
     def final_metrics(self) -> dict[str, float]:
