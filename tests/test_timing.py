@@ -16,7 +16,6 @@ from reprokit.experiments import update_timing
 from reprokit.experiments.update_timing import UpdateTiming, summarize
 from reprokit.plan import kind
 from reprokit.plan.update_timing import UpdateTimingSettings
-from reprokit.train import LoopConfig, run_loop
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -38,15 +37,12 @@ def test_kind_is_registered_and_needs_no_variants():
 
 
 def test_cell_reports_positive_ratios_and_per_repetition_times():
-    m = UpdateTiming(tiny_settings())
-    result = run_loop(m, LoopConfig(n_steps=4, eval_every=1))
-    assert result.status == "completed"
-    metrics = m.final_metrics()
+    curve, metrics = UpdateTiming(tiny_settings()).measure()  # a measurement, not a training loop
     assert metrics["n_repeats"] == 3  # the warm-up repetition is not counted
     for key in ("param_ratio", "hyper_ratio", "param_ratio_cpu", "hyper_ratio_wall", "standard_ms"):
         assert np.isfinite(metrics[key]) and metrics[key] > 0, key
     # the curve gets one row per repetition with every update's time
-    rows = [r for r in result.curve if "standard_cpu_s" in r]
+    rows = [r for r in curve if "standard_cpu_s" in r]
     assert len(rows) == 4 and rows[0]["warmup"] and not rows[-1]["warmup"]
     assert all(r[f"{k}_wall_s"] > 0 for r in rows for k in ("standard", "param", "hyper"))
     # ... and the reported ratios are the quartiles of exactly those repetitions' ratios, warm-up left out
@@ -161,8 +157,9 @@ def test_each_model_cell_builds_with_its_own_settings():
         for cell in experiment(config(), "table8_timing", "test").cells():
             s = cell.settings
             run = update_timing.build(cell, CellContext(mirrors=[], cache_dir=None, variants_dir="unused"))
-            assert tuple(run.method.x.shape) == (s["batch_size"], *s["input_shape"]), cell.rel_dir
-            assert run.method.standard_net.n_samples == s["n_aug_samples"], cell.rel_dir
+            timer = run.measure.__self__  # the UpdateTiming the Measurement runs
+            assert tuple(timer.x.shape) == (s["batch_size"], *s["input_shape"]), cell.rel_dir
+            assert timer.standard_net.n_samples == s["n_aug_samples"], cell.rel_dir
             assert run.n_steps == s["n_warmup"] + s["n_repeats"] and torch.get_num_threads() == s["num_threads"]
     finally:
         torch.set_num_threads(threads)

@@ -29,7 +29,7 @@ import torch
 
 from . import __version__
 from .config import Cell
-from .experiments import CellContext
+from .experiments import CellContext, Measurement
 from .plan import kind
 from .io import atomic_write_json, atomic_write_text, rows_to_csv
 from .runtime import is_oom
@@ -92,6 +92,12 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
     run, result, metrics = None, None, {}
     try:
         run = kind(cell.kind).build(cell, ctx)
+        if isinstance(run, Measurement):  # a measuring kind (Table 8): no training loop
+            t0 = time.monotonic()
+            curve, metrics = run.measure()
+            result = LoopResult(status="completed", steps=run.n_steps, curve=curve, resumed_from=0,
+                                seconds=time.monotonic() - t0)
+            return _write_record(cell, rt, out_dir, checkpoint, run, result, metrics)
         loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every, checkpoint_every=checkpoint_every,
                           log_every_seconds=log_every_seconds, label=cell.rel_dir)
         result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None, precision=rt.autocast,
@@ -108,6 +114,11 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
         metrics = _nan_curve_keys(curve)
         if rt.is_cuda:
             torch.cuda.empty_cache()
+    return _write_record(cell, rt, out_dir, checkpoint, run, result, metrics)
+
+
+def _write_record(cell: Cell, rt, out_dir: Path, checkpoint, run, result: LoopResult, metrics: dict) -> dict:
+    """curve.csv, then metrics.json (last, atomically); the finished cell's checkpoint is removed."""
     atomic_write_text(out_dir / "curve.csv", rows_to_csv(result.curve))
     ran = max(1, result.steps - result.resumed_from)
     record = {

@@ -68,6 +68,17 @@ class Evaluation:
 
 
 @dataclass
+class Measurement:
+    """What a measuring (not training) kind builds, e.g. Table 8's update timing: `measure()` returns the
+    per-repetition rows (the cell's curve.csv) and the metrics. No training loop, no checkpoint (an
+    interrupted measurement starts again: timings are not reproducible anyway)."""
+
+    n_steps: int
+    measure: Callable[[], tuple[list[dict], dict]]
+    info: dict = field(default_factory=dict)
+
+
+@dataclass
 class Run:
     method: Method
     n_steps: int

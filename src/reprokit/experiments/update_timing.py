@@ -30,13 +30,16 @@ process CPU clock (``time.process_time``; robust to other processes on a shared 
 single intra-op thread) and the wall clock; on CUDA the wall clock after ``synchronize()``.
 The reported ratio is the median over repetitions of (partitioned time / standard time of the same
 repetition), with the inter-quartile range; the per-repetition times go to the curve (one row per
-repetition, ``eval_every`` is 1). ``torch.set_num_threads(num_threads)`` fixes the intra-op threads.
+repetition). ``torch.set_num_threads(num_threads)`` fixes the intra-op threads. A cell of this kind
+is a measurement, not a training: `build` returns an `experiments.Measurement` and the cell runs it
+without the training loop (no checkpoints; an interrupted measurement starts again).
 """
 
 from __future__ import annotations
 
 import copy
 import gc
+import logging
 import math
 import platform
 import time
@@ -46,8 +49,9 @@ import torch
 
 from .. import seeds
 from ..plan.update_timing import PLAN, UpdateTimingSettings
-from . import CellContext, Run
+from . import CellContext, Measurement
 
+log = logging.getLogger("reprokit.update_timing")
 KINDS = ("standard", "param", "hyper")
 
 
@@ -107,6 +111,7 @@ class UpdateTiming:
         self._param_update, self._hyper_update = param_update, hyper_update
         self.backward = st.backward
         self.n_warmup = int(st.n_warmup)
+        self.n_steps = int(st.n_steps)  # repetitions: warm-up + timed
         self.device = torch.device(device)  # the cell's runtime device (run.device), cell.py decides
         self.timer = ("wall" if self.device.type == "cuda" else "cpu") if st.timer == "auto" else st.timer
         if self.device.type == "cuda" and self.timer == "cpu":
@@ -144,7 +149,6 @@ class UpdateTiming:
         self.popt = popt_cls(self.pmodel, **pkw)
         self.hopt = torch.optim.Adam(self.psi, lr=float(st.hyper_lr))
         self.weight_params = optimised_params(self.popt)
-        self.rows: list[dict] = []
         self.n_params = sum(p.numel() for p in base.parameters())
         self.info = {
             "device": self.device.type,
@@ -237,35 +241,19 @@ class UpdateTiming:
                 gc.enable()
         return row
 
-    # -- Method protocol --------------------------------------------------------------------------
-    def train_step(self, step: int) -> dict:
-        row = self.repetition(step)
-        self.rows.append(row)
-        return {"loss": row["standard_loss"]}
-
-    def evaluate(self, step: int) -> dict:
-        if step == 0 or not self.rows:
-            return {}
-        return {k: v for k, v in self.rows[-1].items() if k != "rep"}
-
-    def final_metrics(self) -> dict:
-        return summarize(self.rows, self.timer)
-
-    def state_dict(self) -> dict:
-        # Timings are not bit-reproducible anyway; a resumed cell keeps the repetitions measured so far
-        # and continues the k draws, with the networks' current weights.
-        return {"rows": list(self.rows), "schedule": self.schedule.state_dict(),
-                "standard": self.standard_net.state_dict(), "partitioned": self.partitioned_net.state_dict(),
-                "opt": self.opt.state_dict(), "popt": self.popt.state_dict(), "hopt": self.hopt.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.rows = list(state["rows"])
-        self.schedule.load_state_dict(state["schedule"])
-        self.standard_net.load_state_dict(state["standard"])
-        self.partitioned_net.load_state_dict(state["partitioned"])
-        self.opt.load_state_dict(state["opt"])
-        self.popt.load_state_dict(state["popt"])
-        self.hopt.load_state_dict(state["hopt"])
+    # -- the measurement (the cell's entry: experiments.Measurement) -------------------------------
+    def measure(self) -> tuple[list[dict], dict]:
+        """Every repetition (warm-up included, flagged) as one curve row, and the summary metrics."""
+        rows, last_log = [], time.monotonic()
+        for step in range(self.n_steps):
+            row = self.repetition(step)
+            rows.append(row)
+            if time.monotonic() - last_log >= 30.0:
+                last_log = time.monotonic()
+                log.info("update timing: repetition %d/%d", step + 1, self.n_steps)
+        curve = [{"step": r["rep"] + 1, "loss": r["standard_loss"], **{k: v for k, v in r.items() if k != "rep"}}
+                 for r in rows]
+        return curve, summarize(rows, self.timer)
 
 
 def _quantiles(values) -> tuple[float, float, float]:
@@ -327,8 +315,8 @@ def summarize(rows: list[dict], timer: str = "cpu") -> dict:
     return out
 
 
-def build(cell, ctx: CellContext) -> Run:
+def build(cell, ctx: CellContext) -> Measurement:
     st = PLAN.settings(cell)
     torch.set_num_threads(int(st.num_threads))
-    method = UpdateTiming(st, ctx.runtime.device)
-    return Run(method, st.n_steps, eval_every=1, info=dict(method.info))
+    timer = UpdateTiming(st, ctx.runtime.device)
+    return Measurement(st.n_steps, timer.measure, info=dict(timer.info))
