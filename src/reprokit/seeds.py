@@ -37,6 +37,8 @@ STREAMS: dict[str, str] = {
     "val_subset": "a validation subset drawn inside a kind",
     "test_subset": "a test subset drawn inside a kind",
     "ood_subset": "the subset of the OOD dataset's test images (BALI Fig. 3)",
+    "marglik_batches": "the minibatches of Diff. Laplace's marginal-likelihood (hyperparameter) steps",
+    "marglik_augment": "augmentation draws of Diff. Laplace's marginal-likelihood steps",
     "timing_data": "the random batches of the update-timing kind (Table 8)",
     "schedule_examples": "the virtual chunk assignment of the update-timing kind",
 }

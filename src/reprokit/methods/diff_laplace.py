@@ -1,0 +1,352 @@
+"""Differentiable Laplace (LILA; Immer, van der Ouderaa et al. 2022): augmentation parameters and prior
+precision learned by maximising a KFAC-GGN Laplace log marginal likelihood of the augmentation-averaged
+network.
+
+The network is an augmentation-averaged classifier (``methods/augmented.py`` :class:`SeededAugmentedModel`,
+``augment/affine.py`` :class:`AugmentedModel`): ``z(x) = log (1/S) sum_s softmax(f(aug_s(x)))``. The
+Kronecker-factored curvature below is written here, not taken from laplace-torch: laplace-torch (and
+its curvlinops / ASDL backends) compute the curvature outside autograd, so it cannot be differentiated
+w.r.t. the augmentation parameters, which is the whole point of LILA. laplace-torch's ``KronLaplace``
+serves as the reference in the tests: for a fixed augmentation our value equals its
+``log_marginal_likelihood(prior_precision)``.
+
+Marginal likelihood (laplace-torch's conventions: temperature 1, prior mean 0, constants 2 pi cancel)::
+
+    log p(D | psi, delta) ~= log p(D | theta*) - 1/2 [ log det P - log det P0 + theta*^T P0 theta* ]
+    log p(D | theta*)      = (N / M) sum_{n <= M} log softmax(z(x_n))_{y_n}     (sum, not mean)
+    P0 = diag(delta_l)     one prior precision per parameter tensor ("layerwise") or one ("scalar")
+    P  = GGN + P0,         GGN ~= blockdiag_l [ (N / M) G_l  (x)  A_l ]           (weight of layer l)
+                                          and   (N / M) G_l                        (bias of layer l)
+
+on M examples (``marglik_batches`` minibatches) standing for the N training examples; with
+``n_data=None`` N = M and the value is exactly the one of the data given.
+
+GGN with the categorical likelihood: the output Hessian of the NLL at z is ``Lambda = diag(p) - p p^T``
+with ``p = softmax(z) = mean_s softmax(f_s)``; it is factored as ``Lambda = L L^T`` with the closed form
+``L[c, j] = sqrt(p_j) (delta_cj - p_c)``, so that ``GGN_n = sum_j (J_n^T L_j)(J_n^T L_j)^T``. For a layer
+with input ``a`` and output gradient ``g_j = d(L_j^T z)/d(layer output)`` (one backward pass per class j,
+``create_graph=True``, so every factor stays differentiable):
+
+* **augmentation samples: KFAC-reduce.** ``J_n = sum_s g_{n,s} (x) a_{n,s}`` is a sum over the S samples,
+  a weight-sharing dimension of the averaged output; it is approximated as
+  ``(sum_s g_{n,s}) (x) (1/S sum_s a_{n,s})`` (Eschenhagen et al. 2023's "reduce", as Immer et al. 2022
+  average over augmentations). Exact when the S copies coincide (identity or zero-width augmentation);
+  "expand" would then be off by a factor S.
+* **conv positions: KFAC-expand** (laplace-torch's default through curvlinops, and ASDL's conv KFAC that
+  Immer et al. used): ``A = 1/(M T) sum_{n,t} abar abar^T`` over the T output positions of the unfolded
+  input patches, ``G = sum_{j,n,t} gbar gbar^T``. For nn.Linear, ``A = 1/M sum_n abar abar^T``,
+  ``G = sum_{j,n} gbar gbar^T`` (no weight sharing: expand = reduce).
+
+Weight and bias are separate blocks (laplace-torch's ``separate_weight_and_bias``). The log-determinant
+is the standard damped KFAC one of ``KronDecomposed.logdet``: with eigenvalues ``lambda_i`` of ``G`` and
+``mu_j`` of ``A`` (``torch.linalg.eigvalsh``, whose gradient ``U diag(.) U^T`` is stable under repeated
+eigenvalues), ``log det((N/M) G (x) A + delta I) = sum_ij log((N/M) lambda_i mu_j + delta)``, and
+``sum_i log((N/M) lambda_i + delta)`` for a bias.
+
+Supported parametrised layers: nn.Linear and nn.Conv2d (groups 1, zero padding given as numbers); a
+network with parameters elsewhere (norm layers, FixUp scalars) raises ``TypeError``.
+
+:class:`DiffLaplaceTraining` is LILA's schedule as a :class:`reprokit.methods.base.Method`: every step one
+update of the weights on the MAP loss (mean NLL of the averaged prediction + ``sum_l delta_l |theta_l|^2 /
+(2 N)``, the prior precision held fixed), with the given optimiser; after ``burnin`` steps, every
+``marglik_every`` steps, ``marglik_steps`` Adam steps (lr ``hyper_lr``, cosine decay to ``hyper_lr *
+hyper_final_factor`` over all hyper steps of the run) on the augmentation parameters and the log prior
+precision, each maximising the marginal likelihood (divided by N, so the step size does not depend on N)
+on ``marglik_batches`` fresh minibatches with ``n_aug_marglik`` augmentation samples (LILA's repo: 31).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import seeds
+from ..data.task import TaskData
+from .augmented import make_evaluator, ranges_metrics
+from .common import EpochSampler
+from .standard import OptimConfig, make_optimizer, make_scheduler
+
+KFAC_MODULES = (nn.Linear, nn.Conv2d)
+PRIOR_STRUCTURES = ("layerwise", "scalar")
+
+
+# ----------------------------------------------------------------------------------------- the curvature
+
+
+def _check_supported(model: nn.Module) -> list[nn.Module]:
+    layers = [m for m in model.modules() if isinstance(m, KFAC_MODULES)]
+    covered = {id(p) for m in layers for p in m.parameters(recurse=False)}
+    others = [n for n, p in model.named_parameters() if id(p) not in covered]
+    if others:
+        raise TypeError(f"KFAC supports parameters of nn.Linear and nn.Conv2d only; also found {others}")
+    for m in layers:
+        if isinstance(m, nn.Conv2d) and (m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
+            raise TypeError(f"KFAC supports Conv2d with groups=1 and numeric zero padding, got {m}")
+    return layers
+
+
+def _patches(m: nn.Module, a: torch.Tensor) -> torch.Tensor:
+    """Layer input -> (batch, positions, features) whose rows multiply the flattened weight."""
+    if isinstance(m, nn.Conv2d):
+        cols = F.unfold(a, m.kernel_size, dilation=m.dilation, padding=m.padding, stride=m.stride)
+        return cols.transpose(1, 2)
+    return a.reshape(a.shape[0], -1, a.shape[-1])
+
+
+def _out_grads(m: nn.Module, g: torch.Tensor) -> torch.Tensor:
+    """Layer output gradient -> (batch, positions, out features)."""
+    if isinstance(m, nn.Conv2d):
+        return g.flatten(2).transpose(1, 2)
+    return g.reshape(g.shape[0], -1, g.shape[-1])
+
+
+def _sqrt_output_hessian(logp: torch.Tensor) -> torch.Tensor:
+    """(M, C, C) with L L^T = diag(p) - p p^T, L[c, j] = sqrt(p_j) (delta_cj - p_c)."""
+    p = logp.exp()
+    eye = torch.eye(p.shape[-1], dtype=p.dtype, device=p.device)
+    return (eye - p.unsqueeze(-1)) * p.clamp_min(1e-30).sqrt().unsqueeze(-2)
+
+
+def kfac_factors(net: nn.Module, x: torch.Tensor, y: torch.Tensor, n_samples: int | None = None,
+                 generator: torch.Generator | None = None):
+    """KFAC-GGN factors of an augmentation-averaged classifier on the batch (x, y).
+
+    ``net`` is an :class:`AugmentedModel` (``.model``, ``.augmentation``; ``augmentation=None`` means the
+    plain classifier, S = 1). Returns ``(nll_sum, blocks)``: the summed NLL of the averaged prediction
+    and, per parameter of ``net.model`` in ``parameters()`` order, ``(param, [G, A])`` for weights and
+    ``(param, [G])`` for biases (A = mean over examples and positions, G = sum). Differentiable w.r.t.
+    the augmentation parameters (and the weights).
+    """
+    differentiable = torch.is_grad_enabled()  # under no_grad: the value only (the factors need autograd anyway)
+    with torch.enable_grad():
+        nll, blocks = _kfac_factors(net, x, y, n_samples, generator, differentiable)
+    if differentiable:
+        return nll, blocks
+    return nll.detach(), [(p, [f.detach() for f in fac]) for p, fac in blocks]
+
+
+def _kfac_factors(net, x, y, n_samples, generator, create_graph: bool):
+    model, aug = net.model, net.augmentation
+    layers = _check_supported(model)
+    S = 1 if aug is None else int(net.n_samples if n_samples is None else n_samples)
+    M = x.shape[0]
+    if aug is not None:
+        xa = aug(x, S, generator=generator).reshape(S * M, *x.shape[1:])
+    else:
+        xa = x
+    inputs, outputs = {}, {}
+
+    def hook(mod, inp, out):
+        inputs[mod], outputs[mod] = inp[0], out
+
+    handles = [m.register_forward_hook(hook) for m in layers]
+    try:
+        logits = model(xa)
+    finally:
+        for h in handles:
+            h.remove()
+    logp = torch.logsumexp(F.log_softmax(logits, -1).reshape(S, M, -1), dim=0) - math.log(S)
+    nll = F.nll_loss(logp, y, reduction="sum")
+    sqrt_h = _sqrt_output_hessian(logp)  # (M, C, C)
+    outs = [outputs[m] for m in layers]
+    G = {m: 0.0 for m in layers}
+    for j in range(sqrt_h.shape[-1]):
+        grads = torch.autograd.grad(logp, outs, grad_outputs=sqrt_h[..., j],
+                                    retain_graph=True, create_graph=create_graph)
+        for m, g in zip(layers, grads):
+            gs = _out_grads(m, g)
+            gbar = gs.reshape(S, M, *gs.shape[1:]).sum(0)  # reduce over augmentation samples: sum
+            G[m] = G[m] + torch.einsum("ntd,nte->de", gbar, gbar)
+    factors = {}
+    for m in layers:
+        a = inputs[m]
+        abar = a.reshape(S, M, *a.shape[1:]).mean(0)  # reduce over augmentation samples: mean
+        pa = _patches(m, abar)
+        A = torch.einsum("ntd,nte->de", pa, pa) / (pa.shape[0] * pa.shape[1])  # expand over positions
+        factors[id(m.weight)] = [G[m], A]
+        if m.bias is not None:
+            factors[id(m.bias)] = [G[m]]
+    blocks = [(p, factors[id(p)]) for p in model.parameters()]
+    return nll, blocks
+
+
+def expand_prior_precision(prior_precision: torch.Tensor | float, n_params: int, device=None) -> torch.Tensor:
+    """A scalar / 1-element / per-parameter-tensor precision -> one value per parameter tensor."""
+    delta = torch.as_tensor(prior_precision, device=device).reshape(-1)
+    if delta.numel() == 1:
+        return delta.expand(n_params)
+    if delta.numel() != n_params:
+        raise ValueError(f"prior precision: expected 1 or {n_params} values (one per parameter tensor), got {delta.numel()}")
+    return delta
+
+
+def kron_logdet(blocks, deltas: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """sum over blocks of log det(scale * G (x) A + delta I) (or scale * G + delta I), via eigenvalues."""
+    total = 0.0
+    for (_, fac), delta in zip(blocks, deltas):
+        eigs = [torch.linalg.eigvalsh(f).clamp_min(0) for f in fac]
+        if len(eigs) == 2:
+            total = total + torch.log(scale * torch.outer(eigs[0], eigs[1]) + delta).sum()
+        else:
+            total = total + torch.log(scale * eigs[0] + delta).sum()
+    return total
+
+
+def laplace_log_marginal_likelihood(net: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                                    prior_precision: torch.Tensor, n_samples: int | None = None,
+                                    generator: torch.Generator | None = None,
+                                    n_data: int | None = None) -> torch.Tensor:
+    """KFAC-GGN Laplace log marginal likelihood of ``net`` (see the module docstring) at its current weights.
+
+    ``prior_precision``: scalar or one value per parameter tensor of ``net.model``; ``n_data``: the number
+    of examples (x, y) stand for (default: their number). Differentiable w.r.t. the augmentation
+    parameters and ``prior_precision``.
+    """
+    nll, blocks = kfac_factors(net, x, y, n_samples, generator)
+    scale = 1.0 if n_data is None else float(n_data) / x.shape[0]
+    params = [p for p, _ in blocks]
+    deltas = expand_prior_precision(prior_precision, len(params), nll.device).to(nll.dtype)
+    logdet_post = kron_logdet(blocks, deltas, scale)
+    logdet_prior = sum(p.numel() * torch.log(d) for p, d in zip(params, deltas))
+    scatter = sum(d * p.detach().pow(2).sum() for p, d in zip(params, deltas))
+    return -scale * nll - 0.5 * (logdet_post - logdet_prior + scatter)
+
+
+# ----------------------------------------------------------------------------------------- the method
+
+
+def count_hyper_rounds(n_steps: int, burnin: int, every: int) -> int:
+    """How many steps k = 1..n_steps end with hyper steps (k >= burnin and k % every == 0)."""
+    return sum(1 for k in range(1, n_steps + 1) if k >= burnin and k % every == 0)
+
+
+class DiffLaplaceTraining:
+    """LILA: MAP training of the weights, hyper steps on the Laplace marginal likelihood (module docstring).
+
+    ``net`` is a :class:`SeededAugmentedModel` (its ``n_samples`` is the training S); its augmentation
+    parameters and the log prior precision (``prior_structure``: "layerwise" = one per parameter tensor
+    of ``net.model``, as in LILA, or "scalar"; initial value ``prior_prec_init``) are the hyperparameters.
+    """
+
+    def __init__(self, net: nn.Module, data: TaskData, optim: OptimConfig, n_steps: int, seed: int,
+                 burnin: int = 0, marglik_every: int = 1, marglik_steps: int = 1, marglik_batches: int = 1,
+                 marglik_batch_size: int | None = None, n_aug_marglik: int = 31, hyper_lr: float = 0.05,
+                 hyper_final_factor: float = 0.1, prior_structure: str = "layerwise",
+                 prior_prec_init: float = 1.0, eval_samples: int | None = None,
+                 evaluate_fn: Callable[[], dict[str, float]] | None = None):
+        if prior_structure not in PRIOR_STRUCTURES:
+            raise ValueError(f"prior_structure must be one of {PRIOR_STRUCTURES}, got {prior_structure!r}")
+        if marglik_every < 1 or marglik_steps < 0 or marglik_batches < 1:
+            raise ValueError("marglik_every and marglik_batches must be >= 1, marglik_steps >= 0")
+        self.net, self.data, self.cfg = net, data, optim
+        self.burnin, self.every, self.hsteps = int(burnin), int(marglik_every), int(marglik_steps)
+        self.n_batches, self.n_aug = int(marglik_batches), int(n_aug_marglik)
+        _check_supported(net.model)
+        dev = data.device
+        n_prior = len(list(net.model.parameters())) if prior_structure == "layerwise" else 1
+        self.log_prior_prec = nn.Parameter(torch.full((n_prior,), math.log(prior_prec_init), device=dev))
+        aug = net.augmentation
+        aug_params = [p for p in aug.parameters() if p.requires_grad] if aug is not None else []
+        aug_ids = {id(p) for p in aug.parameters()} if aug is not None else set()
+        weights = [p for p in net.parameters() if p.requires_grad and id(p) not in aug_ids]
+        self.opt = make_optimizer(weights, optim)
+        self.sched = make_scheduler(self.opt, optim, n_steps)
+        self.hyper_opt = torch.optim.Adam([*aug_params, self.log_prior_prec], lr=hyper_lr)
+        t_max = max(1, count_hyper_rounds(n_steps, self.burnin, self.every) * self.hsteps)
+        self.hyper_sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.hyper_opt, T_max=t_max,
+                                                                      eta_min=hyper_lr * hyper_final_factor)
+        self.sampler = EpochSampler(data.n_train, optim.batch_size, seeds.generator(seed, "minibatches", dev))
+        self.marglik_sampler = EpochSampler(data.n_train, marglik_batch_size or optim.batch_size,
+                                            seeds.generator(seed, "marglik_batches", dev))
+        self.marglik_gen = seeds.generator(seed, "marglik_augment", dev)
+        self.last_marglik = float("nan")
+        if evaluate_fn is None:
+            evaluate_fn = make_evaluator(net, data.x_test, data.y_test, eval_samples or net.n_samples, seed,
+                                         train=(data.x_train, data.y_train), extra=self.hyper_metrics)
+        self.evaluate_fn = evaluate_fn
+
+    def prior_precision(self) -> torch.Tensor:
+        return self.log_prior_prec.exp()
+
+    def map_loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean NLL of the averaged prediction, that + the Gaussian prior term / N)."""
+        nll = F.nll_loss(self.net(x), y)
+        params = list(self.net.model.parameters())
+        deltas = expand_prior_precision(self.prior_precision().detach(), len(params), nll.device)
+        prior = 0.5 * sum(d * p.pow(2).sum() for p, d in zip(params, deltas)) / self.data.n_train
+        return nll, nll + prior
+
+    def hyper_step(self) -> float:
+        """One Adam step on (augmentation, log prior precision); returns the marginal likelihood / N."""
+        idx = torch.cat([self.marglik_sampler.next() for _ in range(self.n_batches)])
+        lml = laplace_log_marginal_likelihood(self.net, self.data.x_train[idx], self.data.y_train[idx],
+                                              self.prior_precision(), self.n_aug, self.marglik_gen,
+                                              n_data=self.data.n_train) / self.data.n_train
+        hyper = self.hyper_opt.param_groups[0]["params"]
+        grads = torch.autograd.grad(-lml, hyper, allow_unused=True)  # the weights only move on the MAP loss
+        for p, g in zip(hyper, grads):
+            p.grad = None if g is None else torch.nan_to_num(g)  # as LILA: a NaN gradient entry does not step
+        self.hyper_opt.step()
+        self.hyper_sched.step()
+        return float(lml.detach())
+
+    def train_step(self, step: int) -> dict[str, float]:
+        idx = self.sampler.next()
+        self.net.train()
+        nll, loss = self.map_loss(self.data.x_train[idx], self.data.y_train[idx])
+        self.opt.zero_grad(set_to_none=True)
+        self.hyper_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
+        out = {"loss": loss.item(), "nll": nll.item()}
+        k = step + 1
+        if self.hsteps > 0 and k >= self.burnin and k % self.every == 0:
+            for _ in range(self.hsteps):
+                self.last_marglik = self.hyper_step()
+            out["marglik"] = self.last_marglik
+        return out
+
+    def hyper_metrics(self) -> dict[str, float]:
+        pp = self.prior_precision().detach()
+        return {**ranges_metrics(self.net.augmentation), "marglik": self.last_marglik,
+                "prior_prec_mean": float(pp.mean())}
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        return self.evaluate_fn()
+
+    def final_metrics(self) -> dict[str, float]:
+        return self.evaluate(-1)
+
+    def state_dict(self) -> dict:
+        return {
+            "net": self.net.state_dict(),  # weights, augmentation parameters, the training augmentation stream
+            "log_prior_prec": self.log_prior_prec.detach().clone(),
+            "opt": self.opt.state_dict(),
+            "sched": self.sched.state_dict() if self.sched is not None else None,
+            "hyper_opt": self.hyper_opt.state_dict(),
+            "hyper_sched": self.hyper_sched.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "marglik_sampler": self.marglik_sampler.state_dict(),
+            "marglik_gen": self.marglik_gen.get_state(),
+            "last_marglik": self.last_marglik,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.net.load_state_dict(state["net"])
+        with torch.no_grad():
+            self.log_prior_prec.copy_(state["log_prior_prec"])
+        self.opt.load_state_dict(state["opt"])
+        if self.sched is not None:
+            self.sched.load_state_dict(state["sched"])
+        self.hyper_opt.load_state_dict(state["hyper_opt"])
+        self.hyper_sched.load_state_dict(state["hyper_sched"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.marglik_sampler.load_state_dict(state["marglik_sampler"])
+        self.marglik_gen.set_state(state["marglik_gen"])
+        self.last_marglik = float(state["last_marglik"])

@@ -1,0 +1,191 @@
+"""Differentiable Laplace (LILA, methods/diff_laplace.py): our KFAC-GGN marginal likelihood against
+laplace-torch's KronLaplace for a fixed augmentation, its gradients against finite differences, and the
+training schedule (hyper steps move the augmentation, bit-identical resume, OOM propagates)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+from laplace import KronLaplace
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from reprokit.augment.affine import AugmentedModel, SchwobelAffine
+from reprokit.data.task import TaskData
+from reprokit.methods.augmented import SeededAugmentedModel
+from reprokit.methods.base import make_generator
+from reprokit.methods.diff_laplace import DiffLaplaceTraining, count_hyper_rounds, laplace_log_marginal_likelihood
+from reprokit.methods.standard import OptimConfig
+from reprokit.runtime import is_oom
+from reprokit.train import LoopConfig, run_loop
+
+
+def _data(n=40, shape=(1, 6, 6), classes=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, *shape, generator=g), torch.randint(0, classes, (n,), generator=g))
+
+
+def _mlp(classes=4):
+    return nn.Sequential(nn.Flatten(), nn.Linear(36, 12), nn.Tanh(), nn.Linear(12, classes))
+
+
+def _cnn(classes=4):
+    return nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.Tanh(), nn.Conv2d(3, 4, 3, stride=2), nn.Tanh(),
+                         nn.Flatten(), nn.Linear(16, classes))
+
+
+def _reference(model, x, y, prior_prec, batch_size):
+    lap = KronLaplace(model, "classification")  # temperature 1, sum of the log-likelihood over the data
+    lap.fit(DataLoader(TensorDataset(x, y), batch_size=batch_size))
+    return float(lap.log_marginal_likelihood(prior_prec))
+
+
+# ------------------------------------------------------------------- (1) equals laplace-torch's KronLaplace
+
+
+@pytest.mark.parametrize("arch", ["mlp", "cnn"])
+@pytest.mark.parametrize("prior", ["layerwise", "scalar"])
+def test_fixed_augmentation_equals_laplace_torch_kron(arch, prior):
+    torch.manual_seed(0)
+    model = _mlp() if arch == "mlp" else _cnn()
+    x, y = _data()
+    n_par = len(list(model.parameters()))
+    pp = torch.linspace(0.5, 3.0, n_par) if prior == "layerwise" else torch.tensor(2.0)
+    refs = [_reference(model, x, y, pp, bs) for bs in (40, 10)]  # one batch; factors summed over 4 batches
+    assert refs[0] == pytest.approx(refs[1], rel=1e-5)
+    plain = laplace_log_marginal_likelihood(AugmentedModel(model, None), x, y, pp)
+    frozen = SchwobelAffine(0.0)
+    frozen.set_fixed([0.0] * 6)  # S identical copies: the reduce convention is exact
+    averaged = laplace_log_marginal_likelihood(AugmentedModel(model, frozen, 3), x, y, pp)
+    for ours in (plain, averaged):
+        assert float(ours.detach()) == pytest.approx(refs[0], rel=1e-5, abs=1e-4)
+
+
+# ------------------------------------------------------------------- (2), (3) gradients vs finite differences
+
+
+def _lml_fn(arch):
+    torch.manual_seed(1)
+    model = (_mlp(3) if arch == "mlp" else _cnn(3)).double()
+    aug = SchwobelAffine([0.3, 0.1, 0.1, 0.05, 0.1, 0.05]).double()
+    net = AugmentedModel(model, aug, 2)
+    x, y = _data(n=12, classes=3)
+    x = x.double()
+
+    def lml(log_prec):
+        return laplace_log_marginal_likelihood(net, x, y, log_prec.exp(), generator=torch.Generator().manual_seed(5),
+                                               n_data=100)
+
+    return aug, lml
+
+
+@pytest.mark.parametrize("arch", ["mlp", "cnn"])
+def test_gradients_match_finite_differences(arch):
+    aug, lml = _lml_fn(arch)
+    log_prec = torch.tensor([0.2, -0.3, 0.5, 0.1] if arch == "mlp" else [0.2, -0.3, 0.5, 0.1, 0.0, 0.3],
+                            dtype=torch.float64, requires_grad=True)
+    value = lml(log_prec)
+    g_aug, g_prec = torch.autograd.grad(value, [aug.maxima, log_prec])
+    assert g_aug.abs().min() > 0 and torch.isfinite(g_aug).all()
+    eps = 1e-6
+    for param, grad in ((aug.maxima, g_aug), (log_prec, g_prec)):
+        fd = torch.zeros_like(grad)
+        for i in range(param.numel()):
+            with torch.no_grad():
+                param[i] += eps
+                up = float(lml(log_prec))  # the value only: no graph kept under no_grad
+                param[i] -= 2 * eps
+                down = float(lml(log_prec))
+                param[i] += eps
+            fd[i] = (up - down) / (2 * eps)
+        assert torch.allclose(grad, fd, rtol=1e-4, atol=1e-5), (grad, fd)
+
+
+# ------------------------------------------------------------------- (4) the training schedule, resume
+
+
+def _task(n=48, classes=3, seed=0):
+    x, y = _data(n=n, shape=(1, 8, 8), classes=classes, seed=seed)
+    xt, yt = _data(n=16, shape=(1, 8, 8), classes=classes, seed=seed + 1)
+    return TaskData(x, y, xt, yt, n_classes=classes)
+
+
+def _method(seed_init=0, n_steps=6):
+    torch.manual_seed(seed_init)
+    cnn = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64, 3))
+    net = SeededAugmentedModel(cnn, SchwobelAffine(0.0), 2, make_generator(7))
+    return DiffLaplaceTraining(net, _task(), OptimConfig(batch_size=16), n_steps, seed=0, burnin=2, marglik_every=2,
+                               marglik_steps=2, marglik_batches=2, marglik_batch_size=8, n_aug_marglik=3,
+                               eval_samples=2)
+
+
+def test_hyper_rounds_follow_burnin_and_frequency():
+    assert count_hyper_rounds(10, burnin=4, every=2) == 4  # after steps 4, 6, 8, 10
+    assert count_hyper_rounds(10, burnin=0, every=3) == 3
+    m = _method()
+    maxima0 = m.net.augmentation.maxima.detach().clone()
+    prec0 = m.log_prior_prec.detach().clone()
+    out = m.train_step(0)
+    assert "marglik" not in out and torch.equal(m.net.augmentation.maxima, maxima0)  # burn-in
+    out = m.train_step(1)  # step 2: two hyper steps
+    assert math.isfinite(out["marglik"]) and math.isfinite(out["loss"])
+    assert not torch.equal(m.net.augmentation.maxima.detach(), maxima0)
+    assert not torch.equal(m.log_prior_prec.detach(), prec0)
+    assert m.hyper_sched.last_epoch == 2
+    metrics = m.final_metrics()
+    assert {"test_acc", "train_ll", "aug_rotation", "marglik", "prior_prec_mean"} <= set(metrics)
+
+
+def test_resume_from_state_dict_is_bit_identical():
+    ref = _method()
+    for s in range(6):
+        ref.train_step(s)
+    first = _method()
+    for s in range(3):
+        first.train_step(s)
+    state = copy.deepcopy(first.state_dict())
+    resumed = _method(seed_init=123)  # another initialisation: everything must come from the state
+    resumed.load_state_dict(state)
+    torch.manual_seed(999)  # the global RNG must not matter
+    for s in range(3, 6):
+        resumed.train_step(s)
+    for (name, p), q in zip(ref.net.named_parameters(), resumed.net.parameters()):
+        assert torch.equal(p, q), name
+    assert torch.equal(ref.log_prior_prec, resumed.log_prior_prec)
+    assert resumed.final_metrics() == ref.final_metrics()
+
+
+def test_steps_create_no_tensor_off_the_datas_device():
+    m = _method()
+    with torch.device("meta"):  # see tests/test_device.py: a tensor made without a device would be meta
+        for s in range(2):
+            assert math.isfinite(m.train_step(s)["loss"])
+        assert m.final_metrics()
+
+
+# ------------------------------------------------------------------- (5) out of memory propagates
+
+
+def test_out_of_memory_in_a_hyper_step_propagates_and_ends_the_loop_as_oom():
+    m = _method()
+    m.train_step(0)
+
+    def boom(module, inputs):
+        if inputs[0].shape[0] == 3 * 16:  # n_aug_marglik x (2 batches of 8): the marginal-likelihood pass
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    m.net.model[0].register_forward_pre_hook(boom)
+    with pytest.raises(torch.OutOfMemoryError) as err:
+        m.train_step(1)
+    assert is_oom(err.value)
+    result = run_loop(_method_with_hook(boom), LoopConfig(n_steps=6, eval_every=0))
+    assert result.status == "oom" and result.steps == 1
+
+
+def _method_with_hook(hook):
+    m = _method()
+    m.net.model[0].register_forward_pre_hook(hook)
+    return m
