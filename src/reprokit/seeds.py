@@ -39,6 +39,9 @@ STREAMS: dict[str, str] = {
     "ood_subset": "the subset of the OOD dataset's test images (BALI Fig. 3)",
     "marglik_batches": "the minibatches of Diff. Laplace's marginal-likelihood (hyperparameter) steps",
     "marglik_augment": "augmentation draws of Diff. Laplace's marginal-likelihood steps",
+    "validation_split": "which training examples form the validation part (validation-set optimisation)",
+    "validation_minibatches": "validation-set optimisation: the validation minibatches of the psi steps",
+    "finetune_minibatches": "validation-set optimisation: the minibatches of the finetune phase (all data)",
     "timing_data": "the random batches of the update-timing kind (Table 8)",
     "schedule_examples": "the virtual chunk assignment of the update-timing kind",
 }

@@ -385,16 +385,20 @@ def augerino_regularizer(
     ``standard``: ``-||w||_2`` (Benton et al. 2020, Eq. 5), with ``w = aug.regularizer_widths()``
     (``softplus(raw_width)`` for Augerino). Unbounded below, which is why training diverges (App. E).
 
-    ``safe``: ``-||w||_2 * 1[all w_i < threshold]``: the term (value and gradient) is switched off as
-    soon as any width reaches ``threshold`` (10, as in the Augerino code base), i.e. clipped without
-    pass-through of the gradient.
+    ``safe``: ``-||w||_2 * 1[all |w_i| < threshold]``: the term (value and gradient) is switched off as
+    soon as any width reaches ``threshold`` in absolute value (10, as in the Augerino code base's
+    ``torch.all(width < 10)``), i.e. clipped without pass-through of the gradient. App. E of the
+    partitioned-networks paper phrases it as the l1-norm of any one hyperparameter, i.e. its absolute
+    value: Augerino's widths are positive, but Schwöbel's maxima and Immer's theta are signed (the
+    distribution is symmetric, so ``-max`` is the same augmentation as ``max``), and a width growing
+    towards ``-inf`` must switch the term off too.
     """
     w = aug.regularizer_widths()
     term = -torch.linalg.vector_norm(w)
     if kind == "standard":
         return term
     if kind == "safe":
-        return term * (w.detach() < threshold).all().to(term.dtype)
+        return term * (w.detach().abs() < threshold).all().to(term.dtype)
     raise ValueError(f"kind must be 'safe' or 'standard', got {kind!r}")
 
 
