@@ -81,7 +81,10 @@ class ValidationSetOptimisation(StandardTraining):
         self.all_data, self.val_data = data, _subset(data, val_idx)
         # the weights' optimiser, scheduler and minibatches over the training part, psi's Adam: StandardTraining's
         super().__init__(net, _subset(data, train_idx), optim, n_steps, seed, hyper_params=hyper_params,
-                         hyper_lr=hyper_lr, evaluate_fn=evaluate_fn)
+                         hyper_lr=hyper_lr)
+        # what is measured before and after finetuning (e.g. the kind's seeded, augmentation-averaged
+        # test metrics); default: plain train/test metrics of `net`
+        self.evaluate_fn = evaluate_fn
         hyper_ids = {id(p) for p in self.hyper_params}
         self.weight_params = [p for p in net.parameters() if p.requires_grad and id(p) not in hyper_ids]
         self.val_sampler = EpochSampler(self.val_data.n_train, optim.batch_size,
