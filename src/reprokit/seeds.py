@@ -27,6 +27,8 @@ STREAMS: dict[str, str] = {
     "augment": "augmentation draws in training (affine transformations)",
     "weight_noise": "BALI / Bayes-by-Backprop weight or local-noise samples in training",
     "dropout_masks": "MC dropout masks in training",
+    "latent_samples": "draws of the GP latent marginals in the ELBO (last-layer GP, training)",
+    "inducing_init": "the training images whose features initialise the inducing points (last-layer GP)",
     "eval": "Monte Carlo / augmentation draws of the per-step evaluations (re-seeded at every evaluation)",
     "eval_lml": "augmentation draws of the out-of-chunk LML evaluation (Fig. 3 / Eq. 2)",
     "final": "Monte Carlo draws of the final metrics",
