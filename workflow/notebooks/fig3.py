@@ -109,7 +109,9 @@ note = "\n".join([
     + " | Partitioned (Ens.): " + rotation_text("partitioned_ens"),
     "Last-layer ML: " + rotation_text("last_layer_ml") + " | Diff. Laplace: " + rotation_text("diff_laplace")
     + " | Augerino: " + rotation_text("augerino"),
-    "n/a: " + ("; ".join(missing) or "none"),
+    "n/a: " + ("; ".join(missing) or "none")
+    + " | not in this scale's grid: " + (", ".join(label for m, (label, *_) in METHOD_STYLE.items()
+                                                   if m not in set(a["method"])) or "none"),
 ])
 fig.tight_layout(rect=(0, 0.07, 1, 0.97))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
