@@ -60,6 +60,7 @@ def _context(cell: Cell, mirror: str, tmp_path, device: str = "cpu", precision: 
 # One test-scale cell per (kind, method) of both papers: every method the pipeline trains.
 CASES = [
     ("fig3a", "baseline"), ("fig3a", "augerino"), ("fig3a", "partitioned"), ("fig3a", "partitioned_ens"),
+    ("fig3a", "diff_laplace"), ("fig3a", "last_layer_ml"),
     ("fig9_random", "random"),
     ("fig2a", "partitioned"), ("fig2a", "laplace"), ("fig2b", "partitioned_mask"),
     ("bali_uci", "bali"), ("bali_uci", "dropout"), ("bali_uci", "bbb"),

@@ -241,9 +241,16 @@ def make_cell(ctx, method, extra=None, **coords):
     return cell
 
 
-@pytest.mark.parametrize("method", ["baseline", "augerino", "partitioned", "partitioned_ens", "random"])
+SMALL = {"diff_laplace": {"dl_marglik_every": 1, "dl_n_aug_marglik": 2},  # the library defaults are paper scale
+         "last_layer_ml": {"llml_n_inducing": 8, "llml_orbit_size": 2, "llml_lik_samples": 2,
+                           "llml_eval_lik_samples": 2}}
+
+
+@pytest.mark.parametrize("method", ["baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned",
+                                    "partitioned_ens", "random"])
 def test_every_method_runs_and_reports_ranges(fake_mnist, tmp_path, method):
-    cell = make_cell(fake_mnist, method, sample=3) if method == "random" else make_cell(fake_mnist, method)
+    extra = SMALL.get(method)
+    cell = make_cell(fake_mnist, method, sample=3) if method == "random" else make_cell(fake_mnist, method, extra)
     record = run_cell(cell, fake_mnist, tmp_path / method, None)
     assert record["status"] == "completed" and record["steps"] == 2
     m = record["metrics"]
@@ -252,6 +259,10 @@ def test_every_method_runs_and_reports_ranges(fake_mnist, tmp_path, method):
         assert "aug_rotation" in m
     if method in ("partitioned", "partitioned_ens"):
         assert record["info"]["chunk_sizes"] == [48, 6, 6]
+    if method == "diff_laplace":  # hyper steps ran (every step here): a finite marginal likelihood
+        assert math.isfinite(m["marglik"]) and m["prior_prec_mean"] > 0
+    if method == "last_layer_ml":
+        assert m["n_inducing"] == 8 and "gp_lengthscale" in m
 
 
 def test_retrain_cell_uses_the_found_ranges(fake_mnist, tmp_path):

@@ -15,6 +15,8 @@ Rows of the chosen profile are used first; every other price is labelled in the 
     pipeline step within 1.1x of it);
   * `partitioned` (param + hyper update) priced as 2 x standard/plain when not measured;
   * a precision without rows priced at fp32;
+  * Diff. Laplace's hyper step (`lila_hyper`) and the Last-layer ML step (`llml`) priced as a labelled
+    ESTIMATE: a fixed multiple of the standard step's per-image time (LILA_HYPER_FACTOR, LLML_FACTOR);
   * a (model, step) measured only on another profile's device priced with that device's row, scaled by
     the median ratio of the two devices' per-image times over the models both measured (conv nets and
     MLPs apart; MLPs have no GPU rows yet, so their CPU rows are used as they are: an upper bound);
@@ -44,13 +46,17 @@ DEFAULT_PROFILE = {"paper": "h100", "quick": "cpu", "test": "cpu"}  # paper scal
 PROFILE_ENV = "REPROKIT_COST_PROFILE"  # overrides the profile `runtime_minutes` prices SLURM cells with
 MARGIN, EXTRA_MINUTES, MAX_MINUTES = 1.5, 10, 24 * 60  # cells checkpoint: one cut off at the cap resumes
 EVAL_FORWARD_SHARE = 1.0 / 3  # a forward pass is ~1/3 of a training step (forward + backward + update)
+# Labelled estimates (ESTIMATE in the notes) for steps without a measured row, per image of a standard step:
+LILA_HYPER_FACTOR = 25.0  # Diff. Laplace hyper step: 10 class backward passes with create_graph + their backward
+LLML_FACTOR = 2.7  # Last-layer ML step (~11 s at batch 200, orbit 20, 1200 inducing points on the CPU profile)
 IMAGE_TEST_SIZE = {"mnist": 10000, "cifar10": 10000, "tinyimagenet": 10000}
 
 
 @dataclass(frozen=True)
 class Part:
     model: str
-    step: str          # plain | standard | partitioned | param | hyper | bali_w | bali_l | dropout | map | bbb | startup
+    step: str          # plain | standard | partitioned | param | hyper | lila_hyper | llml | bali_w | bali_l | dropout
+    #                    | map | bbb | startup
     images: int | None  # per step (batch x augmentation samples); None: as measured (full-batch MLP sets)
     count: float       # how many such steps the cell runs
 
@@ -93,6 +99,13 @@ def _affine_invariance(cell) -> CellWork:
         c = len(st.chunks)
         per = c if st.ens_update == "all" else 1
         parts = [Part(model, "standard", B * S, n * per), Part(model, "hyper", B * S, n)]
+    elif method == "diff_laplace":  # MAP steps, then every `dl_marglik_every` steps the KFAC marginal likelihood
+        rounds = sum(1 for k in range(1, n + 1) if k >= int(st.dl_burnin) and k % int(st.dl_marglik_every) == 0)
+        images = int(st.dl_marglik_batches) * int(st.dl_marglik_batch_size or B) * int(st.dl_n_aug_marglik)
+        parts = [Part(model, "standard", B * S, n), Part(model, "lila_hyper", images, rounds * int(st.dl_marglik_steps))]
+    elif method == "last_layer_ml":  # CNN features of B x orbit images + the sparse GP; evaluated at its orbit size
+        S, S_eval = int(st.llml_orbit_size), int(st.llml_eval_orbit_size or st.llml_orbit_size)
+        parts = [Part(model, "llml", B * S, n)]
     else:  # augerino (psi in the same backward), random, retrain, fixed
         parts = [Part(model, "standard", B * S, n)]
     every = int(st.eval_every or 0)
@@ -263,7 +276,16 @@ class CostTable:
                    "hyper": [("standard", 1.0, "standard step as the hyper update"),
                              ("plain", 1.0, "plain-torch row as the hyper update")],
                    "partitioned": [("standard", 2.0, "2 x standard step (param + hyper update)"),
-                                   ("plain", 2.0, "2 x plain-torch row (param + hyper update)")]}
+                                   ("plain", 2.0, "2 x plain-torch row (param + hyper update)")],
+                   "lila_hyper": [("standard", LILA_HYPER_FACTOR, f"ESTIMATE {LILA_HYPER_FACTOR:g} x standard step "
+                                   "per image (KFAC-GGN: one backward per class with create_graph, then the "
+                                   "double backward; not measured)"),
+                                  ("plain", LILA_HYPER_FACTOR, f"ESTIMATE {LILA_HYPER_FACTOR:g} x plain-torch row "
+                                   "per image (Diff. Laplace hyper step; not measured)")],
+                   "llml": [("standard", LLML_FACTOR, f"ESTIMATE {LLML_FACTOR:g} x standard step per image "
+                             "(CNN on the orbit + the sparse GP; not measured)"),
+                            ("plain", LLML_FACTOR, f"ESTIMATE {LLML_FACTOR:g} x plain-torch row per image "
+                             "(Last-layer ML step; not measured)")]}
         for where in ("own", "other"):
             for step, factor, why in [(part.step, 1.0, "")] + derived.get(part.step, []):
                 row = self._find(part.model, step, precision, notes, where)

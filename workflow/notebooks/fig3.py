@@ -10,11 +10,12 @@
 # %% [markdown]
 # # Fig. 3 — learning affine augmentations on subsets of data (partitioned networks paper)
 # Test accuracy vs training-set size. (a) MNIST and RotMNIST with the MNIST CNN (Table 9): Baseline
-# (no augmentation), Augerino (safe variant), Partitioned (Ens.) (C separate networks, network k fit
-# on D_1:k) and Partitioned (3 chunks [0.8, 0.1, 0.1]); the augmentation ranges are learned.
+# (no augmentation), Last-layer ML (Schwöbel et al. 2021: invariant sparse GP on the CNN's last-layer
+# features, psi on its ELBO), Augerino (safe variant), Diff. Laplace (Immer et al. 2022, LILA: psi on a
+# KFAC Laplace marginal likelihood), Partitioned (Ens.) (C separate networks, network k fit on D_1:k)
+# and Partitioned (3 chunks [0.8, 0.1, 0.1]); the augmentation ranges are learned.
 # (b) CIFAR-10 / RotCIFAR-10 with a fixup ResNet-8 and (c) TinyImageNet / RotTinyImageNet with a
 # ResNet-50 (GroupNorm) are drawn from their own experiments; without the data they are n/a.
-# Last-layer ML (Schwöbel et al. 2021) and Diff. Laplace (Immer et al. 2022) are not run yet.
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
 # %%
@@ -106,7 +107,11 @@ note = "\n".join([
     f"({steps}) are our choice (not stated in the paper)",
     "Learned rotation half-width (rad) - Partitioned: " + rotation_text("partitioned")
     + " | Partitioned (Ens.): " + rotation_text("partitioned_ens"),
-    "Not shown: Last-layer ML and Diff. Laplace (not implemented yet). n/a: " + ("; ".join(missing) or "none"),
+    "Last-layer ML: " + rotation_text("last_layer_ml") + " | Diff. Laplace: " + rotation_text("diff_laplace")
+    + " | Augerino: " + rotation_text("augerino"),
+    "n/a: " + ("; ".join(missing) or "none")
+    + " | not in this scale's grid: " + (", ".join(label for m, (label, *_) in METHOD_STYLE.items()
+                                                   if m not in set(a["method"])) or "none"),
 ])
 fig.tight_layout(rect=(0, 0.07, 1, 0.97))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

@@ -6,6 +6,11 @@ Grid axes (an experiment uses the ones it needs; the rest come from `settings`):
                      ~ U[-pi, pi], fixed; RotMNIST = rotated mnist, App. I.5: all 60k examples)
   method             baseline     standard training, no augmentation
                      augerino     Augerino (safe variant by default), methods/augerino.py
+                     diff_laplace Diff. Laplace (LILA, Immer et al. 2022), methods/diff_laplace.py: psi and
+                                  the prior precision on a KFAC Laplace marginal likelihood (dl_* settings)
+                     last_layer_ml  Last-layer ML (Schwoebel et al. 2021), methods/last_layer_gp.py: an
+                                  invariant sparse GP on the CNN's last-layer features, psi on its ELBO
+                                  (llml_* settings; its own orbit sizes instead of aug_samples)
                      partitioned  partitioned network, psi = augmentation ranges (App. I.1)
                      partitioned_ens  C separate networks, methods/partitioned_ensemble.py
                      random       standard training, ranges fixed, drawn uniformly from
@@ -250,6 +255,37 @@ def build(cell, ctx: CellContext) -> Run:
         m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(st.augerino_hyper_lr),
                              reg_strength=float(st.augerino_reg), reg_kind=st.augerino_reg_kind)
         return Run(m, n_steps, eval_every, info, evaluation(net, aug))
+
+    if method == "diff_laplace":
+        from ..methods.diff_laplace import DiffLaplaceTraining
+        aug = make_augmentation(st)
+        net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
+        m = DiffLaplaceTraining(net, data, optim, n_steps, seed, burnin=int(st.dl_burnin),
+                                marglik_every=int(st.dl_marglik_every), marglik_steps=int(st.dl_marglik_steps),
+                                marglik_batches=int(st.dl_marglik_batches),
+                                marglik_batch_size=st.dl_marglik_batch_size, n_aug_marglik=int(st.dl_n_aug_marglik),
+                                hyper_lr=float(st.dl_hyper_lr), hyper_final_factor=float(st.dl_hyper_final_factor),
+                                prior_structure=st.dl_prior_structure, prior_prec_init=float(st.dl_prior_prec_init),
+                                evaluate_fn=dict)  # evaluated by the Run's Evaluation below
+        info.update(n_aug_marglik=int(st.dl_n_aug_marglik), prior_structure=st.dl_prior_structure)
+        return Run(m, n_steps, eval_every, info, evaluation(net, aug, m.hyper_metrics))
+
+    if method == "last_layer_ml":
+        from ..methods.last_layer_gp import LastLayerGPConfig, LastLayerGPTraining, mnist_cnn_features
+        if st.model != "mnist_cnn":
+            raise ValueError(f"{cell.rel_dir}: method 'last_layer_ml' has a feature extractor for mnist_cnn only")
+        aug = rt.model(make_augmentation(st))
+        features = mnist_cnn_features(rt.model(make_model(st)))
+        cfg = LastLayerGPConfig(n_inducing=int(st.llml_n_inducing), orbit_size=int(st.llml_orbit_size),
+                                eval_orbit_size=st.llml_eval_orbit_size, likelihood_samples=int(st.llml_lik_samples),
+                                eval_likelihood_samples=int(st.llml_eval_lik_samples), gp_lr=float(st.llml_gp_lr),
+                                aug_lr=float(st.llml_aug_lr), eval_batch_size=int(st.llml_eval_batch_size),
+                                curve_test_size=st.llml_curve_test_size)
+        m = LastLayerGPTraining(features, aug, data, optim, cfg, seed)
+        info.update(aug_samples=cfg.orbit_size, eval_aug_samples=int(cfg.eval_orbit_size or cfg.orbit_size),
+                    n_inducing=min(cfg.n_inducing, data.n_train))
+        # the GP's own predictive (invariant kernel, its orbit sizes) gives test_acc / test_ll and aug_<name>
+        return Run(m, n_steps, eval_every, info, Evaluation.of(m))
 
     if method == "baseline":
         net = rt.model(SeededAugmentedModel(make_model(st), None, 1, gen))

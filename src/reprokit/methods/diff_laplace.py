@@ -184,11 +184,23 @@ def expand_prior_precision(prior_precision: torch.Tensor | float, n_params: int,
     return delta
 
 
+def _eigvalsh(f: torch.Tensor) -> torch.Tensor:
+    """Eigenvalues of a symmetric PSD factor; in float64 when float32 LAPACK fails to converge (a low-rank
+    factor, e.g. the 2450 x 2450 input factor of a fully connected layer on a small batch, has many
+    repeated zero eigenvalues)."""
+    try:
+        return torch.linalg.eigvalsh(f)
+    except torch.linalg.LinAlgError:
+        if f.dtype == torch.float64:
+            raise
+        return torch.linalg.eigvalsh(f.double()).to(f.dtype)
+
+
 def kron_logdet(blocks, deltas: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     """sum over blocks of log det(scale * G (x) A + delta I) (or scale * G + delta I), via eigenvalues."""
     total = 0.0
     for (_, fac), delta in zip(blocks, deltas):
-        eigs = [torch.linalg.eigvalsh(f).clamp_min(0) for f in fac]
+        eigs = [_eigvalsh(f).clamp_min(0) for f in fac]
         if len(eigs) == 2:
             total = total + torch.log(scale * torch.outer(eigs[0], eigs[1]) + delta).sum()
         else:

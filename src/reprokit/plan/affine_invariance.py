@@ -1,7 +1,7 @@
 """Plan of the affine_invariance kind (learned affine augmentations; partitioned paper Figs. 3, 5-9).
 
-Build: experiments/affine_invariance.py. Methods: baseline, augerino, partitioned, partitioned_ens,
-random, retrain, fixed (see the build module's docstring).
+Build: experiments/affine_invariance.py. Methods: baseline, augerino, diff_laplace, last_layer_ml, partitioned,
+partitioned_ens, random, retrain, fixed (see the build module's docstring).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ..config import ConfigError
 from ..data import variant_names as variants
 from . import KindPlan, Settings, register
 
-METHODS = ("baseline", "augerino", "partitioned", "partitioned_ens", "random", "retrain", "fixed")
+METHODS = ("baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned", "partitioned_ens", "random", "retrain", "fixed")
 CHUNKED = ("partitioned", "partitioned_ens")
 FIXED = ("random", "retrain", "fixed")
 
@@ -50,7 +50,7 @@ class AffineSettings(Settings):
     rotated_n_steps: int | None = None
     eval_batch_size: int = 1000
     # augmentation
-    augmentation: str = "schwobel"
+    augmentation: str = "schwobel"  # psi of partitioned / partitioned_ens / diff_laplace / last_layer_ml / fixed-range
     aug_init: float = 0.0
     aug_samples: int = 20
     eval_aug_samples: int | None = None  # default: aug_samples
@@ -60,6 +60,27 @@ class AffineSettings(Settings):
     augerino_hyper_lr: float = 0.05
     augerino_reg: float = 0.01
     augerino_reg_kind: str = "safe"
+    # Diff. Laplace (LILA, Immer et al. 2022; methods/diff_laplace.py), units: training steps
+    dl_burnin: int = 0  # steps before the first hyper step
+    dl_marglik_every: int = 1  # hyper steps after every this many steps
+    dl_marglik_steps: int = 1  # Adam steps on (psi, log prior precision) each time
+    dl_marglik_batches: int = 1  # minibatches the marginal likelihood is computed on
+    dl_marglik_batch_size: int | None = None  # default: batch_size
+    dl_n_aug_marglik: int = 31  # augmentation samples in the marginal likelihood (LILA's repo: 31)
+    dl_hyper_lr: float = 0.05  # Adam lr of the hyperparameters (cosine decay to lr * dl_hyper_final_factor)
+    dl_hyper_final_factor: float = 0.1
+    dl_prior_structure: str = "layerwise"  # one prior precision per parameter tensor, or "scalar"
+    dl_prior_prec_init: float = 1.0
+    # Last-layer ML (Schwoebel et al. 2021; methods/last_layer_gp.py): GP on the CNN's last-layer features
+    llml_n_inducing: int = 1200  # inducing points (at most n_train)
+    llml_orbit_size: int = 120  # augmentation samples per image in training
+    llml_eval_orbit_size: int | None = None  # in evaluations (default: llml_orbit_size)
+    llml_lik_samples: int = 8  # latent draws of the ELBO's expected log-likelihood
+    llml_eval_lik_samples: int = 32  # latent draws of the predictive
+    llml_gp_lr: float = 1e-2  # Adam lr of variational parameters, inducing points, kernel
+    llml_aug_lr: float = 1e-3  # Adam lr of psi
+    llml_eval_batch_size: int = 200  # images per evaluation batch (x orbit size feature passes)
+    llml_curve_test_size: int | None = None  # test images of the curve rows (None: n_test); final uses all
     # partitioning
     partition_scheme: str = "random"
     partition_default: str = "init"

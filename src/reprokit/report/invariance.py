@@ -19,9 +19,11 @@ from . import style
 AUG_NAMES = ("rotation", "shear", "translate_x", "translate_y", "scale_x", "scale_y")
 AUG_LABELS = {"rotation": "Rotation", "shear": "Shear", "translate_x": "Translation X",
               "translate_y": "Translation Y", "scale_x": "Scale X", "scale_y": "Scale Y"}
-METHOD_STYLE = {  # label, colour, marker (Fig. 3 of the paper)
+METHOD_STYLE = {  # label, colour, marker, in the order of Fig. 3 of the paper
     "baseline": ("Baseline", "tab:gray", "o"),
+    "last_layer_ml": ("Last-layer ML", "tab:orange", "v"),
     "augerino": ("Augerino", "tab:green", "s"),
+    "diff_laplace": ("Diff. Laplace", "tab:blue", "P"),
     "partitioned_ens": ("Partitioned (Ens.)", "tab:purple", "^"),
     "partitioned": ("Partitioned", "tab:red", "D"),
 }
