@@ -103,3 +103,22 @@ def test_format_value():
     assert format_value(1e-3) == "0.001"
     with pytest.raises(ConfigError):
         format_value("a/b")
+
+
+def test_a_scale_can_exclude_grid_points_and_names_them():
+    """`scales.<scale>.exclude` leaves matching grid points out (costly methods at fewer sizes); asking for
+    an excluded cell's path is an error naming the exclusion; an unknown axis is named."""
+    from reprokit.config import ConfigError, ExperimentGrid
+
+    spec = {"kind": "k", "grid": {"method": ["a", "b"], "n": [1, 2, 3], "p": [[1, 2], [3, 4]], "seed": [0]},
+            "settings": {}, "scales": {"quick": {"exclude": [{"method": "b", "n": [2, 3]}, {"p": [3, 4], "n": 1}]}}}
+    quick = ExperimentGrid("e", spec, "quick")
+    kept = {(c.coord_dict["method"], c.coord_dict["n"], tuple(c.coord_dict["p"])) for c in quick.cells()}
+    assert ("b", 2, (1, 2)) not in kept and ("b", 3, (3, 4)) not in kept and ("a", 1, (3, 4)) not in kept
+    assert ("b", 1, (1, 2)) in kept and ("a", 3, (3, 4)) in kept and len(kept) == 12 - 4 - 2
+    with pytest.raises(ConfigError, match="left out"):
+        quick.parse("method~b/n~2/p~1-2/seed~0")
+    assert len(list(ExperimentGrid("e", spec, "paper").cells())) == 12  # other scales keep every point
+    bad = {**spec, "scales": {"quick": {"exclude": [{"size": 1}]}}}
+    with pytest.raises(ConfigError, match=r"exclude\[0\]: no such axis \['size'\]"):
+        ExperimentGrid("e", bad, "quick")

@@ -112,6 +112,13 @@ class ExperimentGrid:
                 )
             grid[axis] = values
         self.axes = {axis: expand_axis(f"{name}.{axis}", values) for axis, values in grid.items()}
+        self.exclude = []  # [{axis: {formatted values}}]: grid points this scale leaves out
+        for i, entry in enumerate(override.get("exclude") or []):
+            unknown = [a for a in entry if a not in self.axes]
+            if unknown:
+                raise ConfigError(f"experiments.{name}.scales.{scale}.exclude[{i}]: no such axis {unknown} "
+                                  f"(axes: {', '.join(self.axes)})")
+            self.exclude.append({a: {format_value(v) for v in self._alternatives(a, vals)} for a, vals in entry.items()})
         self._by_text = {axis: {format_value(v): v for v in values} for axis, values in self.axes.items()}
         self._cells: list | None = None
         self.artefacts = list(spec.get("artefacts", []))
@@ -144,8 +151,21 @@ class ExperimentGrid:
         if self._cells is None:  # built once: the DAG asks for them several times
             names = list(self.axes)
             self._cells = [self.make_cell(dict(zip(names, values)))
-                           for values in itertools.product(*(self.axes[a] for a in names))]
+                           for values in itertools.product(*(self.axes[a] for a in names))
+                           if not self.excluded(dict(zip(names, values)))]
         return iter(self._cells)
+
+    def _alternatives(self, axis: str, vals) -> list:
+        """An exclude entry's value(s) for `axis`: a list means alternatives, unless the axis's own values are
+        lists (proportions), where a list is one value and a list of lists the alternatives."""
+        list_valued = any(isinstance(v, list) for v in self.axes[axis])
+        if isinstance(vals, list) and (not list_valued or (vals and isinstance(vals[0], list))):
+            return vals
+        return [vals]
+
+    def excluded(self, coords: dict) -> bool:
+        """Whether this scale's `exclude` leaves the grid point out."""
+        return any(all(format_value(coords[a]) in vals for a, vals in entry.items()) for entry in self.exclude)
 
     def parse(self, coord_path: str) -> Cell:
         """Map 'axis~value/...' back to the grid's typed values; unknown values are named."""
@@ -169,6 +189,9 @@ class ExperimentGrid:
                     f"'{self.name}' (valid: {valid})"
                 )
             coords[axis] = matches[0]
+        if self.excluded(coords):
+            raise ConfigError(f"cell path '{coord_path}' is left out of the {self.scale}-scale grid of "
+                              f"'{self.name}' by its `exclude`")
         return self.make_cell(coords)
 
 
