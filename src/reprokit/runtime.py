@@ -26,7 +26,6 @@ import os
 import platform
 import resource
 import sys
-import time
 from dataclasses import dataclass
 
 DEVICES_HELP = "auto, cpu, cuda or cuda:N"
@@ -83,7 +82,6 @@ class Runtime:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.precision = self.settings.precision
         self.deterministic = bool(self.settings.deterministic)
-        self._t0 = time.monotonic()
 
     # -- process-wide switches ------------------------------------------------------------------
 
