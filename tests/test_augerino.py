@@ -21,7 +21,7 @@ from reprokit.cell import run_cell
 from reprokit.data.task import TaskData
 from reprokit.methods.augerino import AugerinoTraining, augerino_parametrisation
 from reprokit.methods.augmented import SeededAugmentedModel
-from reprokit.methods.base import make_generator
+from reprokit.runtime import generator as make_generator
 from reprokit.methods.standard import OptimConfig
 from reprokit.train import LoopConfig, run_loop
 

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from reprokit.augment.affine import AugmentedModel, SchwobelAffine
 from reprokit.data.task import TaskData
 from reprokit.methods.augmented import SeededAugmentedModel
-from reprokit.methods.base import make_generator
+from reprokit.runtime import generator as make_generator
 from reprokit.methods.diff_laplace import DiffLaplaceTraining, count_hyper_rounds, laplace_log_marginal_likelihood
 from reprokit.methods.standard import OptimConfig
 from reprokit.runtime import is_oom

@@ -25,7 +25,7 @@ from reprokit.experiments import CellContext, affine_invariance
 from reprokit.plan.affine_invariance import PLAN
 from reprokit.methods.augerino import AugerinoTraining
 from reprokit.methods.augmented import SeededAugmentedModel
-from reprokit.methods.base import make_generator
+from reprokit.runtime import generator as make_generator
 from reprokit.data.task import TaskData
 from reprokit.methods.partitioned_ensemble import PartitionedEnsembleTraining
 from reprokit.methods.standard import OptimConfig, StandardTraining

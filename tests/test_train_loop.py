@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from reprokit.methods.base import make_generator
+from reprokit.runtime import generator as make_generator
 from reprokit.methods.common import EpochSampler
 from reprokit.train import EXIT_PREEMPTED, LoopConfig, Preempted, run_loop
 

@@ -18,7 +18,7 @@ from reprokit.augment.affine import SchwobelAffine
 from reprokit.cell import _final_metrics
 from reprokit.data.task import TaskData
 from reprokit.methods.augmented import SeededAugmentedModel, make_evaluator
-from reprokit.methods.base import make_generator
+from reprokit.runtime import generator as make_generator
 from reprokit.methods.feature_extractor import feature_extractor_split, partition_head
 from reprokit.methods.partitioned import PartitionedConfig, PartitionedTraining, hyper_update
 from reprokit.methods.standard import OptimConfig

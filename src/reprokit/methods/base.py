@@ -26,14 +26,3 @@ class Method(Protocol):
     def state_dict(self) -> dict: ...
 
     def load_state_dict(self, state: dict) -> None: ...
-
-
-def generator_state(gen) -> "torch.Tensor":  # noqa: F821 - small helpers shared by methods
-    return gen.get_state()
-
-
-def make_generator(seed: int, device=None):
-    """A torch.Generator seeded with `seed` on `device` (default CPU; methods pass their data's device)."""
-    from ..runtime import generator
-
-    return generator(seed, device)
