@@ -7,7 +7,8 @@ import torch
 torch.set_num_threads(1)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DATA = os.path.abspath(os.path.join(REPO, "..", "shared", "data"))
+# REPROKIT_TEST_DATA points elsewhere, e.g. a copy carried to a GPU box without the ../shared checkout.
+SHARED_DATA = os.environ.get("REPROKIT_TEST_DATA") or os.path.abspath(os.path.join(REPO, "..", "shared", "data"))
 
 
 @pytest.fixture

@@ -108,11 +108,63 @@ def _toy_data(n_train: int = 64, n_test: int = 200) -> TaskData:
     return TaskData(x[:n_train], y[:n_train], x[n_train:], y[n_train:], n_classes=2)
 
 
-def _method(data: TaskData, init: float = 0.05, **cfg) -> LastLayerGPTraining:
+def _method(data: TaskData, init: float = 0.05, head: nn.Module | None = None, **cfg) -> LastLayerGPTraining:
     settings = dict(n_inducing=16, orbit_size=4, eval_orbit_size=4, likelihood_samples=4, eval_likelihood_samples=8)
     settings.update(cfg)
     return LastLayerGPTraining(_features(), SchwobelAffine(init), data, OptimConfig(batch_size=16),
-                               LastLayerGPConfig(**settings), seed=0)
+                               LastLayerGPConfig(**settings), seed=0, head=head)
+
+
+def _staged(data: TaskData, **cfg) -> LastLayerGPTraining:
+    torch.manual_seed(1)
+    return _method(data, init=0.0, head=nn.Linear(8, 2), pretrain_steps=3, gp_warmup_steps=2, **cfg)
+
+
+def test_stages_pretrain_the_cnn_then_the_gp_alone_then_everything():
+    m = _staged(_toy_data())
+    z0 = m.model.gp.orbit_strategy.inducing_points.detach().clone()
+    gp0 = {k: v.detach().clone() for k, v in m.model.gp.state_dict().items()}
+    feat0 = m.model.features[0].weight.detach().clone()
+    for step in range(3):  # stage 1: cross-entropy of CNN + head; the GP is untouched
+        assert m.stage(step) == "pretrain"
+        assert "nll" not in m.train_step(step)
+    assert all(torch.equal(v, m.model.gp.state_dict()[k]) for k, v in gp0.items())
+    assert not torch.equal(feat0, m.model.features[0].weight)
+
+    feat1 = m.model.features[0].weight.detach().clone()
+    aug1 = m.augmentation.maxima.detach().clone()
+    m.train_step(3)  # stage 2 starts: inducing points at the trained features, then a GP-only step
+    assert m.stage(3) == "gp_warmup" and m.stage(5) == "joint"
+    z = m.model.gp.orbit_strategy.inducing_points.detach()
+    assert not torch.equal(z, z0)
+    with torch.no_grad():
+        expected = m._inducing_features(m.model.features)  # the same training images, the trained features
+    torch.testing.assert_close(z, expected, atol=0.05, rtol=0)  # one GP Adam step (lr 0.01) away from them
+    assert torch.equal(feat1, m.model.features[0].weight) and torch.equal(aug1, m.augmentation.maxima)
+    m.train_step(4)
+    m.train_step(5)  # stage 3: the network and psi move too
+    assert not torch.equal(feat1, m.model.features[0].weight) and not torch.equal(aug1, m.augmentation.maxima)
+
+
+def test_pretraining_needs_the_output_layer():
+    with pytest.raises(ValueError, match="head"):
+        _method(_toy_data(), pretrain_steps=2)
+
+
+def test_resume_across_the_stage_boundaries_is_bit_identical():
+    data = _toy_data()
+    full = _staged(data)
+    losses_full = [full.train_step(s)["loss"] for s in range(8)]
+    first = _staged(data)
+    losses = [first.train_step(s)["loss"] for s in range(3)]  # checkpoint at the end of stage 1
+    buf = io.BytesIO()
+    torch.save(first.state_dict(), buf)
+    resumed = _staged(_toy_data())
+    buf.seek(0)
+    resumed.load_state_dict(torch.load(buf, weights_only=False))
+    losses += [resumed.train_step(s)["loss"] for s in range(3, 8)]
+    assert losses == losses_full
+    assert full.evaluate(8) == resumed.evaluate(8)
 
 
 def test_elbo_gradients_reach_the_augmentation_the_cnn_and_the_gp():

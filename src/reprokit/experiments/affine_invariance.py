@@ -275,13 +275,16 @@ def build(cell, ctx: CellContext) -> Run:
         if st.model != "mnist_cnn":
             raise ValueError(f"{cell.rel_dir}: method 'last_layer_ml' has a feature extractor for mnist_cnn only")
         aug = rt.model(make_augmentation(st))
-        features = mnist_cnn_features(rt.model(make_model(st)))
+        cnn = rt.model(make_model(st))
+        features = mnist_cnn_features(cnn)
         cfg = LastLayerGPConfig(n_inducing=int(st.llml_n_inducing), orbit_size=int(st.llml_orbit_size),
                                 eval_orbit_size=st.llml_eval_orbit_size, likelihood_samples=int(st.llml_lik_samples),
                                 eval_likelihood_samples=int(st.llml_eval_lik_samples), gp_lr=float(st.llml_gp_lr),
                                 aug_lr=float(st.llml_aug_lr), eval_batch_size=int(st.llml_eval_batch_size),
-                                curve_test_size=st.llml_curve_test_size)
-        m = LastLayerGPTraining(features, aug, data, optim, cfg, seed)
+                                curve_test_size=st.llml_curve_test_size,
+                                pretrain_steps=min(int(st.llml_pretrain_steps), n_steps),
+                                gp_warmup_steps=int(st.llml_gp_warmup_steps))
+        m = LastLayerGPTraining(features, aug, data, optim, cfg, seed, head=list(cnn.children())[-1])
         info.update(aug_samples=cfg.orbit_size, eval_aug_samples=int(cfg.eval_orbit_size or cfg.orbit_size),
                     n_inducing=min(cfg.n_inducing, data.n_train))
         # the GP's own predictive (invariant kernel, its orbit sizes) gives test_acc / test_ll and aug_<name>

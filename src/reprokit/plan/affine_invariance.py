@@ -81,6 +81,8 @@ class AffineSettings(Settings):
     llml_aug_lr: float = 1e-3  # Adam lr of psi
     llml_eval_batch_size: int = 200  # images per evaluation batch (x orbit size feature passes)
     llml_curve_test_size: int | None = None  # test images of the curve rows (None: n_test); final uses all
+    llml_pretrain_steps: int = 1000  # stage 1: CNN + softmax layer, cross-entropy (methods/last_layer_gp.py)
+    llml_gp_warmup_steps: int = 500  # stage 2: GP alone on the pretrained features; then joint ELBO
     # partitioning
     partition_scheme: str = "random"
     partition_default: str = "init"

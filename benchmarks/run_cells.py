@@ -1,0 +1,137 @@
+"""Run chosen cells of one experiment in parallel processes, without Snakemake.
+
+For a lent GPU box that has PyTorch but no Snakemake: each cell is the same
+`python -m reprokit.cell run ...` command the `cell` rule runs, with the same cell JSON (the plan's
+`cell_settings`), context and variant files, and writes to the same `results/<scale>/<experiment>/...`
+folder, so `snakemake` picks the results up afterwards (it re-runs them only if their inputs changed).
+Variant files are built first with `python -m reprokit.cell variant`. Cells needing upstream cells
+are refused (use Snakemake for those).
+
+    python benchmarks/run_cells.py --experiment fig3a --scale paper --where n_train=1000,5000 seed=0 --jobs 8
+
+Prints one line per finished cell (status, wall time) and a JSON summary to --summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from reprokit.config import experiment, format_value, load_config  # noqa: E402
+from reprokit.data.variant_names import variant_path  # noqa: E402
+from reprokit.plan import kind as plan_of_kind  # noqa: E402
+from reprokit.runtime import RuntimeSettings  # noqa: E402
+
+
+def _config(overrides: dict) -> dict:
+    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "experiments").glob("*.yaml"))]
+    return load_config([str(f) for f in files], REPO / "workflow" / "schemas" / "config.schema.yaml", overrides)
+
+
+def _matches(cell, where: dict[str, set[str]]) -> bool:
+    coords = cell.coord_dict
+    for axis, values in where.items():
+        if axis not in coords:
+            raise SystemExit(f"--where: '{axis}' is not an axis of this experiment (axes: {sorted(coords)})")
+        if format_value(coords[axis]) not in values:
+            return False
+    return True
+
+
+def _run(cmd: list[str], log: Path) -> tuple[int, float]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(log, "w") as fh:
+        rc = subprocess.call(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+    return rc, time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--scale", default="paper")
+    p.add_argument("--where", nargs="*", default=[], help="axis=v1,v2 filters on the grid (values as in paths)")
+    p.add_argument("--jobs", type=int, default=4, help="cells at a time (they share the device)")
+    p.add_argument("--mirror", action="append", default=None, help="dataset folder (default: config's mirrors)")
+    p.add_argument("--summary", default=None, help="write a JSON summary here")
+    p.add_argument("--first", nargs="*", default=[], help="start cells whose path contains one of these first")
+    p.add_argument("--dry-run", action="store_true")
+    args = p.parse_args(argv)
+
+    cfg = _config({"scale": args.scale})
+    where = {}
+    for item in args.where:
+        axis, _, values = item.partition("=")
+        where[axis] = set(values.split(","))
+    cells = [c for c in experiment(cfg, args.experiment, args.scale).cells() if _matches(c, where)]
+    if not cells:
+        raise SystemExit("no cell matches")
+    context = {"mirrors": args.mirror or cfg["data"]["mirrors"], "cache_dir": cfg["data"]["cache_dir"],
+               "variants_dir": cfg["data"]["variants_dir"], "download": False}
+    cell_context = {**context, "run": RuntimeSettings.from_dict(cfg["run"]).to_dict()}
+    results, logs = Path(cfg["paths"]["results"]), Path(cfg["paths"]["logs"])
+
+    # 1. variant files, each once
+    needed = {}
+    jobs = []
+    for c in cells:
+        plan = plan_of_kind(c.kind)
+        if plan.required_cells(c):
+            raise SystemExit(f"{c.rel_dir} reads upstream cells: run it with snakemake")
+        paths = {name: str(variant_path(context["variants_dir"], d, f))
+                 for name, (d, f) in plan.required_variants(c).items()}
+        for name, (d, f) in plan.required_variants(c).items():
+            needed[str(variant_path(context["variants_dir"], d, f))] = d
+        d = c.to_dict()
+        d["settings"] = plan.cell_settings(c)
+        out = results / c.rel_dir
+        cmd = [sys.executable, "-m", "reprokit.cell", "run", "--cell", json.dumps(d), "--context",
+               json.dumps(cell_context), "--variants", json.dumps(paths), "--out", str(out), "--checkpoint",
+               str(Path(cfg["paths"]["checkpoints"]) / c.rel_dir / "checkpoint.pt")]
+        jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", out / "metrics.json"))
+    jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
+    print(f"{len(jobs)} cells of {args.experiment} at scale {args.scale}; {len(needed)} variant files", flush=True)
+    if args.dry_run:
+        for rel, *_ in jobs:
+            print("  ", rel)
+        return 0
+    for path, dataset in needed.items():
+        if not Path(path).exists():
+            rc, sec = _run([sys.executable, "-m", "reprokit.cell", "variant", "--dataset", dataset, "--out", path,
+                            "--context", json.dumps(context)], logs / "variants" / (Path(path).name + ".log"))
+            print(f"variant {path}: rc {rc} in {sec:.1f} s", flush=True)
+            if rc:
+                return rc
+
+    # 2. the cells, --jobs at a time
+    summary, t0 = [], time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {pool.submit(_run, cmd, log): (rel, metrics) for rel, cmd, log, metrics in jobs}
+        for fut in as_completed(futures):
+            rel, metrics = futures[fut]
+            rc, sec = fut.result()
+            rec = json.loads(metrics.read_text()) if metrics.exists() and rc == 0 else {}
+            final = rec.get("metrics", {})
+            row = {"cell": rel, "rc": rc, "status": rec.get("status"), "wall_s": round(sec, 1),
+                   "seconds_per_step": rec.get("seconds_per_step"),
+                   "device": rec.get("provenance", {}).get("device_name"),
+                   **{k: v for k, v in final.items() if isinstance(v, (int, float))}}
+            summary.append(row)
+            print(json.dumps(row), flush=True)
+    print(f"all {len(jobs)} cells in {time.perf_counter() - t0:.0f} s", flush=True)
+    if args.summary:
+        Path(args.summary).write_text(json.dumps(summary, indent=1))
+    return int(any(r["rc"] for r in summary))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
