@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -26,10 +25,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reprokit.config import experiment, format_value, load_config  # noqa: E402
-from reprokit.data.variant_names import variant_path  # noqa: E402
-from reprokit.plan import kind as plan_of_kind  # noqa: E402
-from reprokit.runtime import RuntimeSettings  # noqa: E402
+from reprokit.config import experiment, format_value, load_config
+from reprokit.data.variant_names import variant_path
+from reprokit.plan import kind as plan_of_kind
+from reprokit.runtime import RuntimeSettings
 
 
 def _config(overrides: dict) -> dict:
@@ -89,7 +88,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"{c.rel_dir} reads upstream cells: run it with snakemake")
         paths = {name: str(variant_path(context["variants_dir"], d, f))
                  for name, (d, f) in plan.required_variants(c).items()}
-        for name, (d, f) in plan.required_variants(c).items():
+        for d, f in plan.required_variants(c).values():
             needed[str(variant_path(context["variants_dir"], d, f))] = d
         d = c.to_dict()
         d["settings"] = plan.cell_settings(c)
