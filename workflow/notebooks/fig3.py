@@ -33,6 +33,7 @@ style.setup()
 a = pd.read_csv(snakemake.input["fig3a"])  # noqa: F821 (injected by Snakemake)
 b = pd.read_csv(snakemake.input["fig3b"])  # noqa: F821
 c = pd.read_csv(snakemake.input["fig3c"])  # noqa: F821
+plain = pd.read_csv(snakemake.input["fig3a_augerino_plain"])  # noqa: F821 (App. E: no safe switch)
 scale = style.scale_of(a)
 for t in (a, b, c):
     t["rotated"] = as_bool(t["rotated"])
@@ -96,6 +97,18 @@ def rotation_text(method):
     return "; ".join(parts)
 
 
+def augerino_switch_text():
+    """App. E: outcome and largest |psi| of Augerino with (fig3a) and without (plain) the safe switch, n_train 1000."""
+    parts = []
+    for label, df in (("safe", a[(a["method"] == "augerino") & (a["n_train"] == 1000)]), ("plain", plain)):
+        for rot, g in df.groupby("rotated"):
+            widths = g[[col for col in g.columns if col.startswith("aug_")]].abs().max(axis=1)
+            status = ", ".join(f"{n} {s}" for s, n in g["status"].value_counts().items())
+            biggest = f"max |psi| {widths.max():.3g}" if widths.notna().any() else "psi NaN"
+            parts.append(f"{label} {'RotMNIST' if rot else 'MNIST'}: {status} ({biggest})")
+    return "; ".join(parts) or "not run"
+
+
 steps = ", ".join(f"{n}: {int(s)}" for n, s in ok.groupby("n_train")["n_steps"].max().items()) if len(ok) else "?"
 missing = []
 for name, t in (("CIFAR-10", b), ("TinyImageNet", c)):
@@ -109,6 +122,7 @@ note = "\n".join([
     + " | Partitioned (Ens.): " + rotation_text("partitioned_ens"),
     "Last-layer ML: " + rotation_text("last_layer_ml") + " | Diff. Laplace: " + rotation_text("diff_laplace")
     + " | Augerino: " + rotation_text("augerino"),
+    "Augerino 1k, App. E safe switch vs plain -||psi|| (diverged = NaN): " + augerino_switch_text(),
     "n/a: " + ("; ".join(missing) or "none")
     + " | not in this scale's grid: " + (", ".join(label for m, (label, *_) in METHOD_STYLE.items()
                                                    if m not in set(a["method"])) or "none"),

@@ -250,7 +250,8 @@ def build(cell, ctx: CellContext) -> Run:
         return Run(m, n_steps, eval_every, info, evaluation(net, aug, lml, full))
 
     if method == "augerino":
-        aug = make_augmentation(st, st.augerino_augmentation)
+        from ..methods.augerino import augerino_parametrisation
+        aug = make_augmentation(st, augerino_parametrisation(st.augerino_augmentation, st.augmentation))
         net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
         m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(st.augerino_hyper_lr),
                              reg_strength=float(st.augerino_reg), reg_kind=st.augerino_reg_kind)

@@ -26,8 +26,6 @@ from ..augment.affine import AffineAugmentation, augerino_regularizer, augmentat
 from ..data.task import TaskData
 from .standard import OptimConfig, StandardTraining
 
-PARAMETRISATION_DEFAULT = "same"
-
 
 def augerino_parametrisation(choice: str, partitioned_kind: str) -> str:
     """The augmentation kind Augerino trains: ``"same"`` -> ``partitioned_kind`` (App. I.4, the default),

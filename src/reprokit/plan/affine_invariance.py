@@ -55,7 +55,7 @@ class AffineSettings(Settings):
     aug_samples: int = 20
     eval_aug_samples: int | None = None  # default: aug_samples
     hyper_lr: float | None = None  # required by partitioned / partitioned_ens
-    augerino_augmentation: str = "augerino"
+    augerino_augmentation: str = "same"  # App. I.4: the partitioned runs' parametrisation; "augerino" = Benton's
     augerino_init_raw: float = 0.0
     augerino_hyper_lr: float = 0.05
     augerino_reg: float = 0.01
