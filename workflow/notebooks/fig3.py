@@ -20,7 +20,6 @@
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from reprokit.report import style
