@@ -124,8 +124,10 @@ def _update_timing(cell) -> CellWork:
     model = str(st.model)
     B, S = int(st.batch_size), int(st.n_aug_samples)
     n = st.n_steps
-    return CellWork(n, [Part(model, "standard", B * S, n), Part(model, "param", B * S, n),
-                        Part(model, "hyper", B * S, n)])
+    # standard, Augerino and Diff. Laplace param updates cost a standard step; the Diff. Laplace hyper update
+    # runs in dl_warmup + dl_repeats repetitions only
+    return CellWork(n, [Part(model, "standard", B * S, 3 * n), Part(model, "param", B * S, n),
+                        Part(model, "hyper", B * S, n), Part(model, "lila_hyper", B * S, st.dl_warmup + st.dl_repeats)])
 
 
 def mlp_key(hidden, dataset) -> str:
