@@ -119,10 +119,6 @@ def split_modules(model: nn.Module) -> tuple[list[nn.Module], list[nn.Module]]:
     return kfac, diag
 
 
-def _check_supported(model: nn.Module) -> None:
-    split_modules(model)
-
-
 class _PerExampleParams:
     """Forward hook of the diagonal-block modules: re-runs the module as a ``vmap`` over the batch with its
     parameters expanded to one (view) copy per example, and keeps those expanded tensors; the gradient
@@ -374,7 +370,7 @@ class DiffLaplaceTraining:
         self.net, self.data, self.cfg = net, data, optim
         self.burnin, self.every, self.hsteps = int(burnin), int(marglik_every), int(marglik_steps)
         self.n_batches, self.n_aug = int(marglik_batches), int(n_aug_marglik)
-        _check_supported(net.model)
+        split_modules(net.model)  # a TypeError now, not at the first hyper step
         dev = data.device
         n_prior = len(list(net.model.parameters())) if prior_structure == "layerwise" else 1
         self.log_prior_prec = nn.Parameter(torch.full((n_prior,), math.log(prior_prec_init), device=dev))
