@@ -11,15 +11,22 @@ images of the model's input shape:
   param     partitioned parameter update: methods.partitioned.param_update of a partition()-ed copy
             (PartitionedTraining's own schedule, optimiser and loss)
   hyper     partitioned hyperparameter update: methods.partitioned.hyper_update (psi only)
+  lila_hyper  Diff. Laplace hyperparameter step (only with --steps ... lila_hyper): DiffLaplaceTraining's own
+            hyper_step, the KFAC(+ diagonal)-GGN marginal likelihood of a batch x S augmentation samples,
+            differentiated w.r.t. (psi, log prior precision), one Adam step; it costs 10-20 standard steps
+            on a CPU, so it runs in the last --lila-warmup warm-up and the first --lila-repeats repetitions
 
 Every step runs under the runtime's precision (reprokit.runtime.Runtime: device, fp32 | tf32 | bf16 =
 autocast + channels_last for conv nets), as the training loop runs it. Repetitions alternate the steps
-(order rotated each repetition), after warm-up; each step is timed with the wall clock between
+(order rotated each repetition), after warm-up; each step is timed with the wall clock (--clock cpu: process CPU time) between
 `rt.synchronize()` calls; the table shows medians and the ratios of the per-repetition times.
 All optimisers are Adam (the ResNets' paper runs use SGD; the step cost is dominated by the network).
 
     # CPU smoke run (this 2-core machine: a few seconds per model)
     python benchmarks/bench_throughput.py --device cpu --threads 1 --batch 4 --repeats 3 --warmup 1
+    # the Diff. Laplace hyper step next to the standard one, into the budget table (CPU profile)
+    python benchmarks/bench_throughput.py --device cpu --threads 1 --clock cpu --batch 20 \
+        --steps standard lila_hyper --repeats 5 --warmup 1 --lila-repeats 3 --write-costs --cost-steps lila_hyper
     # a GPU, every precision, paper batch sizes, costs into the budget table
     python benchmarks/bench_throughput.py --precision all --write-costs --profile h100
 
@@ -42,8 +49,9 @@ import torch
 import torch.nn.functional as F
 
 from reprokit.augment.affine import build_augmentation
-from reprokit.methods.augmented import SeededAugmentedModel
 from reprokit.data.task import TaskData
+from reprokit.methods.augmented import SeededAugmentedModel
+from reprokit.methods.diff_laplace import DiffLaplaceTraining
 from reprokit.methods.partitioned import PartitionedConfig, PartitionedTraining, hyper_update, param_update
 from reprokit.methods.standard import OptimConfig, StandardTraining
 from reprokit.models.registry import build_model
@@ -59,6 +67,7 @@ MODELS = {
 }
 GOAL_MODELS = ("mnist_cnn", "fixup_resnet8", "fixup_resnet14")
 STEPS = ("plain", "standard", "param", "hyper")
+OPTIONAL_STEPS = ("lila_hyper",)
 GOAL_PIPELINE, GOAL_BF16, GOAL_PARAM = 1.1, 1.5, 1.05
 
 
@@ -123,26 +132,44 @@ def make_steps(model_name: str, rt: Runtime, batch: int, n_aug: int, seed: int) 
         k, idx = part.schedule.hyper_step(batch)
         hyper_update(part.pmodel, part.hyper_opt, k, part._batch_loss(idx), part.hyper_params)
 
-    std_net.train(), p_net.train()
-    return {"plain": plain, "standard": lambda: std.train_step(0), "param": param, "hyper": hyper}
+    # pipeline: Diff. Laplace (LILA), psi = augmentation ranges, one prior precision per parameter tensor
+    aug_dl = rt.to(build_augmentation(aug_kind, init=0.1))
+    dl_net = SeededAugmentedModel(rt.model(build_model(model_name)), aug_dl, n_aug, rt.generator(seed + 3))
+    dl = DiffLaplaceTraining(dl_net, data, optim, 10**6, seed, marglik_batch_size=batch, n_aug_marglik=n_aug,
+                             evaluate_fn=dict)
+
+    std_net.train(), p_net.train(), dl_net.train()
+    return {"plain": plain, "standard": lambda: std.train_step(0), "param": param, "hyper": hyper,
+            "lila_hyper": dl.hyper_step}
 
 
-def time_steps(steps: dict, rt: Runtime, warmup: int, repeats: int) -> dict[str, list[float]]:
+def time_steps(steps: dict, rt: Runtime, warmup: int, repeats: int,
+               limits: dict[str, tuple[int, int]] | None = None, clock=time.perf_counter) -> dict[str, list[float]]:
+    """Per step, its timed repetitions' seconds. `limits`: step -> (warm-up, timed) repetitions that run it
+    (the last warm-up and the first timed ones); every other step runs in all of them. `clock`: the wall
+    clock, or time.process_time (CPU time: on a shared CPU with one intra-op thread, not inflated by
+    other processes)."""
     names = list(steps)
     times = {s: [] for s in names}
+    limits = limits or {}
+
+    def runs(s, rep):
+        lw, lr = limits.get(s, (warmup, repeats))
+        return warmup - lw <= rep < warmup + lr
+
     gc_was = gc.isenabled()
     gc.disable()
     try:
         for rep in range(warmup + repeats):
             order = names[rep % len(names):] + names[:rep % len(names)]
-            for s in order:
+            for s in [s for s in order if runs(s, rep)]:
                 rt.synchronize()
-                t0 = time.perf_counter()
+                t0 = clock()
                 with rt.autocast():
                     steps[s]()
                 rt.synchronize()
                 if rep >= warmup:
-                    times[s].append(time.perf_counter() - t0)
+                    times[s].append(clock() - t0)
     finally:
         if gc_was:
             gc.enable()
@@ -150,6 +177,9 @@ def time_steps(steps: dict, rt: Runtime, warmup: int, repeats: int) -> dict[str,
 
 
 def ratio(times: dict, a: str, b: str) -> float:
+    """Median per-repetition ratio a / b (over the repetitions both ran: a limited step runs in the first ones)."""
+    if a not in times or b not in times:
+        return float("nan")
     return statistics.median(ta / tb for ta, tb in zip(times[a], times[b]))
 
 
@@ -167,6 +197,14 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--out", default=None, help="also write the table as CSV here")
     p.add_argument("--write-costs", action="store_true", help="add the medians to reprokit's step-cost table")
     p.add_argument("--profile", default=None, help="profile name of the written rows (default: cpu or cuda)")
+    p.add_argument("--steps", nargs="+", default=list(STEPS), choices=[*STEPS, *OPTIONAL_STEPS],
+                   help="steps to time (lila_hyper: the Diff. Laplace hyper step, not timed by default)")
+    p.add_argument("--lila-warmup", type=int, default=1, help="warm-up repetitions with lila_hyper (the last ones)")
+    p.add_argument("--lila-repeats", type=int, default=3, help="timed repetitions with lila_hyper (the first ones)")
+    p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
+                   help="wall clock (after synchronisation), or process CPU time (CPU only; use with --threads 1)")
+    p.add_argument("--cost-steps", nargs="+", default=None,
+                   help="with --write-costs: write only these steps' rows (default: every step timed)")
     args = p.parse_args(argv)
 
     if args.threads:
@@ -178,33 +216,44 @@ def main(argv=None) -> list[dict]:
         dev = device_label(rt, torch.get_num_threads())
         for model in args.models:
             batch = args.batch or MODELS[model][0]
-            times = time_steps(make_steps(model, rt, batch, args.aug_samples, args.seed), rt, args.warmup, args.repeats)
+            all_steps = make_steps(model, rt, batch, args.aug_samples, args.seed)
+            steps = {s: all_steps[s] for s in args.steps}
+            limits = {"lila_hyper": (min(args.lila_warmup, args.warmup), min(args.lila_repeats, args.repeats))}
+            if args.clock == "cpu" and rt.is_cuda:
+                raise SystemExit("--clock cpu cannot time CUDA kernels; use --clock wall")
+            clock = time.process_time if args.clock == "cpu" else time.perf_counter
+            times = time_steps(steps, rt, args.warmup, args.repeats, limits, clock)
             med = {s: 1e3 * statistics.median(t) for s, t in times.items()}
+            if "param" in med and "hyper" in med:
+                med["partitioned"] = med["param"] + med["hyper"]
             rows.append({"device": dev, "precision": precision, "model": model, "batch": batch,
                          "aug_samples": args.aug_samples, "images": batch * args.aug_samples,
-                         **{f"{s}_ms": med[s] for s in STEPS},
-                         "partitioned_ms": med["param"] + med["hyper"],
+                         **{f"{s}_ms": v for s, v in med.items()},
                          "standard_over_plain": ratio(times, "standard", "plain"),
                          "param_over_standard": ratio(times, "param", "standard"),
-                         "repeats": args.repeats, "torch": torch.__version__, "profile": args.profile or rt.device.type})
+                         "lila_hyper_over_standard": ratio(times, "lila_hyper", "standard"),
+                         "repeats": args.repeats, "repeats_of": {s: len(t) for s, t in times.items()},
+                         "torch": torch.__version__, "profile": args.profile or rt.device.type})
     print(f"device: {rows[0]['device']}; torch {torch.__version__}; {args.repeats} repetitions after {args.warmup} "
-          f"warm-up, medians; images per step = batch x {args.aug_samples} augmentation samples")
-    print(f"{'model':<16}{'prec':<6}{'batch':>6}{'plain ms':>10}{'standard':>10}{'param':>9}{'hyper':>9}"
-          f"{'std/plain':>11}{'param/std':>11}")
+          f"warm-up ({args.lila_repeats} after {args.lila_warmup} for lila_hyper), medians; images per step = "
+          f"batch x {args.aug_samples} augmentation samples; clock: {args.clock}")
+    shown = [s for s in (*STEPS, *OPTIONAL_STEPS) if s in args.steps]
+    print(f"{'model':<16}{'prec':<6}{'batch':>6}" + "".join(f"{s + ' ms':>14}" for s in shown)
+          + f"{'std/plain':>11}{'param/std':>11}{'lila/std':>10}")
     for r in rows:
-        print(f"{r['model']:<16}{r['precision']:<6}{r['batch']:>6}{r['plain_ms']:>10.1f}{r['standard_ms']:>10.1f}"
-              f"{r['param_ms']:>9.1f}{r['hyper_ms']:>9.1f}{r['standard_over_plain']:>11.3f}{r['param_over_standard']:>11.3f}")
+        print(f"{r['model']:<16}{r['precision']:<6}{r['batch']:>6}" + "".join(f"{r[s + '_ms']:>14.1f}" for s in shown)
+              + f"{r['standard_over_plain']:>11.3f}{r['param_over_standard']:>11.3f}{r['lila_hyper_over_standard']:>10.2f}")
     where = "" if rt.is_cuda else " - this ran on a CPU: the goals are for a GPU, shown for reference"
     print(f"goals (GPU): std/plain <= {GOAL_PIPELINE}; param/std <= {GOAL_PARAM}; "
           f"ResNets bf16 >= {GOAL_BF16}x faster than fp32 (plain step){where}")
-    for r in rows:
+    for r in rows if {"plain", "standard", "param"} <= set(args.steps) else []:
         ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
         print(f"  {r['model']:<16}{r['precision']:<6}pipeline {ok(r['standard_over_plain'] <= GOAL_PIPELINE)}, "
               f"param update {ok(r['param_over_standard'] <= GOAL_PARAM)}")
     for model in args.models:
         fp32 = next((r for r in rows if r["model"] == model and r["precision"] == "fp32"), None)
         bf16 = next((r for r in rows if r["model"] == model and r["precision"] == "bf16"), None)
-        if fp32 and bf16:
+        if fp32 and bf16 and "plain" in args.steps:
             speedup = fp32["plain_ms"] / bf16["plain_ms"]
             goal = f"goal >= {GOAL_BF16}" if model.startswith("fixup") else "no goal"
             print(f"  {model:<16}bf16 speed-up over fp32 (plain): {speedup:.2f}x ({goal})")
@@ -219,9 +268,12 @@ def main(argv=None) -> list[dict]:
         today = datetime.date.today().isoformat()
         write_costs([{"profile": r["profile"], "device": r["device"], "model": r["model"], "step": s,
                       "precision": r["precision"], "images": r["images"], "ms_per_step": r[f"{s}_ms"],
-                      "source": f"benchmarks/bench_throughput.py (batch {r['batch']}, {r['repeats']} repeats)",
+                      "source": f"benchmarks/bench_throughput.py (batch {r['batch']}, "
+                                f"{r['repeats_of'].get(s, r['repeats'])} repeats"
+                                + (", process CPU time)" if args.clock == "cpu" else ")"),
                       "date": today}
-                     for r in rows for s in (*STEPS, "partitioned")])
+                     for r in rows for s in (*STEPS, "partitioned", *OPTIONAL_STEPS)
+                     if f"{s}_ms" in r and (args.cost_steps is None or s in args.cost_steps)])
         print("step costs written to reprokit/data/step_costs.tsv")
     return rows
 

@@ -1,6 +1,8 @@
 """Differentiable Laplace (LILA, methods/diff_laplace.py): our KFAC-GGN marginal likelihood against
-laplace-torch's KronLaplace for a fixed augmentation, its gradients against finite differences, and the
-training schedule (hyper steps move the augmentation, bit-identical resume, OOM propagates)."""
+laplace-torch's KronLaplace for a fixed augmentation, its gradients against finite differences, the exact
+diagonal GGN block of the other parameters (FixUp scalars, GroupNorm affine) against a brute-force
+torch.func GGN, and the training schedule (hyper steps move the augmentation, bit-identical resume, OOM
+propagates)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,17 @@ from torch.utils.data import DataLoader, TensorDataset
 from reprokit.augment.affine import AugmentedModel, SchwobelAffine
 from reprokit.data.task import TaskData
 from reprokit.methods.augmented import SeededAugmentedModel
-from reprokit.runtime import generator as make_generator
-from reprokit.methods.diff_laplace import DiffLaplaceTraining, count_hyper_rounds, laplace_log_marginal_likelihood
+from reprokit.methods.diff_laplace import (
+    DiffLaplaceTraining,
+    count_hyper_rounds,
+    kfac_factors,
+    laplace_log_marginal_likelihood,
+)
 from reprokit.methods.standard import OptimConfig
+from reprokit.models.fixup_resnet import FixupResNet
+from reprokit.models.layers import Bias, Scale
+from reprokit.models.wide_resnet import WideResNet
+from reprokit.runtime import generator as make_generator
 from reprokit.runtime import is_oom
 from reprokit.train import LoopConfig, run_loop
 
@@ -102,6 +112,144 @@ def test_gradients_match_finite_differences(arch):
                 param[i] += eps
             fd[i] = (up - down) / (2 * eps)
         assert torch.allclose(grad, fd, rtol=1e-4, atol=1e-5), (grad, fd)
+
+
+# ------------------------------------------------------------------- (3b) the exact diagonal block
+
+
+class _TinyFixup(nn.Module):
+    """FixUp-like: scalar Bias/Scale modules, one of them called twice (as FixUp's bias1a), a GroupNorm."""
+
+    def __init__(self, classes=3):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1, bias=False)
+        self.b1, self.b2, self.scale = Bias(0.1), Bias(-0.2), Scale(0.7)
+        self.norm = nn.GroupNorm(2, 4)
+        self.fc = nn.Linear(4 * 6 * 6, classes)
+
+    def forward(self, x):
+        h = self.conv(self.b1(x))
+        h = torch.tanh(self.norm(self.scale(h)) + self.b1(h))  # b1 used twice
+        return self.fc(self.b2(h).flatten(1))
+
+
+def _perturbed(model, seed=3):
+    """Away from init (FixUp's zero weights make most scalar gradients vanish), logits kept O(1) so that
+    the softmax is not saturated (a saturated one has a zero GGN)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
+            if p.numel() <= 64:  # scalars and norm affine parameters
+                p.add_(0.3 * noise)
+            else:
+                p.copy_(noise * 0.5 / math.sqrt(p[0].numel()))
+    return model
+
+
+def _brute_force_ggn_diagonal(model, xa, S, M, names):
+    """diag(sum_n J_n^T Lambda_n J_n) of the averaged log-probabilities, J by torch.func.jacrev."""
+    from torch.func import functional_call, jacrev
+
+    params = dict(model.named_parameters())
+    chosen = {n: params[n].detach() for n in names}
+
+    def logp_of(sel):
+        logits = functional_call(model, {**{n: p.detach() for n, p in params.items()}, **sel}, (xa,))
+        return torch.logsumexp(torch.log_softmax(logits, -1).reshape(S, M, -1), 0) - math.log(S)
+
+    jac = jacrev(logp_of)(chosen)  # name -> (M, C, *shape)
+    p = logp_of(chosen).exp()
+    lam = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # (M, C, C)
+    out = {}
+    for n in names:
+        J = jac[n].reshape(M, p.shape[-1], -1)
+        out[n] = torch.einsum("ncp,ncd,ndp->p", J, lam, J)
+    return out
+
+
+@pytest.mark.parametrize("arch", ["tiny_fixup", "fixup_resnet8", "wrn_gn"])
+def test_diagonal_block_equals_brute_force_ggn_diagonal(arch):
+    torch.manual_seed(0)
+    if arch == "tiny_fixup":
+        model, shape = _TinyFixup(), (1, 6, 6)
+    elif arch == "fixup_resnet8":
+        model, shape = FixupResNet(depth=8, num_classes=3, in_channels=1), (1, 8, 8)
+    else:  # the ResNet-50 GN family (pre-activation WRN with GroupNorm(2)), 8 layers deep
+        model, shape = WideResNet(depth=8, num_classes=3, in_channels=1, norm="group"), (1, 8, 8)
+    model = _perturbed(model.double())
+    aug = SchwobelAffine([0.3, 0.1, 0.1, 0.05, 0.1, 0.05]).double()
+    S, M = 2, 4
+    x, y = _data(n=M, shape=shape, classes=3)
+    x = x.double()
+    nll, blocks = kfac_factors(AugmentedModel(model, aug, S), x, y, generator=torch.Generator().manual_seed(5))
+    name_of = {id(p): n for n, p in model.named_parameters()}
+    ours = {name_of[id(b.param)]: b.factors[0] for b in blocks if b.kind == "diag"}
+    kinds = {b.kind for b in blocks}
+    assert kinds == {"kron", "bias", "diag"} if arch != "wrn_gn" else kinds >= {"kron", "diag"}
+    assert len(ours) >= (4 if arch == "tiny_fixup" else 10)
+    xa = aug(x, S, generator=torch.Generator().manual_seed(5)).reshape(S * M, *shape)
+    with torch.no_grad():
+        logp = torch.logsumexp(torch.log_softmax(model(xa), -1).reshape(S, M, -1), 0) - math.log(S)
+    assert float(nll.detach()) == pytest.approx(float(torch.nn.functional.nll_loss(logp, y, reduction="sum")), rel=1e-12)
+    assert logp.exp().max() < 0.95  # a softmax far from saturation: a GGN far from zero
+    ref = _brute_force_ggn_diagonal(model, xa, S, M, list(ours))
+    for n, d in ours.items():
+        assert d.shape == (dict(model.named_parameters())[n].numel(),)
+        torch.testing.assert_close(d.detach(), ref[n], rtol=1e-9, atol=1e-12, msg=n)
+    entries = torch.cat(list(ours.values())).detach()
+    assert (entries > 1e-6).double().mean() >= 0.75  # mostly non-trivial (a ReLU-dead channel has 0)
+
+
+def test_marglik_with_diagonal_blocks_is_differentiable_in_the_augmentation():
+    torch.manual_seed(0)
+    model = _perturbed(FixupResNet(depth=8, num_classes=3, in_channels=1).double())
+    aug = SchwobelAffine([0.3, 0.1, 0.1, 0.05, 0.1, 0.05]).double()
+    net = AugmentedModel(model, aug, 2)
+    x, y = _data(n=6, shape=(1, 8, 8), classes=3)
+    x = x.double()
+    log_prec = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+
+    def lml():
+        return laplace_log_marginal_likelihood(net, x, y, log_prec.exp(), generator=torch.Generator().manual_seed(5),
+                                               n_data=50)
+
+    g_aug, g_prec = torch.autograd.grad(lml(), [aug.maxima, log_prec])
+    assert torch.isfinite(g_aug).all() and g_aug.abs().max() > 0 and torch.isfinite(g_prec) and g_prec != 0
+    eps, i = 1e-6, 0  # the rotation maximum: gradient against a central finite difference
+    with torch.no_grad():
+        aug.maxima[i] += eps
+        up = float(lml())
+        aug.maxima[i] -= 2 * eps
+        down = float(lml())
+        aug.maxima[i] += eps
+    assert float(g_aug[i]) == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-6)
+
+
+def test_the_papers_architectures_are_supported_and_batchnorm_is_refused():
+    from reprokit.methods.diff_laplace import split_modules
+    from reprokit.models.registry import build_model
+
+    for name in ("mnist_cnn", "fixup_resnet8", "fixup_resnet14", "resnet50_gn"):
+        kfac, diag = split_modules(build_model(name))
+        assert kfac and (diag or name == "mnist_cnn"), name
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(32, 3))
+    with pytest.raises(TypeError, match="BatchNorm"):
+        laplace_log_marginal_likelihood(AugmentedModel(model, None), *_data(n=4, classes=3), torch.tensor(1.0))
+
+
+def test_hyper_step_on_a_fixup_resnet_moves_the_augmentation_and_the_prior():
+    torch.manual_seed(0)
+    model = _perturbed(FixupResNet(depth=8, num_classes=3, in_channels=1))
+    net = SeededAugmentedModel(model, SchwobelAffine(0.1), 2, make_generator(7))
+    m = DiffLaplaceTraining(net, _task(), OptimConfig(batch_size=8), 4, seed=0, marglik_batch_size=8,
+                            n_aug_marglik=2, eval_samples=2)
+    maxima0, prec0 = net.augmentation.maxima.detach().clone(), m.log_prior_prec.detach().clone()
+    assert m.log_prior_prec.numel() == len(list(model.parameters()))  # layerwise: scalars get their own
+    out = m.train_step(0)
+    assert math.isfinite(out["marglik"])
+    assert not torch.equal(net.augmentation.maxima.detach(), maxima0)
+    assert not torch.equal(m.log_prior_prec.detach(), prec0)
 
 
 # ------------------------------------------------------------------- (4) the training schedule, resume

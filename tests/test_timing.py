@@ -1,5 +1,6 @@
-"""Table 8: the update_timing experiment kind (one cell = standard vs partitioned updates, timed) and
-its notebook (ratios from the cells' repetitions, the paper's values quoted apart, Diff. Laplace n/a)."""
+"""Table 8: the update_timing experiment kind (one cell = standard vs partitioned, Augerino and Diff. Laplace
+updates, timed) and its notebook (ratios from the cells' repetitions, the paper's values quoted apart, a
+measured Diff. Laplace out-of-memory printed as OOM)."""
 
 import json
 import runpy
@@ -23,9 +24,9 @@ CONFIGS = [REPO / "config" / "config.yaml", REPO / "config" / "experiments" / "p
 
 
 def tiny_settings(**kw) -> UpdateTimingSettings:
-    s = dict(model="mnist_cnn", seed=0, batch_size=3, n_aug_samples=2, input_shape=[1, 28, 28], n_classes=10,
-             chunk_proportions=[0.8, 0.1, 0.1], augmentation="schwobel", augmentation_init=0.1,
-             optimizer="adam", lr=1e-3, weight_decay=0.0, n_warmup=1, n_repeats=3)
+    s = {"model": "mnist_cnn", "seed": 0, "batch_size": 3, "n_aug_samples": 2, "input_shape": [1, 28, 28],
+         "n_classes": 10, "chunk_proportions": [0.8, 0.1, 0.1], "augmentation": "schwobel", "augmentation_init": 0.1,
+         "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "n_warmup": 1, "n_repeats": 3, "dl_n_repeats": 1}
     s.update(kw)
     return UpdateTimingSettings.from_dict(s)
 
@@ -39,16 +40,56 @@ def test_kind_is_registered_and_needs_no_variants():
 def test_cell_reports_positive_ratios_and_per_repetition_times():
     curve, metrics = UpdateTiming(tiny_settings()).measure()  # a measurement, not a training loop
     assert metrics["n_repeats"] == 3  # the warm-up repetition is not counted
-    for key in ("param_ratio", "hyper_ratio", "param_ratio_cpu", "hyper_ratio_wall", "standard_ms"):
+    for key in ("param_ratio", "hyper_ratio", "param_ratio_cpu", "hyper_ratio_wall", "standard_ms", "augerino_ratio",
+                "dl_param_ratio", "dl_hyper_ratio", "dl_hyper_ms"):
         assert np.isfinite(metrics[key]) and metrics[key] > 0, key
     # the curve gets one row per repetition with every update's time
     rows = [r for r in curve if "standard_cpu_s" in r]
     assert len(rows) == 4 and rows[0]["warmup"] and not rows[-1]["warmup"]
-    assert all(r[f"{k}_wall_s"] > 0 for r in rows for k in ("standard", "param", "hyper"))
+    assert all(r[f"{k}_wall_s"] > 0 for r in rows for k in ("standard", "param", "hyper", "augerino", "dl_param"))
     # ... and the reported ratios are the quartiles of exactly those repetitions' ratios, warm-up left out
     ratios = [r["param_cpu_s"] / r["standard_cpu_s"] for r in rows[1:]]
     q25, q50, q75 = np.quantile(ratios, [0.25, 0.5, 0.75])
     assert (metrics["param_ratio_q25"], metrics["param_ratio"], metrics["param_ratio_q75"]) == pytest.approx((q25, q50, q75))
+
+
+def test_diff_laplace_hyper_update_is_measured_in_its_own_repetitions():
+    """Timed in the last dl_n_warmup warm-up and the first dl_n_repeats timed repetitions; its ratio is the
+    median of those repetitions' (Diff. Laplace / standard) times, not a number from elsewhere."""
+    m = UpdateTiming(tiny_settings(n_warmup=2, n_repeats=4, dl_n_warmup=1, dl_n_repeats=2))
+    psi0, prec0 = [p.detach().clone() for p in m.psi], m.log_prior_prec.detach().clone()
+    curve, metrics = m.measure()
+    has_dl = [r["step"] for r in curve if "dl_hyper_cpu_s" in r]
+    assert has_dl == [2, 3, 4]  # repetitions 1 (warm-up), 2, 3 (timed); step = rep + 1
+    timed = [r for r in curve if not r["warmup"] and "dl_hyper_cpu_s" in r]
+    ratios = [r["dl_hyper_cpu_s"] / r["standard_cpu_s"] for r in timed]
+    assert metrics["dl_hyper_n"] == 2 and metrics["dl_hyper_ratio"] == pytest.approx(float(np.median(ratios)))
+    assert metrics["dl_hyper_ratio"] > 1  # the curvature pass: far dearer than a standard update
+    assert metrics["dl_hyper_outcome"] == "measured" and metrics["dl_hyper_error"] == ""
+    assert all(np.isfinite(r["dl_hyper_loss"]) for r in timed)  # the marginal likelihood / N
+    assert not torch.equal(m.log_prior_prec.detach(), prec0)  # the prior precision and psi stepped
+    assert any(not torch.equal(p, q) for p, q in zip(m.psi, psi0))
+    off = UpdateTiming(tiny_settings(dl_n_warmup=0, dl_n_repeats=0)).measure()[1]
+    assert off["dl_hyper_outcome"] == "not measured" and off["dl_hyper_n"] == 0 and np.isnan(off["dl_hyper_ratio"])
+
+
+def _raise_oom(*args, **kwargs):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+
+def test_out_of_memory_in_the_diff_laplace_update_is_recorded_and_the_rest_measured():
+    m = UpdateTiming(tiny_settings())
+    m._dl_hyper_update = _raise_oom  # as torch raises it on the device
+    curve, metrics = m.measure()
+    assert metrics["dl_hyper_outcome"] == "oom" and "out of memory" in metrics["dl_hyper_error"]
+    assert metrics["dl_hyper_n"] == 0 and np.isnan(metrics["dl_hyper_ratio"])
+    assert [r.get("dl_hyper_oom", False) for r in curve] == [True, False, False, False]  # tried once, not again
+    assert np.isfinite(metrics["param_ratio"]) and np.isfinite(metrics["augerino_ratio"])  # the others measured
+    # anywhere else, out of memory is the cell's outcome (cell.py maps it to status "oom")
+    m = UpdateTiming(tiny_settings())
+    m.update_standard = _raise_oom
+    with pytest.raises(torch.OutOfMemoryError):
+        m.measure()
 
 
 def test_all_updates_use_the_same_batch():
@@ -62,9 +103,12 @@ def test_all_updates_use_the_same_batch():
 
     m.standard_net.register_forward_pre_hook(recorder("standard"))
     m.partitioned_net.register_forward_pre_hook(recorder("partitioned"))
-    m.repetition(0)
-    assert len(seen["standard"]) == 1 and len(seen["partitioned"]) == 2  # param + hyper update
-    for x in seen["standard"] + seen["partitioned"]:
+    m.aug.register_forward_pre_hook(recorder("augmentation"))
+    m.repetition(0)  # the warm-up repetition: every update, Diff. Laplace's included
+    assert len(seen["standard"]) == 3  # standard, Augerino, Diff. Laplace param update
+    assert len(seen["partitioned"]) == 2  # param + hyper update
+    assert len(seen["augmentation"]) == 6  # ... and the Diff. Laplace hyper update augments the batch itself
+    for x in seen["standard"] + seen["partitioned"] + seen["augmentation"]:
         assert x is m.x  # one fixed batch tensor, not a copy or a fresh draw
     assert tuple(m.x.shape) == (3, 1, 28, 28)
 
@@ -184,6 +228,8 @@ def test_test_scale_cell_runs_through_the_cell_entry_point(tmp_path):
                       tmp_path / "out", None)
     assert record["status"] == "completed"
     assert record["metrics"]["param_ratio"] > 0 and record["metrics"]["hyper_ratio"] > 0
+    assert record["metrics"]["dl_hyper_outcome"] == "measured" and record["metrics"]["dl_hyper_ratio"] > 1
+    assert record["metrics"]["dl_hyper_n"] == cell.settings["dl_n_repeats"] and record["metrics"]["augerino_ratio"] > 0
     assert record["info"]["batch_size"] == cell.settings["batch_size"]
     assert record["info"]["device"] == "cpu" and record["info"]["num_threads"] == 1
     curve = pd.read_csv(tmp_path / "out" / "curve.csv")
@@ -194,21 +240,29 @@ def test_test_scale_cell_runs_through_the_cell_entry_point(tmp_path):
 
 # -- the notebook ---------------------------------------------------------------------------------
 
-def fake_results(tmp_path):
-    """Aggregated CSVs as the pipeline writes them, with known per-repetition ratios."""
+def fake_results(tmp_path, dl_oom=("fixup_resnet14",)):
+    """Aggregated CSVs as the pipeline writes them, with known per-repetition ratios; the Diff. Laplace hyper
+    update ran in the first two timed repetitions (out of memory for the models in `dl_oom`)."""
     cells, curves = [], []
     ratios = {"mnist_cnn": [1.02, 1.04, 1.10], "fixup_resnet8": [1.2, 1.3, 1.1], "fixup_resnet14": [0.9, 1.0, 1.1]}
+    dl = {"mnist_cnn": [12.0, 14.0], "fixup_resnet8": [16.0, 18.0], "fixup_resnet14": [20.0, 24.0]}
     for model, rs in ratios.items():
+        oom = model in dl_oom
         cells.append({"scale": "quick", "experiment": "table8_timing", "model": model, "seed": 0,
                       "status": "completed", "timer": "cpu", "device_name": "Test CPU, 1 intra-op thread",
                       "num_threads": 1, "batch_size": 20, "n_aug_samples": 20, "backward": "minimal",
-                      "param_ratio": np.median(rs)})
+                      "param_ratio": np.median(rs), "dl_hyper_outcome": "oom" if oom else "measured",
+                      "dl_hyper_error": "CUDA out of memory. Tried to allocate 20.00 GiB" if oom else ""})
         curves.append({"model": model, "seed": 0, "step": 0})
         curves.append({"model": model, "seed": 0, "step": 1, "warmup": True, "standard_cpu_s": 1.0,
-                       "param_cpu_s": 50.0, "hyper_cpu_s": 50.0})
+                       "param_cpu_s": 50.0, "hyper_cpu_s": 50.0, "augerino_cpu_s": 50.0, "dl_param_cpu_s": 50.0,
+                       **({} if oom else {"dl_hyper_cpu_s": 500.0})})
         for i, r in enumerate(rs):
-            curves.append({"model": model, "seed": 0, "step": i + 2, "warmup": False, "standard_cpu_s": 0.5,
-                           "param_cpu_s": 0.5 * r, "hyper_cpu_s": 0.4})
+            row = {"model": model, "seed": 0, "step": i + 2, "warmup": False, "standard_cpu_s": 0.5,
+                   "param_cpu_s": 0.5 * r, "hyper_cpu_s": 0.4, "augerino_cpu_s": 0.55, "dl_param_cpu_s": 0.5}
+            if i < 2 and not oom:
+                row["dl_hyper_cpu_s"] = 0.5 * dl[model][i]
+            curves.append(row)
     paths = {"table8_timing": tmp_path / "t.csv", "table8_timing_curves": tmp_path / "c.csv"}
     pd.DataFrame(cells).to_csv(paths["table8_timing"], index=False)
     pd.DataFrame(curves).to_csv(paths["table8_timing_curves"], index=False)
@@ -220,25 +274,57 @@ def run_notebook(name, inputs, outputs, scale):
     return runpy.run_path(str(REPO / "workflow" / "notebooks" / name), init_globals={"snakemake": fake})
 
 
+MEASURED, PAPER = "measured (this run)", "paper (quoted)"
+
+
+def entry(table, method: str, update: str, model: str, column: str) -> str:
+    rows = table[(table[("", "Method")] == method) & (table[("", "Update")] == update)]
+    assert len(rows) == 1, (method, update)
+    return rows.iloc[0][(model, column)]
+
+
+# (method, update, model, column, expected: a prefix "median [" of a measured ratio, else the exact text)
+EXPECTED_TABLE8 = [
+    # medians of the per-repetition ratios (warm-up excluded), 95% CI of the median in brackets
+    ("Partitioned", "Param.", "MNIST CNN", MEASURED, "1.04 ["),
+    ("Partitioned", "Param.", "fixup ResNet-8", MEASURED, "1.20 ["),
+    ("Partitioned", "Hyperparam.", "fixup ResNet-14", MEASURED, "0.80 ["),
+    ("Augerino", "Param. + hyperparam.", "MNIST CNN", MEASURED, "1.10 ["),
+    ("Diff. Laplace", "Param.", "MNIST CNN", MEASURED, "1.00 ["),
+    # Diff. Laplace: measured from the repetitions that ran it (median of 12, 14 and of 16, 18), not copied ...
+    ("Diff. Laplace", "Hyperparam.", "MNIST CNN", MEASURED, "13.00 ["),
+    ("Diff. Laplace", "Hyperparam.", "fixup ResNet-8", MEASURED, "17.00 ["),
+    # ... and out of memory where the cell recorded it
+    ("Diff. Laplace", "Hyperparam.", "fixup ResNet-14", MEASURED, "OOM [b]"),
+    # the paper's numbers only in the quoted column, the ones the paper cites from Immer et al. marked
+    ("Partitioned", "Param.", "MNIST CNN", PAPER, "1.08"),
+    ("Partitioned", "Param.", "fixup ResNet-14", PAPER, "1.21"),
+    ("Augerino", "Param. + hyperparam.", "MNIST CNN", PAPER, "1"),
+    ("Diff. Laplace", "Hyperparam.", "MNIST CNN", PAPER, "2015.6"),
+    ("Diff. Laplace", "Hyperparam.", "fixup ResNet-8", PAPER, "18.2 [a]"),
+    ("Diff. Laplace", "Hyperparam.", "fixup ResNet-14", PAPER, "OOM [a]"),
+]
+
+
 def test_table8_notebook_reports_measured_ratios_and_quotes_the_paper_apart(tmp_path):
     inputs = fake_results(tmp_path) | {"paper_values": str(REPO / "config" / "tables" / "table8_paper.yaml")}
     out = tmp_path / "table8.tex"
-    ns = run_notebook("table8.py", inputs, {"tex": str(out)}, "quick")
+    table = run_notebook("table8.py", inputs, {"tex": str(out)}, "quick")["table"]
     tex = out.read_text()
-    table = ns["table"]
-    part = table[table[("", "Method")] == "Partitioned"].set_index(("", "Update"))
-    # medians of the per-repetition ratios (warm-up excluded), 95% CI of the median in brackets
-    assert part.loc["Param.", ("MNIST CNN", "measured")].startswith("1.04 [")
-    assert part.loc["Param.", ("fixup ResNet-8", "measured")].startswith("1.20 [")
-    assert part.loc["Hyperparam.", ("fixup ResNet-14", "measured")].startswith("0.80 [")
-    # the paper's numbers only in the quoted column
-    assert part.loc["Param.", ("MNIST CNN", "paper (quoted)")] == "1.08"
-    assert part.loc["Param.", ("fixup ResNet-14", "paper (quoted)")] == "1.21"
-    laplace = table[table[("", "Method")] == "Diff. Laplace"]
-    for col in [c for c in table.columns if c[1] == "measured"]:
-        assert all(v.startswith("n/a (not implemented)") for v in laplace[col])
-    assert "2015.6" in tex and "Test CPU" in tex and "not implemented in reprokit" in tex
-    assert "quoted, not re-measured" in tex and "TEST DATA" not in tex
+    for method, update, model, column, want in EXPECTED_TABLE8:
+        got = entry(table, method, update, model, column)
+        assert (got.startswith(want) if want.endswith("[") else got == want), (method, update, model, column, got)
+    assert "Test CPU" in tex and "Immer et al." in tex and "fixup ResNet-14 seed 0: CUDA out of memory" in tex
+    assert "quoted, not re-measured" in tex and "cited literature" in tex and "TEST DATA" not in tex
+    assert "not implemented" not in tex
+
+
+def test_table8_notebook_without_out_of_memory(tmp_path):
+    inputs = fake_results(tmp_path, dl_oom=()) | {"paper_values": str(REPO / "config" / "tables" / "table8_paper.yaml")}
+    out = tmp_path / "table8.tex"
+    table = run_notebook("table8.py", inputs, {"tex": str(out)}, "quick")["table"]
+    assert entry(table, "Diff. Laplace", "Hyperparam.", "fixup ResNet-14", MEASURED).startswith("22.00 [")
+    assert "none in this run" in out.read_text()
 
 
 def test_table8_notebook_marks_test_scale(tmp_path):

@@ -15,8 +15,10 @@ Rows of the chosen profile are used first; every other price is labelled in the 
     pipeline step within 1.1x of it);
   * `partitioned` (param + hyper update) priced as 2 x standard/plain when not measured;
   * a precision without rows priced at fp32;
-  * Diff. Laplace's hyper step (`lila_hyper`) and the Last-layer ML step (`llml`) priced as a labelled
-    ESTIMATE: a fixed multiple of the standard step's per-image time (LILA_HYPER_FACTOR, LLML_FACTOR);
+  * Diff. Laplace's hyper step (`lila_hyper`) and the Last-layer ML step (`llml`), where the profile has no
+    row of its own (lila_hyper: measured on the CPU profile, `bench_throughput.py --steps lila_hyper`),
+    priced as a labelled ESTIMATE: a fixed multiple of the standard step's per-image time
+    (LILA_HYPER_FACTOR, LLML_FACTOR);
   * a (model, step) measured only on another profile's device priced with that device's row, scaled by
     the median ratio of the two devices' per-image times over the models both measured (conv nets and
     MLPs apart; MLPs have no GPU rows yet, so their CPU rows are used as they are: an upper bound);
@@ -124,8 +126,10 @@ def _update_timing(cell) -> CellWork:
     model = str(st.model)
     B, S = int(st.batch_size), int(st.n_aug_samples)
     n = st.n_steps
-    return CellWork(n, [Part(model, "standard", B * S, n), Part(model, "param", B * S, n),
-                        Part(model, "hyper", B * S, n)])
+    # standard, Augerino and Diff. Laplace param updates cost a standard step; the Diff. Laplace hyper update
+    # runs in dl_warmup + dl_repeats repetitions only
+    return CellWork(n, [Part(model, "standard", B * S, 3 * n), Part(model, "param", B * S, n),
+                        Part(model, "hyper", B * S, n), Part(model, "lila_hyper", B * S, st.dl_warmup + st.dl_repeats)])
 
 
 def mlp_key(hidden, dataset) -> str:

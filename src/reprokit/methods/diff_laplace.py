@@ -43,8 +43,22 @@ is the standard damped KFAC one of ``KronDecomposed.logdet``: with eigenvalues `
 eigenvalues), ``log det((N/M) G (x) A + delta I) = sum_ij log((N/M) lambda_i mu_j + delta)``, and
 ``sum_i log((N/M) lambda_i + delta)`` for a bias.
 
-Supported parametrised layers: nn.Linear and nn.Conv2d (groups 1, zero padding given as numbers); a
-network with parameters elsewhere (norm layers, FixUp scalars) raises ``TypeError``.
+**Every other parameter: an exact diagonal GGN block.** Parameters of leaf modules that are not
+nn.Linear / nn.Conv2d (the FixUp scalars :class:`reprokit.models.layers.Scale` / ``Bias`` of the FixUp
+ResNets, the GroupNorm affine weights and biases of ResNet-50 GN) get the exact diagonal of their GGN
+block, ``d = sum_{n,j} (J_n^T L_{n,j})^2`` (elementwise square), computed from **per-example
+Jacobian-vector products**, not a Monte-Carlo or KFAC approximation: during the forward pass such a
+module is re-run as ``vmap`` over the batch (``torch.func.functional_call``) with its parameters
+expanded to one copy per example (``p.expand(B, ...)``, a view: no memory); the gradient w.r.t. that
+expanded tensor in each class's backward pass above is the per-example gradient ``J_n^T L_{n,j}``
+(of each of the S augmented copies; summed over the copies of an example before squaring, so the
+augmentation average is exact here, no "reduce" approximation). A module called several times in
+one forward (FixUp's ``bias1a`` feeds both the branch and the skip of a downsampling block) sums its
+calls. The block enters the log-determinant as ``sum_i log((N/M) d_i + delta)``: ``log det P`` is the
+sum over the KFAC blocks plus the diagonal block. Everything stays differentiable (``create_graph``).
+Not supported (``TypeError``): BatchNorm (its per-example gradients are not defined: the batch
+statistics couple the examples), parameters of non-leaf modules, leaf modules called with other than
+one tensor argument, and Conv2d with groups or string padding.
 
 :class:`DiffLaplaceTraining` is LILA's schedule as a :class:`reprokit.methods.base.Method`: every step one
 update of the weights on the MAP loss (mean NLL of the averaged prediction + ``sum_l delta_l |theta_l|^2 /
@@ -58,7 +72,8 @@ on ``marglik_batches`` fresh minibatches with ``n_aug_marglik`` augmentation sam
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -74,19 +89,63 @@ KFAC_MODULES = (nn.Linear, nn.Conv2d)
 PRIOR_STRUCTURES = ("layerwise", "scalar")
 
 
+class Block(NamedTuple):
+    """One block of the block-diagonal GGN: ``kind`` "kron" (a weight, ``factors = [G, A]``), "bias"
+    (``[G]``) or "diag" (``[d]``, the exact GGN diagonal of ``param``, flattened)."""
+    param: torch.Tensor
+    kind: str
+    factors: list
+
+
 # ----------------------------------------------------------------------------------------- the curvature
 
 
-def _check_supported(model: nn.Module) -> list[nn.Module]:
-    layers = [m for m in model.modules() if isinstance(m, KFAC_MODULES)]
-    covered = {id(p) for m in layers for p in m.parameters(recurse=False)}
-    others = [n for n, p in model.named_parameters() if id(p) not in covered]
-    if others:
-        raise TypeError(f"KFAC supports parameters of nn.Linear and nn.Conv2d only; also found {others}")
-    for m in layers:
-        if isinstance(m, nn.Conv2d) and (m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
-            raise TypeError(f"KFAC supports Conv2d with groups=1 and numeric zero padding, got {m}")
-    return layers
+def split_modules(model: nn.Module) -> tuple[list[nn.Module], list[nn.Module]]:
+    """(KFAC layers, modules whose parameters get the exact diagonal block); ``TypeError`` for what neither
+    covers (module docstring)."""
+    kfac, diag = [], []
+    for name, m in model.named_modules():
+        if isinstance(m, KFAC_MODULES):
+            if isinstance(m, nn.Conv2d) and (m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
+                raise TypeError(f"KFAC supports Conv2d with groups=1 and numeric zero padding, got {name}: {m}")
+            kfac.append(m)
+        elif next(m.parameters(recurse=False), None) is not None:
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                raise TypeError(f"Laplace GGN: BatchNorm ({name}) couples the examples of a batch; not supported")
+            if next(m.children(), None) is not None:
+                raise TypeError(f"Laplace GGN: parameters of a non-leaf module ({name}: {type(m).__name__}) are not "
+                                "supported; put them in a leaf module")
+            diag.append(m)
+    return kfac, diag
+
+
+class _PerExampleParams:
+    """Forward hook of the diagonal-block modules: re-runs the module as a ``vmap`` over the batch with its
+    parameters expanded to one (view) copy per example, and keeps those expanded tensors; the gradient
+    w.r.t. them is the per-example gradient."""
+
+    def __init__(self):
+        self.calls: dict[nn.Module, list[dict[str, torch.Tensor]]] = {}
+        self._inside = False
+
+    def __call__(self, mod: nn.Module, args: tuple, out):
+        if self._inside:  # the module's own call inside functional_call below
+            return None
+        if len(args) != 1 or not torch.is_tensor(args[0]):
+            raise TypeError(f"Laplace GGN: {type(mod).__name__} must take one tensor for its diagonal block")
+        x = args[0]
+        expanded = {n: p.unsqueeze(0).expand(x.shape[0], *p.shape) for n, p in mod.named_parameters(recurse=False)}
+
+        def one(params, xi):
+            return torch.func.functional_call(mod, params, (xi.unsqueeze(0),)).squeeze(0)
+
+        self._inside = True
+        try:
+            new = torch.func.vmap(one)(expanded, x)
+        finally:
+            self._inside = False
+        self.calls.setdefault(mod, []).append(expanded)
+        return new
 
 
 def _patches(m: nn.Module, a: torch.Tensor) -> torch.Tensor:
@@ -112,26 +171,27 @@ def _sqrt_output_hessian(logp: torch.Tensor) -> torch.Tensor:
 
 
 def kfac_factors(net: nn.Module, x: torch.Tensor, y: torch.Tensor, n_samples: int | None = None,
-                 generator: torch.Generator | None = None):
-    """KFAC-GGN factors of an augmentation-averaged classifier on the batch (x, y).
+                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, list[Block]]:
+    """GGN blocks (KFAC factors and exact diagonals) of an augmentation-averaged classifier on (x, y).
 
     ``net`` is an :class:`AugmentedModel` (``.model``, ``.augmentation``; ``augmentation=None`` means the
     plain classifier, S = 1). Returns ``(nll_sum, blocks)``: the summed NLL of the averaged prediction
-    and, per parameter of ``net.model`` in ``parameters()`` order, ``(param, [G, A])`` for weights and
-    ``(param, [G])`` for biases (A = mean over examples and positions, G = sum). Differentiable w.r.t.
-    the augmentation parameters (and the weights).
+    and one :class:`Block` per parameter of ``net.model`` in ``parameters()`` order: ``[G, A]`` for
+    Linear/Conv2d weights, ``[G]`` for their biases (A = mean over examples and positions, G = sum),
+    ``[d]`` for every other parameter (the exact GGN diagonal, summed over examples). Differentiable
+    w.r.t. the augmentation parameters (and the weights).
     """
     differentiable = torch.is_grad_enabled()  # under no_grad: the value only (the factors need autograd anyway)
     with torch.enable_grad():
         nll, blocks = _kfac_factors(net, x, y, n_samples, generator, differentiable)
     if differentiable:
         return nll, blocks
-    return nll.detach(), [(p, [f.detach() for f in fac]) for p, fac in blocks]
+    return nll.detach(), [Block(b.param, b.kind, [f.detach() for f in b.factors]) for b in blocks]
 
 
 def _kfac_factors(net, x, y, n_samples, generator, create_graph: bool):
     model, aug = net.model, net.augmentation
-    layers = _check_supported(model)
+    layers, diag_modules = split_modules(model)
     S = 1 if aug is None else int(net.n_samples if n_samples is None else n_samples)
     M = x.shape[0]
     if aug is not None:
@@ -143,7 +203,9 @@ def _kfac_factors(net, x, y, n_samples, generator, create_graph: bool):
     def hook(mod, inp, out):
         inputs[mod], outputs[mod] = inp[0], out
 
+    per_example = _PerExampleParams()
     handles = [m.register_forward_hook(hook) for m in layers]
+    handles += [m.register_forward_hook(per_example) for m in diag_modules]
     try:
         logits = model(xa)
     finally:
@@ -153,24 +215,42 @@ def _kfac_factors(net, x, y, n_samples, generator, create_graph: bool):
     nll = F.nll_loss(logp, y, reduction="sum")
     sqrt_h = _sqrt_output_hessian(logp)  # (M, C, C)
     outs = [outputs[m] for m in layers]
+    # the diagonal blocks: every call's expanded parameters, keyed by the parameter they expand
+    expanded = [(getattr(m, name), t) for m in diag_modules for call in per_example.calls.get(m, [])
+                for name, t in call.items()]
+    for _, t in expanded:
+        if t.shape[0] != S * M:
+            raise TypeError(f"Laplace GGN: a diagonal-block module saw batch {t.shape[0]}, expected {S * M}")
     G = {m: 0.0 for m in layers}
+    D = {id(m_p): 0.0 for m in diag_modules for m_p in m.parameters(recurse=False)}
     for j in range(sqrt_h.shape[-1]):
-        grads = torch.autograd.grad(logp, outs, grad_outputs=sqrt_h[..., j],
-                                    retain_graph=True, create_graph=create_graph)
-        for m, g in zip(layers, grads):
+        grads = torch.autograd.grad(logp, outs + [t for _, t in expanded], grad_outputs=sqrt_h[..., j],
+                                    retain_graph=True, create_graph=create_graph, allow_unused=True)
+        for m, g in zip(layers, grads[:len(layers)]):
             gs = _out_grads(m, g)
             gbar = gs.reshape(S, M, *gs.shape[1:]).sum(0)  # reduce over augmentation samples: sum
             G[m] = G[m] + torch.einsum("ntd,nte->de", gbar, gbar)
+        per_param = {}
+        for (p, _), g in zip(expanded, grads[len(layers):]):
+            if g is not None:  # J_n^T L_nj: summed over the S copies of example n and over the module's calls
+                per_param[id(p)] = per_param.get(id(p), 0.0) + g.reshape(S, M, -1).sum(0)
+        for key, jn in per_param.items():
+            D[key] = D[key] + jn.pow(2).sum(0)
     factors = {}
     for m in layers:
         a = inputs[m]
         abar = a.reshape(S, M, *a.shape[1:]).mean(0)  # reduce over augmentation samples: mean
         pa = _patches(m, abar)
         A = torch.einsum("ntd,nte->de", pa, pa) / (pa.shape[0] * pa.shape[1])  # expand over positions
-        factors[id(m.weight)] = [G[m], A]
+        factors[id(m.weight)] = Block(m.weight, "kron", [G[m], A])
         if m.bias is not None:
-            factors[id(m.bias)] = [G[m]]
-    blocks = [(p, factors[id(p)]) for p in model.parameters()]
+            factors[id(m.bias)] = Block(m.bias, "bias", [G[m]])
+    for m in diag_modules:
+        for p in m.parameters(recurse=False):
+            d = D[id(p)]
+            d = d if torch.is_tensor(d) else torch.zeros(p.numel(), dtype=logp.dtype, device=logp.device)
+            factors[id(p)] = Block(p, "diag", [d])  # a module never called: a zero GGN block
+    blocks = [factors[id(p)] for p in model.parameters()]
     return nll, blocks
 
 
@@ -196,12 +276,16 @@ def _eigvalsh(f: torch.Tensor) -> torch.Tensor:
         return torch.linalg.eigvalsh(f.double()).to(f.dtype)
 
 
-def kron_logdet(blocks, deltas: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
-    """sum over blocks of log det(scale * G (x) A + delta I) (or scale * G + delta I), via eigenvalues."""
+def kron_logdet(blocks: list[Block], deltas: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """sum over blocks of log det(scale * G (x) A + delta I), log det(scale * G + delta I) (a bias) and
+    sum_i log(scale * d_i + delta) (a diagonal block); the KFAC ones via eigenvalues."""
     total = 0.0
-    for (_, fac), delta in zip(blocks, deltas):
-        eigs = [_eigvalsh(f).clamp_min(0) for f in fac]
-        if len(eigs) == 2:
+    for block, delta in zip(blocks, deltas):
+        if block.kind == "diag":
+            total = total + torch.log(scale * block.factors[0].clamp_min(0) + delta).sum()
+            continue
+        eigs = [_eigvalsh(f).clamp_min(0) for f in block.factors]
+        if block.kind == "kron":
             total = total + torch.log(scale * torch.outer(eigs[0], eigs[1]) + delta).sum()
         else:
             total = total + torch.log(scale * eigs[0] + delta).sum()
@@ -212,7 +296,7 @@ def laplace_log_marginal_likelihood(net: nn.Module, x: torch.Tensor, y: torch.Te
                                     prior_precision: torch.Tensor, n_samples: int | None = None,
                                     generator: torch.Generator | None = None,
                                     n_data: int | None = None) -> torch.Tensor:
-    """KFAC-GGN Laplace log marginal likelihood of ``net`` (see the module docstring) at its current weights.
+    """KFAC(+ diagonal)-GGN Laplace log marginal likelihood of ``net`` (module docstring) at its current weights.
 
     ``prior_precision``: scalar or one value per parameter tensor of ``net.model``; ``n_data``: the number
     of examples (x, y) stand for (default: their number). Differentiable w.r.t. the augmentation
@@ -220,7 +304,7 @@ def laplace_log_marginal_likelihood(net: nn.Module, x: torch.Tensor, y: torch.Te
     """
     nll, blocks = kfac_factors(net, x, y, n_samples, generator)
     scale = 1.0 if n_data is None else float(n_data) / x.shape[0]
-    params = [p for p, _ in blocks]
+    params = [b.param for b in blocks]
     deltas = expand_prior_precision(prior_precision, len(params), nll.device).to(nll.dtype)
     logdet_post = kron_logdet(blocks, deltas, scale)
     logdet_prior = sum(p.numel() * torch.log(d) for p, d in zip(params, deltas))
@@ -229,6 +313,35 @@ def laplace_log_marginal_likelihood(net: nn.Module, x: torch.Tensor, y: torch.Te
 
 
 # ----------------------------------------------------------------------------------------- the method
+
+
+def map_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, prior_precision: torch.Tensor,
+             n_data: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """LILA's weight loss: (mean NLL of the averaged prediction, that + sum_l delta_l |theta_l|^2 / (2 N))."""
+    nll = F.nll_loss(net(x), y)
+    params = list(net.model.parameters())
+    deltas = expand_prior_precision(prior_precision, len(params), nll.device)
+    prior = 0.5 * sum(d * p.pow(2).sum() for p, d in zip(params, deltas)) / n_data
+    return nll, nll + prior
+
+
+def hyper_update(net: nn.Module, x: torch.Tensor, y: torch.Tensor, log_prior_prec: torch.Tensor,
+                 hyper_opt: torch.optim.Optimizer, n_samples: int, generator: torch.Generator | None,
+                 n_data: int) -> torch.Tensor:
+    """LILA's hyperparameter update: the gradient of -(marginal likelihood / N) on (x, y) standing for
+    ``n_data`` examples, with ``n_samples`` augmentation samples, w.r.t. the parameters of ``hyper_opt``
+    (the augmentation parameters and ``log_prior_prec``; the weights get none), and one step of it.
+    Returns the marginal likelihood / N (detached)."""
+    lml = laplace_log_marginal_likelihood(net, x, y, log_prior_prec.exp(), n_samples, generator,
+                                          n_data=n_data) / n_data
+    hyper = hyper_opt.param_groups[0]["params"]
+    grads = torch.autograd.grad(-lml, hyper, allow_unused=True)  # the weights only move on the MAP loss
+    for p, g in zip(hyper, grads):
+        p.grad = None if g is None else torch.nan_to_num(g)  # as LILA: a NaN gradient entry does not step
+    hyper_opt.step()
+    return lml.detach()
+
+
 
 
 def count_hyper_rounds(n_steps: int, burnin: int, every: int) -> int:
@@ -257,7 +370,7 @@ class DiffLaplaceTraining:
         self.net, self.data, self.cfg = net, data, optim
         self.burnin, self.every, self.hsteps = int(burnin), int(marglik_every), int(marglik_steps)
         self.n_batches, self.n_aug = int(marglik_batches), int(n_aug_marglik)
-        _check_supported(net.model)
+        split_modules(net.model)  # a TypeError now, not at the first hyper step
         dev = data.device
         n_prior = len(list(net.model.parameters())) if prior_structure == "layerwise" else 1
         self.log_prior_prec = nn.Parameter(torch.full((n_prior,), math.log(prior_prec_init), device=dev))
@@ -286,25 +399,15 @@ class DiffLaplaceTraining:
 
     def map_loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean NLL of the averaged prediction, that + the Gaussian prior term / N)."""
-        nll = F.nll_loss(self.net(x), y)
-        params = list(self.net.model.parameters())
-        deltas = expand_prior_precision(self.prior_precision().detach(), len(params), nll.device)
-        prior = 0.5 * sum(d * p.pow(2).sum() for p, d in zip(params, deltas)) / self.data.n_train
-        return nll, nll + prior
+        return map_loss(self.net, x, y, self.prior_precision().detach(), self.data.n_train)
 
     def hyper_step(self) -> float:
         """One Adam step on (augmentation, log prior precision); returns the marginal likelihood / N."""
         idx = torch.cat([self.marglik_sampler.next() for _ in range(self.n_batches)])
-        lml = laplace_log_marginal_likelihood(self.net, self.data.x_train[idx], self.data.y_train[idx],
-                                              self.prior_precision(), self.n_aug, self.marglik_gen,
-                                              n_data=self.data.n_train) / self.data.n_train
-        hyper = self.hyper_opt.param_groups[0]["params"]
-        grads = torch.autograd.grad(-lml, hyper, allow_unused=True)  # the weights only move on the MAP loss
-        for p, g in zip(hyper, grads):
-            p.grad = None if g is None else torch.nan_to_num(g)  # as LILA: a NaN gradient entry does not step
-        self.hyper_opt.step()
+        lml = hyper_update(self.net, self.data.x_train[idx], self.data.y_train[idx], self.log_prior_prec,
+                           self.hyper_opt, self.n_aug, self.marglik_gen, self.data.n_train)
         self.hyper_sched.step()
-        return float(lml.detach())
+        return float(lml)
 
     def train_step(self, step: int) -> dict[str, float]:
         idx = self.sampler.next()

@@ -40,18 +40,33 @@ class UpdateTimingSettings(Settings):
     weight_decay: float = 0.0
     wd_scaling: str = "reciprocal"
     hyper_lr: float = 1e-3
+    augerino_reg: float = 0.01  # strength of Augerino's (safe) width regulariser in its update (App. I.4)
     # measurement
     n_warmup: int
     n_repeats: int
     num_threads: int = 1
     timer: str = "auto"  # auto: wall clock on CUDA, process CPU time elsewhere
     backward: str = "minimal"
+    # Diff. Laplace's hyper update costs ~10-2000 standard updates: timed in fewer repetitions
+    dl_n_warmup: int = 1  # warm-up Diff. Laplace hyper updates (in the last warm-up repetitions; at most n_warmup)
+    dl_n_repeats: int | None = None  # timed repetitions with it (the first ones; None: all n_repeats; 0: not timed)
 
     def __post_init__(self):
         if self.backward not in BACKWARDS:
             raise ConfigError(f"update_timing: backward '{self.backward}' unknown (valid: {', '.join(BACKWARDS)})")
         if self.timer not in TIMERS:
             raise ConfigError(f"update_timing: timer '{self.timer}' unknown (valid: {', '.join(TIMERS)})")
+
+    @property
+    def dl_warmup(self) -> int:
+        """Warm-up repetitions that run the Diff. Laplace hyper update (the last ones)."""
+        return min(int(self.dl_n_warmup), int(self.n_warmup))
+
+    @property
+    def dl_repeats(self) -> int:
+        """Timed repetitions that run the Diff. Laplace hyper update (the first ones)."""
+        n = int(self.n_repeats)
+        return n if self.dl_n_repeats is None else min(int(self.dl_n_repeats), n)
 
     @property
     def n_steps(self) -> int:
