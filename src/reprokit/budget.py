@@ -105,11 +105,14 @@ def _affine_invariance(cell) -> CellWork:
         rounds = sum(1 for k in range(1, n + 1) if k >= int(st.dl_burnin) and k % int(st.dl_marglik_every) == 0)
         images = int(st.dl_marglik_batches) * int(st.dl_marglik_batch_size or B) * int(st.dl_n_aug_marglik)
         parts = [Part(model, "standard", B * S, n), Part(model, "lila_hyper", images, rounds * int(st.dl_marglik_steps))]
+    elif method == "validation_opt":  # a weight step and a psi step, each a full forward/backward; then finetuning
+        parts = [Part(model, "partitioned", B * S, n), Part(model, "standard", B * S, st.finetune_steps)]
     elif method == "last_layer_ml":  # CNN features of B x orbit images + the sparse GP; evaluated at its orbit size
         S, S_eval = int(st.llml_orbit_size), int(st.llml_eval_orbit_size or st.llml_orbit_size)
         parts = [Part(model, "llml", B * S, n)]
     else:  # augerino (psi in the same backward), random, retrain, fixed
         parts = [Part(model, "standard", B * S, n)]
+    n = PLAN.n_steps(cell)  # validation_opt: search + finetune steps
     every = int(st.eval_every or 0)
     n_evals = (n // every if every > 0 else 0) + 1
     n_test = st.n_test or IMAGE_TEST_SIZE.get(str(st.dataset), 10000)

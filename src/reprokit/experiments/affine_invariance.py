@@ -13,6 +13,12 @@ Grid axes (an experiment uses the ones it needs; the rest come from `settings`):
                                   (llml_* settings; its own orbit sizes instead of aug_samples)
                      partitioned  partitioned network, psi = augmentation ranges (App. I.1)
                      partitioned_ens  C separate networks, methods/partitioned_ensemble.py
+                     validation_opt  validation-set optimisation (Tables 2, 3), methods/validation_opt.py:
+                                  chunk_proportions = [train, validation] (the same split a partitioned
+                                  cell with those proportions gets); the weights train on the training
+                                  part, psi on validation minibatches; then `finetune_epochs` epochs on
+                                  all data with psi fixed. One cell gives both rows of Table 2:
+                                  test_acc etc. before finetuning, finetune_test_acc etc. after
                      random       standard training, ranges fixed, drawn uniformly from
                                   `random_ranges` (Fig. 9), one draw per `sample`
                      retrain      standard training, ranges fixed to those a `partitioned` cell found
@@ -26,6 +32,10 @@ Grid axes (an experiment uses the ones it needs; the rest come from `settings`):
                      training subset / chunk assignment (baseline and partitioned cells with the same
                      seed use the same examples)
 
+psi: `augmentation` (default): the ranges above; `feature_extractor` (Table 3, methods partitioned and
+validation_opt, a Wide-ResNet model): the stem and first two stages of the network are psi, no
+augmentation (methods/feature_extractor.py; a partitioned cell partitions only the last stage and head).
+
 All methods average the predictive probabilities over `aug_samples` augmentation draws in training
 and `eval_aug_samples` in evaluation (paper: 20 for both); evaluation uses a fixed test subset of
 `n_test` examples (null: all) and a generator re-seeded at every evaluation.
@@ -38,6 +48,7 @@ this cell as `settings["_inputs"][name]` (workflow/rules/cells.smk).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 
@@ -180,7 +191,8 @@ def build(cell, ctx: CellContext) -> Run:
     chunk_ids = chunk_ids.to(rt.device) if chunk_ids is not None else None
     n_steps, eval_every = st.steps, int(st.eval_every)
     optim = OptimConfig(optimizer=st.optimizer, lr=float(st.lr), momentum=float(st.momentum),
-                        weight_decay=float(st.weight_decay), batch_size=int(st.batch_size), lr_schedule=st.lr_schedule)
+                        weight_decay=float(st.weight_decay), batch_size=int(st.batch_size), lr_schedule=st.lr_schedule,
+                        cosine_steps=st.lr_cosine_steps)
     S, S_eval = int(st.aug_samples), st.eval_samples
     eval_seed = int(st.eval_seed)
     n_eval_train = int(st.n_eval_train)
@@ -192,6 +204,8 @@ def build(cell, ctx: CellContext) -> Run:
         train_eval = (data.x_train[idx], data.y_train[idx])
     info = {"n_train": data.n_train, "n_test": int(data.x_test.shape[0]), "n_steps": n_steps, "aug_samples": S,
             "eval_aug_samples": S_eval}
+    if st.lr_cosine_steps is not None:
+        info["lr_cosine_steps"] = int(st.lr_cosine_steps)
     torch.manual_seed(seeds.stream_seed(seed, "init"))
     gen = seeds.generator(seed, "augment", rt.device)  # augmentation draws in training
 
@@ -227,14 +241,22 @@ def build(cell, ctx: CellContext) -> Run:
         return Run(m, n_steps, eval_every, info, evaluation(nets[-1], aug, lml))
 
     if method == "partitioned":
-        aug = make_augmentation(st)
-        cnn = make_model(st)
         pprops = st.params
         if len(pprops) != len(st.chunks):
             raise ValueError(f"{cell.rel_dir}: {len(pprops)} parameter proportions for {len(st.chunks)} chunks")
-        pmodel = partition(cnn, pprops, scheme=st.partition_scheme, default=st.partition_default,
-                           seed=seeds.stream_seed(seed, "partition_masks"))
-        net = rt.model(SeededAugmentedModel(pmodel, aug, S, gen))
+        masks = {"scheme": st.partition_scheme, "default": st.partition_default,
+                 "seed": seeds.stream_seed(seed, "partition_masks")}
+        if st.psi == "feature_extractor":  # Table 3: the head is partitioned, psi = stem + stages 1-2
+            from ..methods.feature_extractor import feature_extractor_split, partition_head
+            wrn = make_model(st)
+            pmodel = partition_head(wrn, pprops, **masks)
+            aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
+            psi = feature_extractor_split(wrn)[0]
+        else:
+            aug = make_augmentation(st)
+            pmodel = partition(make_model(st), pprops, **masks)
+            net = rt.model(SeededAugmentedModel(pmodel, aug, S, gen))
+            psi = list(aug.parameters())
         c = pmodel.num_partitions
         def predict_k(k, x):
             with pmodel.subnetwork(k):
@@ -243,11 +265,34 @@ def build(cell, ctx: CellContext) -> Run:
         lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
         cfg = PartitionedConfig(chunk_proportions=st.chunks, optim=optim, wd_scaling=st.wd_scaling,
                                 hyper_lr=_hyper_lr(st, cell))
-        m = PartitionedTraining(net, pmodel, list(aug.parameters()), data, chunk_ids, cfg, n_steps, seed)
+        m = PartitionedTraining(net, pmodel, psi, data, chunk_ids, cfg, n_steps, seed)
         info.update(chunk_sizes=m.chunk_sizes, param_proportions=pprops,
                     partition_sizes=[int(v) for v in pmodel.partition_sizes()])
         full = lambda: pmodel.subnetwork(pmodel.num_partitions)  # noqa: E731
         return Run(m, n_steps, eval_every, info, evaluation(net, aug, lml, full))
+
+    if method == "validation_opt":
+        from ..methods.validation_opt import ValidationSetOptimisation
+        if st.psi == "feature_extractor":  # Table 3: psi = the Wide-ResNet's stem + stages 1-2
+            from ..methods.feature_extractor import feature_extractor_split
+            wrn = make_model(st)
+            aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
+            psi = feature_extractor_split(wrn)[0]
+        else:
+            aug = make_augmentation(st)
+            net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
+            psi = list(aug.parameters())
+        ev = evaluation(net, aug)
+        # App. I.4: "SGD with same settings, overriding only the learning rate to 0.01"; the cosine decay runs
+        # over the finetune steps (the search's hold point does not apply)
+        finetune = dataclasses.replace(optim, optimizer="sgd", lr=float(st.finetune_lr), cosine_steps=None,
+                                       lr_schedule=st.finetune_lr_schedule or optim.lr_schedule)
+        m = ValidationSetOptimisation(net, psi, data, optim, n_steps, seed, hyper_lr=_hyper_lr(st, cell),
+                                      chunk_ids=chunk_ids, finetune_epochs=int(st.finetune_epochs),
+                                      finetune_optim=finetune, evaluate_fn=ev.final)
+        info.update(split_sizes=m.split_sizes, finetune_steps=m.finetune_steps)  # n_steps: the search
+        # the final metrics hold both rows: before finetuning (test_acc, ...) and after (finetune_test_acc, ...)
+        return Run(m, m.total_steps, eval_every, info, Evaluation(ev.curve, m.final_metrics))
 
     if method == "augerino":
         from ..methods.augerino import augerino_parametrisation

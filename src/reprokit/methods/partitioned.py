@@ -21,7 +21,7 @@ from .. import seeds
 from ..data.task import TaskData
 from ..partition import PartitionedAdam, PartitionedSGD, PartitionSchedule, lml_estimate
 from .common import log_likelihood
-from .standard import OptimConfig, evaluate_classifier
+from .standard import OptimConfig, evaluate_classifier, make_scheduler
 
 
 def optimised_params(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
@@ -84,10 +84,7 @@ class PartitionedTraining:
             self.opt = PartitionedSGD(pmodel, momentum=cfg.optim.momentum, **opt_kw)
         else:
             raise ValueError(f"optimizer '{cfg.optim.optimizer}' unknown (valid: adam, sgd)")
-        self.sched = None
-        if cfg.optim.lr_schedule == "cosine":  # annealed on the global step (App. I.1)
-            self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(
-                self.opt, T_max=n_steps, eta_min=cfg.optim.lr * cfg.optim.cosine_final_factor)
+        self.sched = make_scheduler(self.opt, cfg.optim, n_steps)  # annealed on the global step (App. I.1)
         self.hyper_params = list(hyper_params)
         hyper_ids = {id(p) for p in self.hyper_params}
         self.weight_params = [p for p in optimised_params(self.opt) if id(p) not in hyper_ids]

@@ -28,6 +28,7 @@ class OptimConfig:
     batch_size: int = 256
     lr_schedule: str = "constant"  # "constant" | "cosine"
     cosine_final_factor: float = 0.01  # cosine decays the lr by 100x (App. I.4)
+    cosine_steps: int | None = None  # cosine over the first cosine_steps steps, then held (None: all steps)
 
 
 def make_optimizer(params, cfg: OptimConfig) -> torch.optim.Optimizer:
@@ -38,11 +39,27 @@ def make_optimizer(params, cfg: OptimConfig) -> torch.optim.Optimizer:
     raise ValueError(f"optimizer '{cfg.optimizer}' unknown (valid: adam, sgd)")
 
 
+class CosineThenHold(torch.optim.lr_scheduler.CosineAnnealingLR):
+    """Cosine annealing over the first ``T_max`` steps, then the final learning rate held (Table 2: "decaying
+    the learning rate with Cosine Annealing for the first 60000 iterations" of 80000)."""
+
+    def get_lr(self):
+        if self.last_epoch > self.T_max:
+            return [group["lr"] for group in self.optimizer.param_groups]
+        return super().get_lr()
+
+
 def make_scheduler(opt: torch.optim.Optimizer, cfg: OptimConfig, n_steps: int):
+    """The learning-rate schedule of every method (the scheduler steps once per training step):
+    constant, or cosine decay by ``1 / cosine_final_factor`` over ``n_steps`` or, with ``cosine_steps``,
+    over the first ``cosine_steps`` steps and then held."""
     if cfg.lr_schedule == "constant":
         return None
     if cfg.lr_schedule == "cosine":
-        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_steps, eta_min=cfg.lr * cfg.cosine_final_factor)
+        eta_min = cfg.lr * cfg.cosine_final_factor
+        if cfg.cosine_steps is not None and int(cfg.cosine_steps) < n_steps:
+            return CosineThenHold(opt, T_max=max(1, int(cfg.cosine_steps)), eta_min=eta_min)
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_steps, eta_min=eta_min)
     raise ValueError(f"lr_schedule '{cfg.lr_schedule}' unknown (valid: constant, cosine)")
 
 

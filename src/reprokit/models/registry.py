@@ -9,6 +9,8 @@ fixup_resnet       :class:`~reprokit.models.fixup_resnet.FixupResNet` (``depth=6
 fixup_resnet8      FixupResNet(depth=8)
 fixup_resnet14     FixupResNet(depth=14)
 wrn                :class:`~reprokit.models.wide_resnet.WideResNet` (``depth``, ``width``, ``norm``)
+wrn20_gn           WideResNet(depth=20, width=1, norm="group", gn_groups=2) (Table 3's WRN-20; width and
+                   norm are our choice, the paper gives neither)
 resnet50_gn        :func:`~reprokit.models.resnet_gn.resnet50_gn` (WRN-50-1, GroupNorm(2), 200 cls)
 resnet9_gn         :class:`~reprokit.models.resnet_gn.ResNet9GN` (federated CIFAR10)
 mlp                ``reprokit.models.mlp.MLP(in_features, hidden, out_features, activation)``
@@ -44,6 +46,7 @@ _REGISTRY: dict[str, Callable[..., nn.Module]] = {
     "fixup_resnet8": _lazy("reprokit.models.fixup_resnet", "FixupResNet", depth=8),
     "fixup_resnet14": _lazy("reprokit.models.fixup_resnet", "FixupResNet", depth=14),
     "wrn": _lazy("reprokit.models.wide_resnet", "WideResNet"),
+    "wrn20_gn": _lazy("reprokit.models.wide_resnet", "WideResNet", depth=20, width=1, norm="group", gn_groups=2),
     "resnet50_gn": _lazy("reprokit.models.resnet_gn", "resnet50_gn"),
     "resnet9_gn": _lazy("reprokit.models.resnet_gn", "ResNet9GN"),
     "mlp": _lazy("reprokit.models.mlp", "MLP"),

@@ -1,7 +1,9 @@
 """Plan of the affine_invariance kind (learned affine augmentations; partitioned paper Figs. 3, 5-9).
 
 Build: experiments/affine_invariance.py. Methods: baseline, augerino, diff_laplace, last_layer_ml, partitioned,
-partitioned_ens, random, retrain, fixed (see the build module's docstring).
+partitioned_ens, validation_opt, random, retrain, fixed (see the build module's docstring). psi (the
+hyperparameters partitioned / validation_opt learn) are the augmentation's parameters, or with
+``psi: feature_extractor`` the stem and first two stages of a Wide-ResNet (Table 3).
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from ..config import ConfigError
 from ..data import variant_names as variants
 from . import KindPlan, Settings, register
 
-METHODS = ("baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned", "partitioned_ens", "random", "retrain", "fixed")
-CHUNKED = ("partitioned", "partitioned_ens")
+METHODS = ("baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned", "partitioned_ens", "validation_opt",
+           "random", "retrain", "fixed")
+CHUNKED = ("partitioned", "partitioned_ens", "validation_opt")  # the `chunks` variant (validation_opt: [train, val])
+PSI = ("augmentation", "feature_extractor")
+PSI_FEATURE_METHODS = ("partitioned", "validation_opt")  # the methods that learn a feature extractor
 FIXED = ("random", "retrain", "fixed")
 
 
@@ -46,9 +51,13 @@ class AffineSettings(Settings):
     weight_decay: float = 0.0
     wd_scaling: str = "reciprocal"
     lr_schedule: str = "constant"
+    lr_cosine_steps: int | None = None  # cosine over the first lr_cosine_steps steps, then held (None: all)
     rotated_steps_factor: float = 1.0
     rotated_n_steps: int | None = None
     eval_batch_size: int = 1000
+    # hyperparameters psi of partitioned / validation_opt: the augmentation, or a Wide-ResNet's stem and
+    # first two stages (methods/feature_extractor.py; model must be a Wide-ResNet)
+    psi: str = "augmentation"
     # augmentation
     augmentation: str = "schwobel"  # psi of partitioned / partitioned_ens / diff_laplace / last_layer_ml / fixed-range
     aug_init: float = 0.0
@@ -83,6 +92,11 @@ class AffineSettings(Settings):
     llml_curve_test_size: int | None = None  # test images of the curve rows (None: n_test); final uses all
     llml_pretrain_steps: int = 1000  # stage 1: CNN + softmax layer, cross-entropy (methods/last_layer_gp.py)
     llml_gp_warmup_steps: int = 500  # stage 2: GP alone on the pretrained features; then joint ELBO
+    # validation-set optimisation (methods/validation_opt.py): chunk_proportions = [train, validation]; then
+    # finetune_epochs epochs on all data with psi fixed (SGD, the search's settings but lr finetune_lr)
+    finetune_epochs: int = 20
+    finetune_lr: float = 0.01
+    finetune_lr_schedule: str | None = None  # None: the search's lr_schedule, over the finetune steps
     # partitioning
     partition_scheme: str = "random"
     partition_default: str = "init"
@@ -98,6 +112,14 @@ class AffineSettings(Settings):
     def __post_init__(self):
         if self.method not in METHODS:
             raise ConfigError(f"affine_invariance: method '{self.method}' unknown (valid: {', '.join(METHODS)})")
+        if self.psi not in PSI:
+            raise ConfigError(f"affine_invariance: psi '{self.psi}' unknown (valid: {', '.join(PSI)})")
+        if self.psi == "feature_extractor" and self.method not in PSI_FEATURE_METHODS:
+            raise ConfigError("affine_invariance: psi 'feature_extractor' is learned by "
+                              f"{', '.join(PSI_FEATURE_METHODS)} only, not '{self.method}'")
+        if self.method == "validation_opt" and len(self.chunk_proportions) != 2:
+            raise ConfigError("affine_invariance: validation_opt needs two chunk_proportions [train, validation], got "
+                              f"{list(self.chunk_proportions)}")
 
     @property
     def params(self) -> list[float]:
@@ -121,6 +143,13 @@ class AffineSettings(Settings):
         factor = float(self.rotated_steps_factor) if self.rotated else 1.0
         return int(round(int(self.n_steps) * factor))
 
+    @property
+    def finetune_steps(self) -> int:
+        """Steps of validation_opt's finetune phase: finetune_epochs epochs of all n_train examples."""
+        if self.method != "validation_opt":
+            return 0
+        return int(self.finetune_epochs) * (int(self.n_train) // min(int(self.batch_size), int(self.n_train)))
+
 
 class AffineInvariancePlan(KindPlan):
     name = "affine_invariance"
@@ -128,7 +157,8 @@ class AffineInvariancePlan(KindPlan):
     build_target = "reprokit.experiments.affine_invariance:build"
 
     def n_steps(self, cell) -> int:
-        return self.settings(cell).steps
+        st = self.settings(cell)
+        return st.steps + st.finetune_steps
 
     def required_variants(self, cell) -> dict:
         st = self.settings(cell)

@@ -1,4 +1,5 @@
-"""Plot helpers for the learned-augmentation figures (partitioned paper Figs. 3, 5-9).
+"""Plot helpers and table entries for the learned-augmentation artefacts (partitioned paper Figs. 3, 5-9,
+Tables 1-3).
 
 Tables are the tidy aggregates of `affine_invariance` experiments (report/aggregate.py): one row per
 cell with its coordinates (list-valued axes such as `chunk_proportions` appear as "[8, 1, 1]"), the
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import style
+from .stats import format_mean_se
 
 AUG_NAMES = ("rotation", "shear", "translate_x", "translate_y", "scale_x", "scale_y")
 AUG_LABELS = {"rotation": "Rotation", "shear": "Shear", "translate_x": "Translation X",
@@ -49,6 +51,64 @@ def as_bool(series: pd.Series) -> pd.Series:
 
 def completed(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "completed"]
+
+
+def accuracy_entry(rows: pd.DataFrame, metric: str = "test_acc", digits: int = 1) -> str:
+    """A table entry of `metric` (an accuracy) in %: mean ± s.e. over the seeds that ran
+    (`stats.format_mean_se`); "n/a" when none ran (dataset unavailable, not in this scale's grid), "OOM" when
+    one ran out of memory, "NaN" when one diverged (the paper's convention for a crashed run)."""
+    ran = rows[rows["status"].isin(style.RAN_STATUSES)] if "status" in rows else rows.iloc[0:0]
+    if ran.empty:
+        return "n/a"
+    if style.outcome_text(ran["status"]) == "OOM":
+        return "OOM"
+    values = 100 * ran[metric].astype(float) if metric in ran else pd.Series(np.nan, index=ran.index)
+    return format_mean_se(values.to_numpy(), digits)
+
+
+def paper_entry(value, digits: int = 1) -> str:
+    """A value the paper prints, transcribed as [mean, s.e.]: "mean ± s.e." (the s.e. as printed); null is
+    the paper's "NaN" (a crashed run); a string ("OOM") stays as it is."""
+    if value is None:
+        return "NaN"
+    if isinstance(value, str):
+        return value
+    mean, se = value
+    return f"{float(mean):.{digits}f} ± {se}"
+
+
+def outcome_notes(rows: pd.DataFrame, label: str) -> list[str]:
+    """Cells of `rows` that ran without a number: "label: 1 of 3 cell(s) diverged (NaN)", "label: 1 of 3
+    cell(s) out of memory (OOM)"."""
+    notes = []
+    for status, what in (("diverged", "diverged (NaN)"), ("oom", "out of memory (OOM)")):
+        n = int((rows["status"] == status).sum()) if "status" in rows else 0
+        if n:
+            notes.append(f"{label}: {n} of {len(rows)} cell(s) {what}")
+    return notes
+
+
+def n_test_text(df: pd.DataFrame) -> str:
+    """The test examples the completed cells of `df` were evaluated on ("10000", "50/20"), "n/a" if none."""
+    ok = completed(df)
+    if ok.empty or "n_test" not in ok:
+        return "n/a"
+    return "/".join(str(int(v)) for v in sorted(set(ok["n_test"].dropna())))
+
+
+def unavailable_text(df: pd.DataFrame) -> str:
+    """Why cells did not run ("dataset unavailable: cifar10"), "" when all of them ran."""
+    if "status" not in df:
+        return ""
+    return "; ".join(sorted(set(df.loc[df["status"] == "unavailable", "note"].dropna())))
+
+
+def steps_text(rows: pd.DataFrame, column: str = "n_steps") -> str:
+    """The iterations the completed cells of `rows` ran ("40000", "2400/4800"), "n/a" when none did."""
+    ok = completed(rows)
+    if ok.empty or column not in ok:
+        return "n/a"
+    return "/".join(str(int(v)) for v in sorted(set(ok[column].dropna())))
 
 
 def seeds_text(tables) -> str:
