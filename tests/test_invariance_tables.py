@@ -320,20 +320,7 @@ def test_tables_2_and_3_build_at_test_scale_from_fake_cifar(tmp_path, shared_dat
     assert all(r[2] not in ("n/a", "NaN") for r in rows)
 
 
-def _diff_laplace_supports(model: str) -> bool:
-    from reprokit.methods.diff_laplace import _check_supported
-    from reprokit.models.registry import build_model
-    try:
-        _check_supported(build_model(model))
-        return True
-    except TypeError:
-        return False
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(not (_diff_laplace_supports("fixup_resnet8") and _diff_laplace_supports("resnet50_gn")),
-                   reason="Diff. Laplace does not support FixUp scalars / GroupNorm yet (TypeError in its cells)",
-                   strict=True, run=False)
 def test_table1_builds_at_test_scale_from_fake_cifar_and_tinyimagenet(tmp_path, shared_data):
     work = fake_data_workdir(tmp_path)
     res = snakemake(work, "--cores", "2", "figures/table1.tex", "--config", "scale=test", timeout=1500)

@@ -101,7 +101,8 @@ def augerino_switch_text():
     parts = []
     for label, df in (("safe", a[(a["method"] == "augerino") & (a["n_train"] == 1000)]), ("plain", plain)):
         for rot, g in df.groupby("rotated"):
-            widths = g[[col for col in g.columns if col.startswith("aug_")]].abs().max(axis=1)
+            ranges = [col for col in g.columns if col.startswith("aug_") and not col.endswith("_samples")]
+            widths = g[ranges].abs().max(axis=1)
             status = ", ".join(f"{n} {s}" for s, n in g["status"].value_counts().items())
             biggest = f"max |psi| {widths.max():.3g}" if widths.notna().any() else "psi NaN"
             parts.append(f"{label} {'RotMNIST' if rot else 'MNIST'}: {status} ({biggest})")
