@@ -115,7 +115,10 @@ class _Progress:
                 self.bar.set_postfix(loss=f"{loss:.4g}")
         elif time.monotonic() - self.last_log >= self.cfg.log_every_seconds:
             self.last_log = time.monotonic()
-            log.info("%s: step %d/%d loss %.4g", self.cfg.label, step, self.cfg.n_steps, loss)
+            peak = ""
+            if torch.cuda.is_available() and torch.cuda.is_initialized():  # long GPU runs: memory so far
+                peak = f" peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
+            log.info("%s: step %d/%d loss %.4g%s", self.cfg.label, step, self.cfg.n_steps, loss, peak)
 
     def close(self):
         if self.bar is not None:
