@@ -329,5 +329,12 @@ def test_table1_builds_at_test_scale_from_fake_cifar_and_tinyimagenet(tmp_path, 
     assert "TEST DATA" in tex and "paper (cited)" in tex
     ours = [r for r in tex_rows(tex) if r[2] == "ours"]
     assert len(ours) == 5
-    assert all(v not in ("n/a",) for r in ours for v in r[3:]), ours  # every cell ran (OOM/NaN are outcomes)
+    # every cell ran (OOM/NaN are outcomes), except Diff. Laplace on Tiny ImageNet, left out at test scale
+    # (config: 20 GB of CPU memory for 200 classes); the paper's entry there is OOM
+    tiny = ["Tiny" in " ".join(r[:2]) for r in ours]
+    assert sum(tiny) == 2, ours
+    for r, is_tiny in zip(ours, tiny):
+        values = r[3:]
+        assert all(v != "n/a" for i, v in enumerate(values) if not (is_tiny and i == 2)), ours
+        assert (values[2] == "n/a") == is_tiny, ours
     assert np.isfinite(pd.read_csv(work / "results" / "test" / "fig3c.csv")["test_acc"]).any()
