@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 
 import pytest
 import torch
@@ -19,10 +20,13 @@ from reprokit.augment.affine import AugmentedModel, SchwobelAffine
 from reprokit.data.task import TaskData
 from reprokit.methods.augmented import SeededAugmentedModel
 from reprokit.methods.diff_laplace import (
+    Block,
     DiffLaplaceTraining,
     count_hyper_rounds,
     kfac_factors,
     laplace_log_marginal_likelihood,
+    log_marginal_likelihood_and_grads,
+    log_marginal_likelihood_from_factors,
 )
 from reprokit.methods.standard import OptimConfig
 from reprokit.models.fixup_resnet import FixupResNet
@@ -252,6 +256,130 @@ def test_hyper_step_on_a_fixup_resnet_moves_the_augmentation_and_the_prior():
     assert not torch.equal(m.log_prior_prec.detach(), prec0)
 
 
+# ------------------------------------------------------------------- (3c) several batches: two passes, one batch's memory
+
+
+def _batched_setup(arch):
+    torch.manual_seed(1)
+    if arch == "cnn_dropout":  # a global-RNG draw inside the model too: both passes must see the same masks
+        model = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.Tanh(), nn.Conv2d(3, 4, 3, stride=2), nn.Tanh(),
+                              nn.Flatten(), nn.Dropout(0.3), nn.Linear(16, 3))
+        shape = (1, 6, 6)
+    else:  # KFAC weight + bias blocks sharing G, and exact diagonal blocks (a module called twice)
+        model, shape = _perturbed(_TinyFixup()), (1, 6, 6)
+    model = model.double()
+    aug = SchwobelAffine([0.3, 0.1, 0.1, 0.05, 0.1, 0.05]).double()
+    x, y = _data(n=14, shape=shape, classes=3)
+    n_prior = len(list(model.parameters()))
+    log_prec = torch.linspace(-0.3, 0.4, n_prior, dtype=torch.float64).requires_grad_()
+    return AugmentedModel(model, aug, 2), x.double(), y, log_prec
+
+
+def _one_pass_reference(net, x, y, log_prec, batch_size, n_data, gen):
+    """The same function by plain autograd: every batch's factors with their graphs, summed, one backward."""
+    nll, blocks = 0.0, None
+    for xb, yb in zip(x.split(batch_size), y.split(batch_size)):
+        nll_b, blocks_b = kfac_factors(net, xb, yb, 3, gen, n_total=x.shape[0])
+        nll = nll + nll_b
+        blocks = blocks_b if blocks is None else [
+            Block(b.param, b.kind, [f + g for f, g in zip(b.factors, c.factors)]) for b, c in zip(blocks, blocks_b)]
+    lml = log_marginal_likelihood_from_factors(nll, blocks, log_prec.exp(), n_data / x.shape[0])
+    return lml, torch.autograd.grad(lml, [net.augmentation.maxima, log_prec])
+
+
+@pytest.mark.parametrize("arch", ["cnn_dropout", "tiny_fixup"])
+def test_two_pass_gradient_equals_one_pass_over_three_batches(arch):
+    net, x, y, log_prec = _batched_setup(arch)
+    torch.manual_seed(11)
+    gen_ref = torch.Generator().manual_seed(5)
+    ref, (g_aug, g_prec) = _one_pass_reference(net, x, y, log_prec, 5, 100, gen_ref)  # batches 5, 5, 4
+    rng_ref = torch.random.get_rng_state()
+    torch.manual_seed(11)
+    gen = torch.Generator().manual_seed(5)
+    value, (h_aug, h_prec) = log_marginal_likelihood_and_grads(net, x, y, log_prec.exp(), [net.augmentation.maxima,
+                                                               log_prec], 3, gen, n_data=100, batch_size=5)
+    assert float(value) == pytest.approx(float(ref.detach()), rel=1e-12)
+    assert g_aug.abs().min() > 0 and g_prec.abs().min() > 0
+    torch.testing.assert_close(h_aug, g_aug, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(h_prec, g_prec, rtol=1e-8, atol=1e-10)
+    # the streams end where one pass leaves them: the next hyper step draws what it drew before
+    assert torch.equal(gen.get_state(), gen_ref.get_state())
+    assert torch.equal(torch.random.get_rng_state(), rng_ref)
+
+
+def test_several_batches_without_augmentation_randomness_equal_one_batch_and_laplace_torch():
+    """Zero-width augmentation: the draws do not matter, so 3 uneven batches (15, 15, 10) give the marginal
+    likelihood of the 40 examples in one batch, and laplace-torch's KronLaplace on them."""
+    torch.manual_seed(0)
+    model = _cnn()
+    x, y = _data()
+    frozen = SchwobelAffine(0.0)
+    frozen.set_fixed([0.0] * 6)
+    net = AugmentedModel(model, frozen, 3)
+    log_prec = torch.linspace(-0.5, 1.0, len(list(model.parameters()))).requires_grad_()
+    one = laplace_log_marginal_likelihood(net, x, y, log_prec.exp())
+    g_one, = torch.autograd.grad(one, log_prec)
+    value, (g,) = log_marginal_likelihood_and_grads(net, x, y, log_prec.exp(), [log_prec], batch_size=15)
+    assert float(value) == pytest.approx(float(one.detach()), rel=1e-5)
+    assert float(value) == pytest.approx(_reference(model, x, y, log_prec.detach().exp(), 15), rel=1e-5, abs=1e-4)
+    torch.testing.assert_close(g, g_one, rtol=1e-4, atol=1e-5)
+
+
+class _GraphBytes:
+    """Bytes of the tensors autograd graphs hold for backward, live and at the peak: every saved tensor is
+    counted from its graph node's creation until the node is freed (saved-tensor hooks; the packed box dies
+    with the node)."""
+
+    class _Box:
+        def __init__(self, t):
+            self.t = t
+
+    def __init__(self):
+        self.live = self.peak = 0
+
+    def _pack(self, t):
+        n = t.numel() * t.element_size()
+        self.live += n
+        self.peak = max(self.peak, self.live)
+        box = self._Box(t.detach())  # the tensor itself would close a reference cycle through its grad_fn
+        weakref.finalize(box, self._free, n)
+        return box
+
+    def _free(self, n):
+        self.live -= n
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self._pack, lambda box: box.t)
+
+
+def test_graph_memory_does_not_grow_with_the_number_of_batches():
+    """Peak bytes held by autograd graphs: two passes over 2 or 6 batches hold what one batch does; keeping
+    every graph (the one-pass reference) grows with the batches, which shows the probe sees them."""
+    net, x, y, log_prec = _batched_setup("tiny_fixup")
+    x, y = torch.cat([x] * 3), torch.cat([y] * 3)  # 42 examples: up to 6 batches of 7
+    wrt = [net.augmentation.maxima, log_prec]
+
+    def peak(fn):
+        probe = _GraphBytes()
+        with probe.hooks():
+            fn()
+        assert probe.live == 0  # every graph freed at the end
+        return probe.peak
+
+    def two_pass(n):
+        return peak(lambda: log_marginal_likelihood_and_grads(net, x[:7 * n], y[:7 * n], log_prec.exp(), wrt, 3,
+                                                              torch.Generator().manual_seed(5), 100, batch_size=7))
+
+    def kept(n):
+        return peak(lambda: _one_pass_reference(net, x[:7 * n], y[:7 * n], log_prec, 7, 100,
+                                                torch.Generator().manual_seed(5)))
+
+    one_batch = two_pass(1)  # one batch: one pass with its graph
+    assert one_batch > 0
+    assert two_pass(2) <= 1.05 * one_batch and two_pass(6) <= 1.05 * one_batch
+    assert kept(6) >= 4 * kept(1)
+
+
 # ------------------------------------------------------------------- (4) the training schedule, resume
 
 
@@ -322,7 +450,7 @@ def test_out_of_memory_in_a_hyper_step_propagates_and_ends_the_loop_as_oom():
     m.train_step(0)
 
     def boom(module, inputs):
-        if inputs[0].shape[0] == 3 * 16:  # n_aug_marglik x (2 batches of 8): the marginal-likelihood pass
+        if inputs[0].shape[0] == 3 * 8:  # n_aug_marglik x one batch of 8: the marginal-likelihood passes
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     m.net.model[0].register_forward_pre_hook(boom)
