@@ -16,6 +16,7 @@ import glob
 import json
 import math
 import os
+import traceback
 import types
 
 import pytest
@@ -70,20 +71,51 @@ CASES = [
 ]
 
 
+def _optimiser_state_follows_the_default_device() -> bool:
+    """Older torch (2.11 seen on a GPU box; 2.14 not) creates an optimiser's lazy state (Adam's `step`)
+    with no device, i.e. on the default device: under the trick below that is torch's meta tensor, not ours."""
+    p = torch.nn.Parameter(torch.ones(2))
+    p.grad = torch.ones(2)
+    opt = torch.optim.Adam([p])
+    try:
+        with torch.device("meta"):
+            opt.step()
+    except (RuntimeError, NotImplementedError):
+        return True
+    return False
+
+
+OLD_OPTIMISER_STATE = _optimiser_state_follows_the_default_device()
+
+
+def _in_torch_optim(err: BaseException) -> bool:
+    return any(f"torch{os.sep}optim{os.sep}" in frame.filename for frame in traceback.extract_tb(err.__traceback__))
+
+
 @pytest.mark.parametrize("name,method", CASES, ids=[f"{n}-{m}" for n, m in CASES])
 def test_steps_create_no_tensor_off_the_cells_device(name, method, shared_data, tmp_path):
     cell = _test_cell(name, method)
     ctx = _context(cell, shared_data, tmp_path)
     run = kind_module(cell.kind).build(cell, ctx)
+    try:
+        _steps_under_meta(run, method)
+    except (RuntimeError, NotImplementedError) as err:
+        if OLD_OPTIMISER_STATE and _in_torch_optim(err):
+            pytest.skip(f"torch {torch.__version__} puts an optimiser's lazy state on the default device; this "
+                        "method's optimiser first steps under the trick (the check runs on torch >= 2.14)")
+        raise
+
+
+def _steps_under_meta(run, method):
     if isinstance(run, Measurement):  # Table 8: a measurement, no training loop
         with torch.device("meta"):
             curve, metrics = run.measure()
         assert metrics and curve
         return
     m = run.method
-    # The first step runs on the real default device: torch < 2.12 optimisers create their lazy state
-    # (Adam's `step` counter) on the default device, which is torch's, not ours. Later steps run under
-    # the trick, and every per-step draw (minibatch, k, augmentation, noise) is made again there.
+    # The first step runs on the real default device (optimisers made before the trick get their lazy
+    # state as torch makes it). Later steps run under the trick, and every per-step draw (minibatch, k,
+    # augmentation, noise) is made again there.
     out = m.train_step(0)
     assert math.isfinite(float(out["loss"]))
     with torch.device("meta"):  # a factory call without a device now makes a meta tensor -> device mismatch

@@ -287,7 +287,7 @@ class LastLayerGPTraining:
     def _inducing_features(self, features: nn.Module) -> torch.Tensor:
         """Features of min(n_inducing, n_train) distinct training images (identity transformation)."""
         m = min(int(self.cfg.n_inducing), self.data.n_train)
-        pick = torch.randperm(self.data.n_train, generator=seeds.generator(self.seed, "inducing_init"))[:m]
+        pick = torch.randperm(self.data.n_train, generator=seeds.generator(self.seed, "inducing_init"), device="cpu")[:m]
         pick = pick.to(self.data.device)
         return torch.cat([features(self.data.x_train[pick[i : i + 500]]) for i in range(0, m, 500)])
 
@@ -297,7 +297,8 @@ class LastLayerGPTraining:
         ls = self.cfg.lengthscale_init
         if ls is None:
             ls = float(torch.pdist(z[:500]).median().clamp_min(1e-3)) if z.shape[0] > 1 else 1.0
-        self.model.gp.kernel.base_kernel.base_kernel.lengthscale = ls
+        # a tensor on z's device: gpytorch would make a Python float a tensor on the default device
+        self.model.gp.kernel.base_kernel.base_kernel.lengthscale = torch.tensor(float(ls), dtype=z.dtype, device=z.device)
 
     def stage(self, step: int) -> str:
         p, w = int(self.cfg.pretrain_steps), int(self.cfg.gp_warmup_steps)
