@@ -63,7 +63,7 @@ def test_estimate_scales_with_n_steps(paper_config):
 def test_measured_h100_row_prices_a_partitioned_mnist_cell(paper_config):
     cell = first_cell(paper_config, "fig3a", method="partitioned", n_train=1000, rotated=False)
     est = estimate(cell, h100())
-    # 5000 steps x 17 ms (the issue's H100 standard + hyper update, 200 x 20 images) is the bulk of it
+    # 5000 steps x ~17-19 ms (the H100 standard + hyper update, 200 x 20 images) is the bulk of it
     assert 5000 * 0.017 < est.seconds < 5000 * 0.017 * 1.5 + 60
     assert not est.fallback
 
@@ -72,15 +72,17 @@ def test_steps_scale_linearly_with_images():
     table = h100()
     one = table.price(Part("fixup_resnet8", "plain", 5000, 1), "fp32", [])[0]
     two = table.price(Part("fixup_resnet8", "plain", 10000, 1), "fp32", [])[0]
-    assert one == pytest.approx(38.8)
-    assert two == pytest.approx(2 * 38.8)
+    assert one > 0 and two == pytest.approx(2 * one)
 
 
 def test_bf16_uses_bf16_rows_and_missing_precision_falls_back_to_fp32_labelled():
     table = h100()
     notes = []
-    assert table.price(Part("fixup_resnet14", "plain", 5000, 1), "bf16", notes)[0] == pytest.approx(37.7)
-    assert table.price(Part("fixup_resnet14", "plain", 5000, 1), "tf32", notes)[0] == pytest.approx(71.3)
+    plain = Part("fixup_resnet14", "plain", 5000, 1)
+    fp32, bf16 = (table.price(plain, p, notes)[0] for p in ("fp32", "bf16"))
+    assert 0 < bf16 < fp32 and not notes  # both rows measured (the H100's bf16 step is faster)
+    lila = Part("mnist_cnn", "lila_hyper", 4000, 1)  # measured in fp32 only
+    assert table.price(lila, "tf32", notes)[0] == pytest.approx(table.price(lila, "fp32", [])[0])
     assert any("no tf32 row, fp32 used" in n for n in notes)
 
 
