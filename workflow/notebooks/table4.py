@@ -119,7 +119,7 @@ footnotes = [
     "parameters, Partitioned only the entries of partitions k..C plus the psi gradients) over FedAvg's uploaded bytes "
     "in the same rounds. Paper: 77% (MNIST), 91% (CIFAR10), i.e. the expectation 0.7 + 0.2 x 0.3 + 0.1 x 0.1 "
     "and 0.9 + 0.1 x 0.1."),
-    ("CHOICE (the paper is silent; config/experiments/federated.yaml): 10 clients per round (quick: 5), unweighted "
+    ("CHOICE (the paper is silent; config/experiments/federated.yaml): 10 clients per round, unweighted "
     "mean of the deltas, psi gradients from clients of chunks k >= 2, Augerino's psi trained locally and averaged, "
     "no augmentation for FedAvg. Clients of a round run one after another (a Python loop)."),
 ]
