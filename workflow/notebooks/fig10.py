@@ -63,6 +63,7 @@ for ax, n in zip(axes[0], sizes):
     ax.legend(loc="lower right")
 if not sizes:
     axes[0][0].text(0.5, 0.5, "no completed cells", ha="center", va="center")
+fig.tight_layout(rect=(0, 0.07, 1, 1))  # room for the provenance footer
 rounds = inv.steps_text(cells[~cells["rotated"]], "rounds")
 note = style.provenance(cells, f"MNIST, 100 non-i.i.d. clients (Dirichlet label skew 0.1), 10k validation hold-out; "
                         f"{rounds} rounds; moving average over {window} evaluations; mean ± s.e. over seeds")
