@@ -64,6 +64,7 @@ MODELS = {
     "fixup_resnet8": (250, (3, 32, 32), "immer"),
     "fixup_resnet14": (250, (3, 32, 32), "immer"),
     "resnet50_gn": (250, (3, 64, 64), "immer"),  # Fig. 3c (TinyImageNet); not in the issue's goals
+    "resnet9_gn": (32, (3, 32, 32), "immer"),  # Table 4 (federated CIFAR10, batch 32); issue 13
     "wrn20_gn": (250, (3, 32, 32), "immer"),  # Table 3 (feature extractor as psi); not in the issue's goals
 }
 GOAL_MODELS = ("mnist_cnn", "fixup_resnet8", "fixup_resnet14")

@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 FAMILIES = {  # family -> the config files whose artefacts it builds
     "bali": ["bali_regression.yaml", "bali_classification.yaml"],
     "partitioned_mnist": ["mnist_invariance.yaml", "partitioned_tables.yaml"],
+    "federated": ["federated.yaml"],
 }
 
 

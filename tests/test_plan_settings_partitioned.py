@@ -15,11 +15,13 @@ import yaml
 
 from reprokit.config import ConfigError, experiment, load_config
 from reprokit.plan import kind
+from reprokit.plan.federated import FederatedSettings
 from reprokit.plan.input_selection import InputSelectionSettings
 from reprokit.plan.update_timing import UpdateTimingSettings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KINDS = {"input_selection": InputSelectionSettings, "update_timing": UpdateTimingSettings}
+KINDS = {"input_selection": InputSelectionSettings, "update_timing": UpdateTimingSettings,
+         "federated": FederatedSettings}
 
 
 def _schema(name: str) -> dict:

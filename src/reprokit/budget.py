@@ -184,6 +184,33 @@ def _synthetic_predictive(cell) -> CellWork:
     return CellWork(n, [Part(mlp_key(st.hidden, st.dataset), step, images, n)])
 
 
+def _federated(cell) -> CellWork:
+    """A round: clients_per_round clients, each one epoch of its ~n_train/n_clients examples in batches
+    (FedAvg / Augerino: one network; Partitioned: sum_k u_k (C - k + 1) partitions trained per client in
+    expectation, plus a psi gradient on the local data of clients of chunks k >= 2), then evaluations."""
+    import math
+
+    from .plan.federated import PLAN  # torch-free typed settings
+
+    st = PLAN.settings(cell)
+    model, n = str(st.model), int(st.rounds)
+    S = 1 if st.method == "fedavg" else int(st.aug_samples)
+    n_local = max(1, int(st.n_train) // int(st.n_clients))
+    B = min(int(st.batch_size), n_local)
+    steps = math.ceil(n_local / int(st.batch_size)) * int(st.local_epochs) * int(st.clients_per_round)
+    parts = [Part(model, "standard", B * S, n * steps)]
+    if st.method == "partitioned":
+        u = [float(v) / sum(st.chunk_proportions) for v in st.chunk_proportions]
+        c = len(u)
+        parts = [Part(model, "param", B * S, n * steps * sum(u[k] * (c - k) for k in range(c)))]
+        hyper_n = int(st.hyper_batch_size or n_local)
+        parts.append(Part(model, "hyper", min(hyper_n, n_local) * S, n * int(st.clients_per_round) * (1 - u[0])))
+    n_val = int(st.n_val_eval or st.n_val)
+    n_evals = n // int(st.eval_every) + 1
+    parts.append(Part(model, "standard", B * S, n_evals * EVAL_FORWARD_SHARE * n_val * int(st.eval_aug_samples) / (B * S)))
+    return CellWork(n, parts)
+
+
 KIND_PARTS = {
     "affine_invariance": _affine_invariance,
     "update_timing": _update_timing,
@@ -191,6 +218,7 @@ KIND_PARTS = {
     "uci_regression": _uci_regression,
     "bali_classification": _bali_classification,
     "synthetic_predictive": _synthetic_predictive,
+    "federated": _federated,
 }
 
 

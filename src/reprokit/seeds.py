@@ -46,6 +46,8 @@ STREAMS: dict[str, str] = {
     "finetune_minibatches": "validation-set optimisation: the minibatches of the finetune phase (all data)",
     "timing_data": "the random batches of the update-timing kind (Table 8)",
     "schedule_examples": "the virtual chunk assignment of the update-timing kind",
+    "clients": "federated: which clients take part in each round",
+    "client_chunks": "federated partitioned: which data chunk each client belongs to",
 }
 
 

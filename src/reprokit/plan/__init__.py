@@ -143,6 +143,7 @@ def kind_names() -> list[str]:
 from . import (  # noqa: E402,F401 - each module registers its kind
     affine_invariance,
     bali_classification,
+    federated,
     input_selection,
     synthetic_predictive,
     uci_regression,

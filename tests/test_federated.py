@@ -1,0 +1,121 @@
+"""Issue 13: federated training (methods/federated.py): FedAvg = SGD + server Adam, partitioned clients
+touch and upload only partitions k..C with the bytes counted, bit-identical resume."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from reprokit import seeds
+from reprokit.augment.affine import build_augmentation
+from reprokit.methods.federated import FedConfig, FedData, FederatedTraining, FedNet, message_bytes
+from reprokit.models.registry import build_model
+from reprokit.plan.federated import FederatedSettings
+
+
+def _settings(method: str, **kw) -> FederatedSettings:
+    return FederatedSettings(dataset="mnist", method=method, n_train=40, seed=0, rounds=4, eval_every=1,
+                             **{"clients_per_round": 2, "batch_size": 8, "aug_samples": 2, "eval_aug_samples": 2,
+                                "n_clients": 4, **kw})
+
+
+def _data(n: int = 40, n_clients: int = 4) -> FedData:
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g)
+    return FedData(x, y, torch.arange(n) % n_clients, x[:16], y[:16], n_clients)
+
+
+def _method(method: str, data: FedData | None = None, dropout: float | None = 0.1, **kw) -> FederatedTraining:
+    st = _settings(method, **kw)
+    torch.manual_seed(0)
+    model = build_model("mnist_cnn", dropout=dropout, learnable_dropout=method == "partitioned")
+    aug = None if method == "fedavg" else build_augmentation("schwobel", init=0.05)
+    return FederatedTraining(FedNet(model, aug, st.aug_samples), data or _data(), FedConfig.from_settings(st), 0)
+
+
+def test_fedavg_one_client_one_step_is_sgd_then_server_adam():
+    data = _data(n=8, n_clients=1)
+    m = _method("fedavg", data, dropout=None, clients_per_round=1, batch_size=8, local_lr=0.1, server_lr=1e-3)
+    ref = copy.deepcopy(m.net.model)
+    perm = torch.randperm(8, generator=seeds.generator(0, "minibatches"))  # the client's batch order
+    loss = F.nll_loss(F.log_softmax(ref(data.x_train[perm]), dim=-1), data.y_train[perm])
+    grads = torch.autograd.grad(loss, list(ref.parameters()))
+    params = list(ref.parameters())
+    opt = torch.optim.Adam(params, lr=1e-3, eps=1e-8)
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            p.grad = p - (p - 0.1 * g)  # the client's SGD step, then the server's pseudo-gradient w - w_client
+    opt.step()
+    m.train_step(0)
+    for (name, p), q in zip(m.net.model.named_parameters(), params):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=0, atol=1e-6, msg=name)
+    assert m.comm["upload_bytes"] == m.comm["download_bytes"] == m.weight_bytes()
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_partitioned_client_changes_and_uploads_only_partitions_k_to_c(k):
+    m = _method("partitioned")
+    m.client_chunk = [k] * 4
+    server = {n: p.detach().clone() for n, p in m.weights.items()}
+    hyper = {n: p.detach() for n, p in m.hyper.items()}
+    idx = m.client_idx[0]
+    for j in range(k, m.n_chunks + 1):  # Eq. 25: partition j alone moves
+        (new, _), _ = m._local_sgd(server, idx, hyper, j=j)
+        for n in server:
+            same = m.assign[n] != j
+            assert torch.equal(new[n][same], server[n][same]), n
+            assert not torch.equal(new[n][~same], server[n][~same]), n
+    msg = m.client_update(0)
+    for n in m.weight_names:  # uploaded entries: exactly partitions k..C, each once
+        masks = [mask for name, mask, _ in msg["upload"] if name == n]
+        assert len(masks) == m.n_chunks - k + 1
+        covered = torch.stack(masks).sum(0)
+        assert torch.equal(covered, (m.assign[n] >= k).to(covered.dtype)), n
+    n_up = sum(int((a >= k).sum()) for a in m.assign.values())
+    n_psi = sum(p.numel() for p in m.hyper.values())
+    assert msg["upload_bytes"] == 4 * (n_up + n_psi) == message_bytes(
+        [v for _, _, v in msg["upload"]] + list(msg["psi_grad"].values()))
+    assert msg["upload_bytes"] < m.weight_bytes()
+    # a round whose clients are all of chunk k leaves partitions < k of the server bit-identical
+    m.train_step(0)
+    for n, p in m.weights.items():
+        keep = m.assign[n] < k
+        assert torch.equal(p.detach()[keep], server[n][keep]), n
+
+
+def test_partitioned_upload_fraction_is_the_expected_one_for_all_chunks():
+    m = _method("partitioned", clients_per_round=4)
+    m.client_chunk = [1, 2, 3, 1]
+    m.train_step(0)
+    sizes = [sum(int((a == j).sum()) for a in m.assign.values()) for j in (1, 2, 3)]
+    total = sum(sizes)
+    n_psi = sum(p.numel() for p in m.hyper.values())
+    expected = 4 * (total + (total - sizes[0]) + sizes[2] + total) + 4 * 2 * n_psi  # chunks 2, 3 send psi grads
+    assert m.comm["upload_bytes"] == expected
+    assert m.comm["full_upload_bytes"] == 4 * 4 * total
+
+
+@pytest.mark.parametrize("method", ["fedavg", "augerino", "partitioned"])
+def test_resume_is_bit_identical(method):
+    a = _method(method)
+    for s in range(4):
+        a.train_step(s)
+        a.evaluate(s + 1)
+    b = _method(method)
+    for s in range(2):
+        b.train_step(s)
+        b.evaluate(s + 1)
+    state, rng = copy.deepcopy(b.state_dict()), torch.get_rng_state()
+    c = _method(method)
+    c.load_state_dict(state)
+    torch.set_rng_state(rng)
+    for s in range(2, 4):
+        c.train_step(s)
+        c.evaluate(s + 1)
+    for (n, p), q in zip(a.net.state_dict().items(), c.net.state_dict().values()):
+        assert torch.equal(p, q), n
+    assert a.comm == c.comm and a.history == c.history
+    assert a.final_metrics() == c.final_metrics()

@@ -1,0 +1,70 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Fig. 10 — federated MNIST learning curves against communication (partitioned networks paper, App. J.3)
+# One panel per training-set size (paper: 1.25k, 5k, 50k): validation accuracy of FedAvg, FedAvg + Augerino
+# and FedAvg + Partitioned, each seed's curve smoothed by a moving average over 10 evaluations (fewer at
+# small scales: `last_k` of the cells), then mean ± s.e. over seeds, against the total communication
+# (bytes uploaded + downloaded, cumulative, measured in the cells by counting the tensors sent).
+# Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from reprokit.report import invariance as inv
+from reprokit.report import style
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+style.setup()
+
+METHODS = {"fedavg": ("FedAvg", "tab:gray"), "augerino": ("FedAvg + Augerino", "tab:blue"),
+           "partitioned": ("FedAvg + Partitioned", "tab:red")}
+cells = pd.read_csv(snakemake.input["table4_mnist"])  # noqa: F821
+curves = pd.read_csv(snakemake.input["table4_mnist_curves"])  # noqa: F821
+scale = style.scale_of(cells)
+cells["rotated"] = inv.as_bool(cells["rotated"])
+ok = inv.completed(cells[~cells["rotated"]])
+window = int(ok["n_evaluations_last"].max()) if len(ok) else 10
+if len(curves):
+    curves["rotated"] = inv.as_bool(curves["rotated"])
+    curves = curves[~curves["rotated"] & (curves["step"] > 0)].dropna(subset=["val_acc", "comm_bytes"])
+sizes = sorted(int(n) for n in ok["n_train"].unique()) if len(ok) else []
+
+# %%
+fig, axes = plt.subplots(1, max(len(sizes), 1), figsize=(4 * max(len(sizes), 1), 3.2), squeeze=False)
+for ax, n in zip(axes[0], sizes):
+    for method, (label, color) in METHODS.items():
+        sub = curves[(curves["n_train"] == n) & (curves["method"] == method)]
+        if sub.empty:
+            continue
+        per_seed = []
+        for _seed, g in sub.groupby("seed"):
+            g = g.sort_values("step")
+            per_seed.append(pd.DataFrame({"step": g["step"].to_numpy(),
+                                          "comm": g["comm_bytes"].to_numpy() / 1e9,
+                                          "acc": 100 * g["val_acc"].rolling(window, min_periods=1).mean().to_numpy()}))
+        stacked = pd.concat(per_seed).groupby("step")
+        mean, comm = stacked["acc"].mean(), stacked["comm"].mean()
+        se = stacked["acc"].std(ddof=1).fillna(0) / np.sqrt(stacked["acc"].count())
+        ax.plot(comm, mean, color=color, lw=1.2, label=label)
+        ax.fill_between(comm, mean - se, mean + se, color=color, alpha=0.2, lw=0)
+    ax.set_title(f"MNIST, {n / 1000:g}k examples")
+    ax.set_xlabel("total communication (GB, up + down, measured)")
+    ax.set_ylabel("validation accuracy (%)")
+    ax.legend(loc="lower right")
+if not sizes:
+    axes[0][0].text(0.5, 0.5, "no completed cells", ha="center", va="center")
+fig.tight_layout(rect=(0, 0.07, 1, 1))  # room for the provenance footer
+rounds = inv.steps_text(cells[~cells["rotated"]], "rounds")
+note = style.provenance(cells, f"MNIST, 100 non-i.i.d. clients (Dirichlet label skew 0.1), 10k validation hold-out; "
+                        f"{rounds} rounds; moving average over {window} evaluations; mean ± s.e. over seeds")
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
