@@ -116,3 +116,51 @@ def test_the_cells_evaluation_makes_the_curve_and_the_final_metrics(tmp_path, mo
     curve = (tmp_path / "o" / "curve.csv").read_text().splitlines()
     assert "mask_p" in curve[0].split(",") and len(curve) == 1 + 3  # steps 0, 2, 4
     assert Run(method, 1, 1).evaluation.final() == method.final_metrics()  # default: the method's own
+
+
+class Counter:
+    """Counts steps; its state is the count, so a resumed run's first step shows where it resumed."""
+
+    def __init__(self):
+        self.n = 0
+
+    def train_step(self, step):
+        self.n += 1
+        return {"loss": 1.0}
+
+    def evaluate(self, step):
+        return {}
+
+    def final_metrics(self):
+        return {"n": float(self.n)}
+
+    def state_dict(self):
+        return {"n": self.n}
+
+    def load_state_dict(self, s):
+        self.n = s["n"]
+
+
+@pytest.mark.parametrize("same_settings", [True, False])
+def test_a_checkpoint_resumes_only_the_cell_that_wrote_it(tmp_path, monkeypatch, caplog, same_settings):
+    """A killed run's checkpoint is resumed by the same cell; after a settings change it is dropped."""
+    from reprokit.train import save_checkpoint
+
+    mod = types.ModuleType("reprokit.experiments.counting")
+    mod.build = lambda cell, ctx: Run(Counter(), n_steps=10, eval_every=0)
+    monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
+    ctx = CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v"))
+    ckpt = tmp_path / "ckpt" / "c.pt"
+    first = Cell(scale="test", experiment="count", coords=(("seed", 0),), settings={"lr": 0.1}, kind="counting")
+    cell_mod._guard_checkpoint(first, ckpt)  # what run_cell does before training, then the run is killed at 4
+    killed = Counter()
+    killed.n = 4
+    save_checkpoint(ckpt, 4, killed, [])
+    again = first if same_settings else Cell(scale="test", experiment="count", coords=(("seed", 0),),
+                                             settings={"lr": 0.2}, kind="counting")
+    with caplog.at_level(logging.WARNING):
+        record = cell_mod.run_cell(again, ctx, tmp_path / "out", ckpt)
+    assert record["resumed_from_step"] == (4 if same_settings else 0)
+    assert record["metrics"]["n"] == 10.0  # 4 restored + 6 more, or 10 from scratch
+    assert ("starting afresh" in caplog.text) == (not same_settings)
+    assert not ckpt.exists() and not Path(str(ckpt) + ".cell").exists()

@@ -16,6 +16,7 @@ peak device memory and seconds per step.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import math
@@ -76,6 +77,25 @@ def _nan_curve_keys(curve: list) -> dict:
     return {k: float("nan") for row in curve for k in row if k != "step"}
 
 
+def _cell_fingerprint(cell: Cell) -> str:
+    return hashlib.sha256(json.dumps(cell.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _guard_checkpoint(cell: Cell, checkpoint: Path) -> None:
+    """A checkpoint resumes only the cell that wrote it: its sidecar `<checkpoint>.cell` holds the cell's
+    fingerprint (coordinates and settings). A checkpoint without one, or of other settings (the config
+    changed since a run was killed), is removed with a warning and the cell starts afresh."""
+    sidecar = checkpoint.with_name(checkpoint.name + ".cell")
+    fingerprint = _cell_fingerprint(cell)
+    if checkpoint.exists():
+        found = sidecar.read_text().strip() if sidecar.exists() else None
+        if found != fingerprint:
+            log.warning("%s: checkpoint %s was written by %s; starting afresh", cell.rel_dir, checkpoint,
+                        "other settings" if found else "an unknown cell")
+            os.unlink(checkpoint)
+    atomic_write_text(sidecar, fingerprint + "\n")
+
+
 def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str | Path | None,
              checkpoint_every: int = 500, log_every_seconds: float = 30.0) -> dict:
     out_dir = Path(out_dir)
@@ -89,6 +109,7 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
     log.info("%s: device %s (%s), precision %s", cell.rel_dir, rt.device, rt.device_name(), rt.precision)
     if checkpoint is not None:
         Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
+        _guard_checkpoint(cell, Path(checkpoint))
     run, result, metrics = None, None, {}
     try:
         run = kind(cell.kind).build(cell, ctx)
@@ -137,8 +158,10 @@ def _write_record(cell: Cell, rt, out_dir: Path, checkpoint, run, result: LoopRe
                        **rt.provenance(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
     }
     atomic_write_json(out_dir / "metrics.json", record)
-    if checkpoint is not None and Path(checkpoint).exists():
-        os.unlink(checkpoint)  # the cell is done; a re-run starts from scratch and gives the same numbers
+    if checkpoint is not None:  # the cell is done; a re-run starts from scratch and gives the same numbers
+        for path in (Path(checkpoint), Path(str(checkpoint) + ".cell")):
+            if path.exists():
+                os.unlink(path)
     return record
 
 
