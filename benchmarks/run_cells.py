@@ -25,15 +25,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reprokit.config import experiment, format_value, load_config
+from reprokit.budget import load_pipeline_config
+from reprokit.config import experiment, format_value
 from reprokit.data.variant_names import variant_path
 from reprokit.plan import kind as plan_of_kind
 from reprokit.runtime import RuntimeSettings
-
-
-def _config(overrides: dict) -> dict:
-    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "experiments").glob("*.yaml"))]
-    return load_config([str(f) for f in files], REPO / "workflow" / "schemas" / "config.schema.yaml", overrides)
 
 
 def _matches(cell, where: dict[str, set[str]]) -> bool:
@@ -66,7 +62,7 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true")
     args = p.parse_args(argv)
 
-    cfg = _config({"scale": args.scale})
+    cfg = load_pipeline_config(REPO, {"scale": args.scale})
     where = {}
     for item in args.where:
         axis, _, values = item.partition("=")
