@@ -143,6 +143,7 @@ def make_workdir(tmp_path: Path) -> Path:
     shutil.copy(REPO / "config" / "config.yaml", work / "config" / "config.yaml")
     shutil.copy(OWN_CONFIG, work / "config" / "experiments" / OWN_CONFIG.name)
     shutil.copytree(REPO / "config" / "tables", work / "config" / "tables")
+    shutil.copytree(REPO / "config" / "papers", work / "config" / "papers")
     return work
 
 

@@ -145,7 +145,7 @@ def test_uci_table_formats_mean_se_and_labels_sources():
                      "status": "diverged" if seed else "completed", "test_rmse": np.nan if seed else 1.0, "test_ll": -1})
     rows.append({"scale": "paper", "method": "bbb", "dataset": "uci_yacht", "seed": 0, "status": "unavailable"})
     df = pd.DataFrame(rows)
-    paper = br.paper_values(REPO / "config" / "tables" / "bali_uci_paper.yaml")
+    paper = br.paper_values(REPO / "config" / "papers" / "bali.yaml")
     table, notes = br.uci_table(df, paper, "rmse")
     row = table.iloc[0]
     assert row["BALI (ours)"] == "0.600 ± 0.100"  # mean 0.6, sd 0.1414 / sqrt 2

@@ -31,7 +31,7 @@ from reprokit.methods.standard import OptimConfig, make_scheduler
 from reprokit.plan.affine_invariance import PLAN
 
 REPO = Path(__file__).resolve().parents[1]
-PAPER = REPO / "config" / "tables" / "partitioned_invariance_paper.yaml"
+PAPER = REPO / "config" / "papers" / "partitioned.yaml"
 
 CIFAR = {"model": "fixup_resnet8", "optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "lr_schedule": "cosine",
          "weight_decay": 1e-4, "wd_scaling": "sqrt", "augmentation": "augerino", "dataset": "cifar10", "n_train": 48,
@@ -172,7 +172,7 @@ def write(tmp_path, frames):
         df.to_csv(out[name], index=False)
         out[f"{name}_curves"] = str(tmp_path / f"{name}_curves.csv")
         pd.DataFrame().to_csv(out[f"{name}_curves"], index=False)
-    return out | {"paper_values": str(PAPER)}
+    return out | {"paper_numbers": str(PAPER)}
 
 
 def tex_rows(tex: str) -> list[list[str]]:

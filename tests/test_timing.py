@@ -307,7 +307,7 @@ EXPECTED_TABLE8 = [
 
 
 def test_table8_notebook_reports_measured_ratios_and_quotes_the_paper_apart(tmp_path):
-    inputs = fake_results(tmp_path) | {"paper_values": str(REPO / "config" / "tables" / "table8_paper.yaml")}
+    inputs = fake_results(tmp_path) | {"paper_numbers": str(REPO / "config" / "papers" / "partitioned.yaml")}
     out = tmp_path / "table8.tex"
     table = run_notebook("table8.py", inputs, {"tex": str(out)}, "quick")["table"]
     tex = out.read_text()
@@ -320,7 +320,7 @@ def test_table8_notebook_reports_measured_ratios_and_quotes_the_paper_apart(tmp_
 
 
 def test_table8_notebook_without_out_of_memory(tmp_path):
-    inputs = fake_results(tmp_path, dl_oom=()) | {"paper_values": str(REPO / "config" / "tables" / "table8_paper.yaml")}
+    inputs = fake_results(tmp_path, dl_oom=()) | {"paper_numbers": str(REPO / "config" / "papers" / "partitioned.yaml")}
     out = tmp_path / "table8.tex"
     table = run_notebook("table8.py", inputs, {"tex": str(out)}, "quick")["table"]
     assert entry(table, "Diff. Laplace", "Hyperparam.", "fixup ResNet-14", MEASURED).startswith("22.00 [")
@@ -332,7 +332,7 @@ def test_table8_notebook_marks_test_scale(tmp_path):
     df = pd.read_csv(inputs["table8_timing"])
     df["scale"] = "test"
     df.to_csv(inputs["table8_timing"], index=False)
-    inputs["paper_values"] = str(REPO / "config" / "tables" / "table8_paper.yaml")
+    inputs["paper_numbers"] = str(REPO / "config" / "papers" / "partitioned.yaml")
     out = tmp_path / "table8.tex"
     run_notebook("table8.py", inputs, {"tex": str(out)}, "test")
     assert "TEST DATA" in out.read_text()

@@ -13,16 +13,16 @@
 # (Rot)CIFAR-10 with a fixup ResNet-8 and (Rot)TinyImageNet with a ResNet-50 (GroupNorm) are the
 # Fig. 3b / 3c cells of the largest training subset (all 50k / 100k examples at paper scale), CIFAR-10 with
 # a fixup ResNet-14 is the `table1_resnet14` experiment. Each of our rows is followed by the paper's,
-# cited from config/tables/partitioned_invariance_paper.yaml (never mixed with ours). Entries: test
+# cited from config/papers/partitioned.yaml (never mixed with ours). Entries: test
 # accuracy (%), mean ± s.e. over seeds; n/a = no cell ran (dataset unavailable); OOM = a cell ran out
 # of device memory (recorded, not assumed); NaN = a cell diverged.
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
 # %%
 import pandas as pd
-import yaml
 
 from reprokit.report import invariance as inv
+from reprokit.report import papers
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
@@ -38,8 +38,7 @@ ROWS = [  # paper key, dataset, architecture, experiment, rotated
     ("tinyimagenet_resnet50", "TinyImagenet", "ResNet-50 GN", "fig3c", False),
 ]
 tables = {e: pd.read_csv(snakemake.input[e]) for e in ("fig3b", "fig3c", "table1_resnet14")}  # noqa: F821
-with open(snakemake.input["paper_values"]) as f:  # noqa: F821
-    paper = yaml.safe_load(f)
+paper = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
 whole = pd.concat(tables.values(), ignore_index=True)
 scale = style.scale_of(whole)
 for t in tables.values():
@@ -63,7 +62,7 @@ for key, dataset, arch, experiment, rotated in ROWS:
     for method, label in METHODS.items():
         sub = cells[cells["method"] == method]
         ours[label] = inv.accuracy_entry(sub) if len(sub) else "n/a"
-        cited[label] = inv.paper_entry(paper["table1"]["rows"][key].get(label))
+        cited[label] = inv.paper_entry(papers.entry(paper, "table1", key, label, None))
         notes += inv.outcome_notes(sub, f"{dataset} {arch} {label}")
     rows += [ours, cited]
     sizes.append(f"{dataset} {arch}: n_train {n_train if n_train is not None else 'n/a'}, iterations "

@@ -14,15 +14,15 @@
 # Partitioned: a partitioned network on the two chunks, psi on the LML. Validation set optim.: a standard
 # network on the training part, psi on the validation loss; +Finetune: the same cell after 20 more
 # epochs on all 20k examples with psi fixed (SGD lr 0.01): its `finetune_test_acc`. Each of our rows is
-# followed by the paper's (cited from config/tables/partitioned_invariance_paper.yaml). Entries: test
+# followed by the paper's (cited from config/papers/partitioned.yaml). Entries: test
 # accuracy (%), mean ± s.e. over seeds; NaN = a run crashed (diverged), as in the paper; n/a = no cell.
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
 # %%
 import pandas as pd
-import yaml
 
 from reprokit.report import invariance as inv
+from reprokit.report import papers
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
@@ -34,12 +34,11 @@ ROWS = [  # label (the paper's), method, metric
     ("+Finetune", "validation_opt", "finetune_test_acc"),
 ]
 cells = pd.read_csv(snakemake.input["table2_valopt"])  # noqa: F821 (injected by Snakemake)
-with open(snakemake.input["paper_values"]) as f:  # noqa: F821
-    cited_from = yaml.safe_load(f)
-paper = cited_from["table2"]
+cited_from = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
+paper = papers.artefact(cited_from, "table2")
 scale = style.scale_of(cells)
 cells["props"] = cells["chunk_proportions"].map(inv.props_label)
-paper_props = [inv.props_label(p) for p in paper["proportions"]]
+paper_props = [inv.props_label(inv.as_tuple(p)) for p in paper["columns"]]
 columns = paper_props + [p for p in dict.fromkeys(cells["props"]) if p not in paper_props]
 
 # %%
@@ -47,11 +46,10 @@ rows, notes = [], []
 for label, method, metric in ROWS:
     ours = {"Method": label, "Source": "ours"}
     cited = {"Method": "", "Source": "paper (cited)"}
-    paper_values = dict(zip(paper_props, paper["rows"][label]))
     for props in columns:
         sub = cells[(cells["method"] == method) & (cells["props"] == props)]
         ours[props] = inv.accuracy_entry(sub, metric) if len(sub) else "n/a"
-        cited[props] = inv.paper_entry(paper_values[props]) if props in paper_values else "-"
+        cited[props] = inv.paper_entry(papers.entry(cited_from, "table2", label, props, "-"))
         if metric == "test_acc":
             notes += inv.outcome_notes(sub, f"{label} {props}")
     rows += [ours, cited]

@@ -13,7 +13,7 @@
 # (`table3_features`, methods/feature_extractor.py): validation-set optimisation with chunks [0.9, 0.1]
 # (psi on the validation loss, no finetuning) vs a partitioned network with chunks [0.1, 0.8, 0.1] (only
 # the last stage and the head are partitioned; psi on the LML). Next to each of our entries the paper's
-# (cited from config/tables/partitioned_invariance_paper.yaml). Entries: test accuracy (%), mean ± s.e.
+# (cited from config/papers/partitioned.yaml). Entries: test accuracy (%), mean ± s.e.
 # over seeds; n/a = no cell ran; NaN = a cell diverged; OOM = out of device memory.
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
@@ -21,9 +21,9 @@
 import ast
 
 import pandas as pd
-import yaml
 
 from reprokit.report import invariance as inv
+from reprokit.report import papers
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
@@ -31,9 +31,8 @@ log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 METHODS = {"Validation set optim.": ("validation_opt", "split_sizes"), "Partitioned": ("partitioned", "chunk_sizes")}
 cells = pd.read_csv(snakemake.input["table3_features"])  # noqa: F821 (injected by Snakemake)
-with open(snakemake.input["paper_values"]) as f:  # noqa: F821
-    cited_from = yaml.safe_load(f)
-paper = cited_from["table3"]
+cited_from = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
+paper = papers.artefact(cited_from, "table3")
 scale = style.scale_of(cells)
 
 
@@ -56,7 +55,7 @@ for label, (method, sizes) in METHODS.items():
     cited = paper["rows"][label]
     rows.append({"Method": label, "Chunk proportions": inv.props_label(cited["proportions"]),
                  "Test accuracy (ours)": inv.accuracy_entry(sub) if len(sub) else "n/a",
-                 "Test accuracy (paper, cited)": inv.paper_entry(cited["value"]),
+                 "Test accuracy (paper, cited)": inv.paper_entry(papers.entry(cited_from, "table3", label, "Test accuracy")),
                  "Our chunk proportions": proportions_used(sub, sizes)})
     notes += inv.outcome_notes(sub, label)
 table = pd.DataFrame(rows)

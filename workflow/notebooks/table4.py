@@ -13,16 +13,16 @@
 # RotMNIST, CIFAR10 and RotCIFAR10 split over 100 non-i.i.d. clients, at three training-set sizes: each
 # cell's entry is its validation accuracy averaged over its last `last_k` evaluations (paper: 10, every 10
 # rounds), then mean ± s.e. over seeds. Each of our rows is followed by the paper's (cited from
-# config/tables/federated_paper.yaml, never mixed with ours). "Upload %": the bytes the clients uploaded,
+# config/papers/partitioned.yaml, never mixed with ours). "Upload %": the bytes the clients uploaded,
 # measured by counting the tensors they sent, relative to FedAvg's cells of the same dataset (same rounds,
 # clients per round and seeds), averaged over sizes and seeds. n/a = no cell ran (dataset unavailable).
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
 # %%
 import pandas as pd
-import yaml
 
 from reprokit.report import invariance as inv
+from reprokit.report import papers
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
@@ -36,9 +36,8 @@ BLOCKS = [  # experiment, dataset, label, paper row key, rotated
     ("table4_cifar", "cifar10", "RotCIFAR10", "rotcifar10", True),
 ]
 tables = {e: pd.read_csv(snakemake.input[e]) for e in ("table4_mnist", "table4_cifar")}  # noqa: F821
-with open(snakemake.input["paper_values"]) as f:  # noqa: F821
-    paper_all = yaml.safe_load(f)
-paper = paper_all["table4"]
+paper_all = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
+paper = papers.artefact(paper_all, "table4")
 whole = pd.concat(tables.values(), ignore_index=True)
 scale = style.scale_of(whole)
 for t in tables.values():
@@ -80,9 +79,9 @@ for exp, dataset, blabel, key, rotated in BLOCKS:
                 notes += inv.outcome_notes(sub, f"{blabel} {size_label(sizes[i])} {label}")
             else:
                 ours[col] = "n/a"
-            cited[col] = inv.paper_entry(paper["rows"][key][label][i])
+            cited[col] = inv.paper_entry(papers.entry(paper_all, "table4", f"{key}_{paper['sizes'][dataset][i]}", label))
         ours["Upload %"] = upload_pct(t[t["rotated"] == rotated], method)
-        cited["Upload %"] = str(paper["upload_pct"][dataset][label])
+        cited["Upload %"] = inv.paper_entry(papers.entry(paper_all, "table4", f"upload_pct_{dataset}", label))
         rows += [ours, cited]
 for exp, dataset in (("table4_mnist", "mnist"), ("table4_cifar", "cifar10")):
     t = tables[exp]

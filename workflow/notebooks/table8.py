@@ -17,16 +17,15 @@
 # update, with a 95% bootstrap confidence interval of that median. A Diff. Laplace hyperparameter update
 # that ran out of device memory is printed OOM: the cell measured it to (its `dl_hyper_outcome`). The
 # paper's RTX 3080 numbers are cited literature, quoted in their own column
-# (config/tables/table8_paper.yaml), never mixed with ours.
+# (config/papers/partitioned.yaml), never mixed with ours.
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
 # %%
 import numpy as np
 import pandas as pd
-import yaml
 
 from reprokit.experiments.update_timing import median_ci
-from reprokit.report import style
+from reprokit.report import papers, style
 from reprokit.report.tables import write_table
 
 log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
@@ -40,11 +39,12 @@ MEASURED, PAPER = "measured (this run)", "paper (quoted)"
 
 cells = pd.read_csv(snakemake.input["table8_timing"])  # noqa: F821 (injected by Snakemake)
 curves = pd.read_csv(snakemake.input["table8_timing_curves"])  # noqa: F821
-with open(snakemake.input["paper_values"]) as f:  # noqa: F821
-    paper = yaml.safe_load(f)
+paper_all = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
+paper = papers.artefact(paper_all, "table8")
+PAPER_MODELS = list(paper["columns"])
 scale = style.scale_of(cells)
 done = cells[cells["status"] == "completed"]
-models = [m for m in paper["models"] if m in set(cells["model"])] + sorted(set(cells["model"]) - set(paper["models"]))
+models = [m for m in PAPER_MODELS if m in set(cells["model"])] + sorted(set(cells["model"]) - set(PAPER_MODELS))
 
 
 # %%
@@ -95,7 +95,8 @@ measured = {(m, kind): ratio_stats(m, kind) for m in models for kind in UPDATE}
 measured
 
 # %%
-paper_rows = {(r["method"], r["update"]): dict(zip(paper["models"], r["values"])) for r in paper["rows"]}
+paper_rows = {(r["method"], r["update"]): {m: papers.entry(paper_all, "table8", key, m, None) for m in PAPER_MODELS}
+              for key, r in paper["rows"].items()}
 
 
 def fmt_ratio(stats) -> str:
@@ -160,7 +161,7 @@ caption = (
     + ", ".join(f"{k} {v}" for k, v in n_reps.items())
     + " (Diff. Laplace hyperparam.: " + ", ".join(f"{k} {v}" for k, v in n_dl.items()) + ")"
     + f"; batch size {batches} images x {', '.join(map(str, samples))} augmentation samples. "
-    f"paper (quoted): cited literature, {paper['source']}, batch 250 (MNIST) / 200 (CIFAR10), 20 samples; "
+    f"paper (quoted): cited literature, {paper_all['source']}, App. D.2, Table 8 ({paper['device']}), batch 250 (MNIST) / 200 (CIFAR10), 20 samples; "
     "quoted, not re-measured"
 )
 note = style.provenance(cells, "synthetic N(0,1) images of MNIST (1x28x28) / CIFAR-10 (3x32x32) shape, random labels")

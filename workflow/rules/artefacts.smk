@@ -1,8 +1,9 @@
 # Each table and figure is built by its own notebook (workflow/notebooks/<notebook>, jupytext
 # py:percent) from the experiments' tidy CSVs. One rule per artefact in config `artefacts:`; the
 # notebook gets `snakemake.input[<experiment>]`, `snakemake.input[<experiment>_curves]`,
-# `snakemake.input[<name>]` for each `data: {name: path}` file of the artefact, and
-# `snakemake.output[pdf|png|tex]`. Each notebook starts with `style.start_log(snakemake)`, which writes
+# `snakemake.input[<name>]` for each `data: {name: path}` file of the artefact,
+# `snakemake.input["paper_numbers"]` (config/papers/<paper>.yaml) when that file has numbers for the
+# artefact, and `snakemake.output[pdf|png|tex]`. Each notebook starts with `style.start_log(snakemake)`, which writes
 # the rule's `log:` file (inputs, scale, outputs, warnings, a failure's traceback).
 
 
@@ -10,8 +11,10 @@ def artefact_inputs(name):
     # experiments may be empty (artefacts rendered from code or from `data` files in the repo)
     exps = config["artefacts"][name]["experiments"]
     data = config["artefacts"][name].get("data") or {}
+    numbers = paper_numbers_file(config["artefacts"][name]["paper"])
+    own = {"paper_numbers": numbers} if numbers and name in PAPER_DOCS[numbers]["artefacts"] else {}
     return ({e: experiment_csv(e) for e in exps} | {f"{e}_curves": f"{RESULTS}/{SCALE}/{e}_curves.csv" for e in exps}
-            | dict(data))
+            | own | dict(data))
 
 
 def artefact_outputs(name):

@@ -9,6 +9,7 @@ from reprokit.data.mirrors import is_available
 from reprokit.data.specs import dataset_names
 from reprokit.data.variant_names import variant_path
 from reprokit.plan import kind as plan_of_kind
+from reprokit.report.papers import load as load_paper
 from reprokit.runtime import RuntimeSettings
 
 try:
@@ -91,6 +92,22 @@ def available_cell_outputs(name, scale):
 
 def experiment_csv(name):
     return f"{RESULTS}/{SCALE}/{name}.csv"
+
+
+PAPER_DOCS = {}
+
+
+def paper_numbers_file(paper):
+    """config/papers/<paper>.yaml (the paper's numbers and claims, read once), None when there is none."""
+    path = f"config/papers/{paper}.yaml"
+    if not Path(path).exists():
+        return None
+    if path not in PAPER_DOCS:
+        try:
+            PAPER_DOCS[path] = load_paper(path)
+        except (ValueError, KeyError) as err:
+            raise WorkflowError(str(err)) from None
+    return path
 
 
 def all_artefact_outputs():

@@ -1,7 +1,7 @@
 """Tables and figure helpers for the BALI regression artefacts (Tables 1, 4, 7; Figs. 1, 4-7).
 
 Cells come from the tidy CSVs of the `uci_regression` / `synthetic_predictive` experiments
-(report/aggregate.py); the paper's numbers from config/tables/bali_uci_paper.yaml.
+(report/aggregate.py); the paper's numbers from config/papers/bali.yaml (reprokit.report.papers).
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import json
 
 import numpy as np
 import pandas as pd
-import yaml
-
-from . import style
+from . import papers, style
 from .stats import format_pm, mean_se
 from .tables import write_table
 
@@ -51,8 +49,15 @@ def summarise(df: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def paper_values(path) -> dict:
-    with open(path) as f:
-        return yaml.safe_load(f)
+    """Tables 1 (RMSE) and 7 (LL) of the paper's data file (config/papers/bali.yaml) as
+    {"rmse"|"ll": {dataset: {method: [mean, s.e.] or None}}} (None: the paper prints no value)."""
+    doc = papers.load(path)
+    out = {}
+    for key, name in (("rmse", "bali_table1"), ("ll", "bali_table7")):
+        numbers = papers.artefact(doc, name)["numbers"]
+        out[key] = {d: {m: (v if isinstance(v, list) else None) for m in vals
+                        for v in [papers.entry(doc, name, d, m)]} for d, vals in numbers.items()}
+    return out
 
 
 def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tuple[pd.DataFrame, list[str]]:
@@ -206,17 +211,28 @@ UCI_ARTEFACTS = {  # metric -> (paper table, caption)
 }
 
 
+def _named(inputs, *keys):
+    """The first of `keys` that `inputs` (a dict or Snakemake's named input list) has."""
+    for key in keys:
+        try:
+            return inputs[key]
+        except (KeyError, AttributeError):
+            continue
+    raise KeyError(f"inputs name none of {keys}")
+
+
 def uci_artefact(inputs, tex_path, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """BALI Tables 1 (metric "rmse") and 7 ("ll"): ours next to the paper's, written to `tex_path`.
 
-    `inputs` maps bali_uci, bali_uci_protein (tidy CSVs) and paper (the transcribed paper values).
+    `inputs` maps bali_uci, bali_uci_protein (tidy CSVs) and paper_numbers (config/papers/bali.yaml; the
+    older key `paper` is read when paper_numbers is absent).
     Returns (table, check) where check holds our mean minus the paper's in units of the paper's s.e.
     """
     if metric not in UCI_ARTEFACTS:
         raise ValueError(f"metric '{metric}' unknown (valid: {', '.join(UCI_ARTEFACTS)})")
     label, caption = UCI_ARTEFACTS[metric]
     df = load([inputs["bali_uci"], inputs["bali_uci_protein"]])
-    paper = paper_values(inputs["paper"])
+    paper = paper_values(_named(inputs, "paper_numbers", "paper"))
     table, notes = uci_table(df, paper, metric)
     check = within_two_se(df, paper, metric)
     footnotes = [

@@ -67,12 +67,14 @@ def accuracy_entry(rows: pd.DataFrame, metric: str = "test_acc", digits: int = 1
 
 
 def paper_entry(value, digits: int = 1) -> str:
-    """A value the paper prints, transcribed as [mean, s.e.]: "mean ± s.e." (the s.e. as printed); null is
-    the paper's "NaN" (a crashed run); a string ("OOM") stays as it is."""
+    """A value the paper prints, transcribed as [mean, s.e.]: "mean ± s.e." (the s.e. as printed); a bare
+    number: printed without an s.e.; null is the paper's "NaN" (a crashed run); a string ("OOM") stays."""
     if value is None:
         return "NaN"
     if isinstance(value, str):
         return value
+    if isinstance(value, (int, float)):  # printed without an s.e.
+        return f"{value:g}"
     mean, se = value
     return f"{float(mean):.{digits}f} ± {se}"
 

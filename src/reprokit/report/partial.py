@@ -6,7 +6,7 @@ prints, per dataset and method, the number of splits found, our mean ± s.e., th
 z = (ours - paper) / paper's s.e. Nothing here is a table of the reproduction: the header says how many
 cells were found, at which scale.
 
-    python -m reprokit.report.partial results/paper/bali_uci --paper config/tables/bali_uci_paper.yaml
+    python -m reprokit.report.partial results/paper/bali_uci --paper config/papers/bali.yaml
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def compare(df: pd.DataFrame, paper: dict) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reprokit.report.partial", description=__doc__.split("\n\n")[0])
     parser.add_argument("experiment_dir", help="results/<scale>/<experiment>, e.g. results/paper/bali_uci")
-    parser.add_argument("--paper", default="config/tables/bali_uci_paper.yaml", help="the paper's values")
+    parser.add_argument("--paper", default="config/papers/bali.yaml", help="the paper's values")
     args = parser.parse_args(argv)
     try:
         df = finished_cells(args.experiment_dir)

@@ -1,0 +1,142 @@
+"""The papers' numbers and claims: one data file per paper, `config/papers/<paper>.yaml`.
+
+Each number is keyed by artefact, row and column (`artefacts.<artefact>.numbers.<row>.<column>`); a value
+is `[mean, s.e.]` as printed, `[mean, null]` or a bare mean (no s.e. printed), null (the paper prints
+"NaN"), a string printed as is ("OOM", "-"), or `{value: ..., quoted: true, note: ...}`. `quoted: true`
+on the artefact, a row, a column or one number marks literature values the paper only cites. The same
+file says where our cells for each number are (`rows`/`columns`: experiment, `where`, `metric`,
+`factor`, `largest`) and lists the paper's claims in words with the check that decides them
+(reprokit/report/claims.py). Torch-free: the Snakefile reads it to wire artefact inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class PaperNumber:
+    """One number as the paper prints it. `mean`/`se` are None when not printed; `text` holds what the paper
+    prints instead of a number ("OOM", "-", "NaN" for a crashed run)."""
+
+    artefact: str
+    row: str
+    column: str
+    mean: float | None
+    se: float | None
+    text: str | None = None
+    quoted: bool = False
+    note: str = ""
+
+    def shown(self, digits: int | None = None) -> str:
+        if self.text is not None:
+            return self.text
+        m = f"{self.mean:.{digits}f}" if digits is not None else f"{self.mean:g}"
+        return m if self.se is None else f"{m} ± {self.se:g}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    paper: str
+    artefact: str
+    words: str
+    check: str
+    args: dict = field(default_factory=dict)
+
+
+def load(path: str | Path) -> dict:
+    """The paper's data file, checked: every number's row and column is declared."""
+    doc = yaml.safe_load(Path(path).read_text())
+    for key in ("paper", "source", "artefacts"):
+        if key not in doc:
+            raise ValueError(f"{path}: missing '{key}' (not a config/papers/<paper>.yaml file)")
+    for name, art in doc["artefacts"].items():
+        rows, cols = art.get("rows") or {}, art.get("columns") or {}
+        for row, values in (art.get("numbers") or {}).items():
+            if rows and row not in rows:
+                raise ValueError(f"{path}: {name} number row '{row}' is not in its rows")
+            for col in values:
+                if cols and col not in cols:
+                    raise ValueError(f"{path}: {name} number column '{col}' (row '{row}') is not in its columns")
+    ids = [c["id"] for c in doc.get("claims") or []]
+    if len(ids) != len(set(ids)):
+        raise ValueError(f"{path}: claim ids are not unique")
+    return doc
+
+
+def artefact(doc_or_path, name: str) -> dict:
+    doc = load(doc_or_path) if isinstance(doc_or_path, (str, Path)) else doc_or_path
+    if name not in doc["artefacts"]:
+        raise KeyError(f"the {doc['paper']} paper file has no numbers for artefact '{name}'")
+    return doc["artefacts"][name]
+
+
+def _parse(value):
+    """(mean, se, text, quoted, note) of one transcribed value."""
+    quoted, note = False, ""
+    if isinstance(value, dict):
+        quoted, note = bool(value.get("quoted", False)), str(value.get("note", ""))
+        value = value.get("value")
+    if value is None:
+        return None, None, "NaN", quoted, note
+    if isinstance(value, str):
+        return None, None, value, quoted, note
+    if isinstance(value, (list, tuple)):
+        mean, se = value
+        return float(mean), (None if se is None else float(se)), None, quoted, note
+    return float(value), None, None, quoted, note
+
+
+def numbers(doc: dict, artefact_name: str | None = None) -> list[PaperNumber]:
+    """Every number of the paper (of one artefact), in the file's order."""
+    out = []
+    for name, art in doc["artefacts"].items():
+        if artefact_name is not None and name != artefact_name:
+            continue
+        rows, cols = art.get("rows") or {}, art.get("columns") or {}
+        for row, values in (art.get("numbers") or {}).items():
+            for col, value in values.items():
+                mean, se, text, quoted, note = _parse(value)
+                quoted = quoted or bool(art.get("quoted")) or bool((rows.get(row) or {}).get("quoted")) \
+                    or bool((cols.get(col) or {}).get("quoted"))
+                out.append(PaperNumber(name, str(row), str(col), mean, se, text, quoted, note))
+    return out
+
+
+def entry(doc: dict, artefact_name: str, row: str, column: str, default=_MISSING):
+    """One number as the artefact notebooks use it: [mean, s.e.], a bare mean, None (the paper's NaN) or a
+    string ("OOM", "-"); `default` when the paper has no such number (KeyError without one)."""
+    values = (artefact(doc, artefact_name).get("numbers") or {}).get(row, {})
+    if column not in values:
+        if default is _MISSING:
+            raise KeyError(f"{doc['paper']} paper, {artefact_name}: no number at row '{row}', column '{column}'")
+        return default
+    mean, se, text, _, _ = _parse(values[column])
+    if text is not None:
+        return None if text == "NaN" else text
+    return mean if se is None else [mean, se]
+
+
+def claims(doc: dict) -> list[Claim]:
+    return [Claim(c["id"], doc["paper"], c["artefact"], c["words"], c["check"], dict(c.get("args") or {}))
+            for c in doc.get("claims") or []]
+
+
+def z_scores(ours: float, ours_se: float, paper: float, paper_se: float | None) -> tuple[float, float]:
+    """(ours - paper) in units of the paper's s.e., and of the combined s.e. sqrt(se_p² + se_o²); NaN where
+    the unit is zero or the paper prints no s.e. (a printed 0.0 leaves the combined unit our s.e.)."""
+    if paper_se is None:
+        return math.nan, math.nan
+    diff = ours - paper
+    z_p = diff / paper_se if paper_se else math.nan
+    se_o = ours_se if ours_se is not None and math.isfinite(ours_se) else 0.0
+    comb = math.sqrt(paper_se ** 2 + se_o ** 2)
+    z_c = diff / comb if comb > 0 else math.nan
+    return z_p, z_c
