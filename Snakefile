@@ -25,6 +25,7 @@ include: "workflow/rules/variants.smk"
 include: "workflow/rules/cells.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/artefacts.smk"
+include: "workflow/rules/report.smk"
 
 
 # Only training cells go to the cluster; everything else is quick and runs where snakemake runs
@@ -38,3 +39,4 @@ localrules:
 rule all:
     input:
         all_artefact_outputs(),
+        "figures/reproduction.md",

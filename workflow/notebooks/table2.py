@@ -22,8 +22,7 @@
 import pandas as pd
 
 from reprokit.report import invariance as inv
-from reprokit.report import papers
-from reprokit.report import style
+from reprokit.report import papers, style
 from reprokit.report.tables import write_table
 
 log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)

@@ -15,6 +15,15 @@ import pandas as pd
 from ..io import atomic_write_text
 
 
+def device_of(record: dict) -> str | None:
+    """Where a cell ran, from its metrics.json: "cuda (NVIDIA H100 80GB HBM3)", "cpu (x86_64)"; None if unrecorded."""
+    prov = record.get("provenance") or {}
+    if not prov.get("device"):
+        return None
+    name = prov.get("device_name")
+    return str(prov["device"]) + (f" ({name})" if name and name != prov["device"] else "")
+
+
 def _row(cell, record: dict | None, missing_datasets: list[str]) -> dict:
     row = {"scale": cell.scale, "experiment": cell.experiment, **cell.coord_dict}
     if record is None:
@@ -26,6 +35,8 @@ def _row(cell, record: dict | None, missing_datasets: list[str]) -> dict:
     for key, value in record["metrics"].items():
         row[key] = value
     row["steps"] = record.get("steps")
+    if device_of(record):
+        row["device"] = device_of(record)
     for key, value in (record.get("info") or {}).items():
         row[key] = value
     return row

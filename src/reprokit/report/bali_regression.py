@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pandas as pd
+
 from . import papers, style
 from .stats import format_pm, mean_se
 from .tables import write_table

@@ -12,31 +12,24 @@ cells were found, at which scale.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from . import bali_regression
+from . import bali_regression, reproduction
 from .stats import format_pm
 
 
 def finished_cells(experiment_dir: str | Path) -> pd.DataFrame:
-    """One row per metrics.json under `experiment_dir`: its coords, scale, status and metrics."""
+    """One row per metrics.json under `experiment_dir`: its coords, scale, status, metrics (and info, device)."""
     root = Path(experiment_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"no results folder {root} (expected results/<scale>/<experiment>)")
-    rows = []
-    for path in sorted(root.rglob("metrics.json")):
-        record = json.loads(path.read_text())
-        missing = {"coords", "status", "metrics", "scale"} - set(record)
-        if missing:
-            raise ValueError(f"{path} lacks {sorted(missing)}: not a cell's metrics.json")
-        rows.append({"scale": record["scale"], **record["coords"], "status": record["status"], **record["metrics"]})
-    if not rows:
+    df = reproduction.finished_cells(root)
+    if df.empty:
         raise FileNotFoundError(f"no metrics.json under {root}: no cell of this experiment has finished")
-    return pd.DataFrame(rows)
+    return df
 
 
 def compare(df: pd.DataFrame, paper: dict) -> pd.DataFrame:

@@ -86,10 +86,33 @@ def start_log(smk) -> logging.Logger:
         def wrote():
             for key, path in _named(smk.output):
                 logger.info("wrote %s: %s", key, _sized(path))
+            write_provenance(smk, scale, logger)
 
         sys.excepthook = excepthook
         atexit.register(wrote)
     return logger
+
+
+def write_provenance(smk, scale, logger) -> None:
+    """`figures/<artefact>.provenance.json` beside an artefact rule's outputs, once they all exist: commit,
+    scale, devices, date and the fingerprint of the artefact's resolved config (report/provenance.py)."""
+    rule = str(getattr(smk, "rule", "") or "")
+    config = getattr(smk, "config", None) or {}
+    name = rule.removeprefix("artefact_")
+    outputs = [p for _, p in _named(smk.output)]
+    if not rule.startswith("artefact_") or name not in config.get("artefacts", {}) or not outputs \
+            or not all(os.path.exists(p) for p in outputs):
+        return
+    from . import provenance
+
+    csvs = [p for k, p in _named(smk.input) if k in config["artefacts"][name]["experiments"]]
+    try:
+        rec = provenance.record(config, name, scale, provenance.devices_of(csvs))
+        path = Path(outputs[0]).parent / f"{name}{provenance.SUFFIX}"
+        provenance.write(path, rec)
+        logger.info("wrote provenance: %s (commit %s, fingerprint %s)", path, rec["commit"], rec["fingerprint"])
+    except Exception:  # provenance must never fail a built artefact
+        logger.exception("could not write the provenance record")
 
 
 def setup() -> None:

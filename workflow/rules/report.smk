@@ -1,0 +1,25 @@
+# The reproduction report: every number the papers state next to ours, and a verdict per claim, computed
+# by reprokit.report.reproduction from the experiments' results at this scale (config/papers/*.yaml hold
+# the papers' numbers and claims). Also `python -m reprokit.report.reproduction` on partial results.
+
+PAPER_FILES = sorted(glob.glob("config/papers/*.yaml"))
+REPORT_EXPERIMENTS = sorted({e for spec in config["artefacts"].values() for e in spec["experiments"]})
+
+
+rule reproduction_report:
+    localrule: True
+    input:
+        csvs=[experiment_csv(e) for e in REPORT_EXPERIMENTS],
+        papers=PAPER_FILES,
+    output:
+        report("figures/reproduction.md", category="Reproduction report", caption="../report/reproduction.rst"),
+    log:
+        f"{LOGS}/artefacts/reproduction.log",
+    params:
+        scale=SCALE,
+    run:
+        from reprokit.report.reproduction import write_report
+
+        expected = {e: sum(1 for _ in grid(e, SCALE).cells()) for e in REPORT_EXPERIMENTS}
+        write_report(output[0], RESULTS, SCALE, input.papers, expected)
+        Path(log[0]).write_text(f"scale {SCALE}: wrote {output[0]} from {len(input.csvs)} experiments\n")
