@@ -2,6 +2,7 @@
 n/a with a footnote naming the dataset, and a missing result is an error rather than a silent gap."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -76,8 +77,7 @@ def test_partial_comparison_counts_found_splits_and_computes_z(tmp_path, capsys)
     assert list(table.dataset) == ["uci_yacht", "uci_yacht", "uci_energy", "uci_energy"]  # paper order, RMSE first
     assert list(table.metric) == ["RMSE", "LL", "RMSE", "LL"]
 
-    paper_file = tmp_path / "paper.yaml"
-    paper_file.write_text(json.dumps(paper))  # JSON is YAML
+    paper_file = Path(__file__).resolve().parents[1] / "config" / "papers" / "bali.yaml"
     assert partial.main([str(root), "--paper", str(paper_file)]) == 0
     out = capsys.readouterr().out
     assert "4 finished cells" in out and "scale paper" in out

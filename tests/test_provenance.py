@@ -1,0 +1,84 @@
+"""Committed artefacts' provenance records (figures/<artefact>.provenance.json) still describe HEAD's config.
+
+A record names the commit, scale, devices, date and the fingerprint of the artefact's resolved config (the
+settings of every cell of its experiments at its scale; reprokit/report/provenance.py). If HEAD's config
+for the artefact differs from the recorded commit's, the committed artefact is stale: the test fails and
+names the artefact and the recorded commit.
+"""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reprokit.budget import load_pipeline_config
+from reprokit.report import provenance
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def committed_records() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", f"figures/*{provenance.SUFFIX}"], cwd=REPO, capture_output=True,
+                         text=True, check=False)
+    return [REPO / p for p in out.stdout.split()] if out.returncode == 0 else []
+
+
+def stale(records: list[dict]) -> list[str]:
+    configs, problems = {}, []
+    for rec in records:
+        if rec["scale"] not in configs:
+            configs[rec["scale"]] = load_pipeline_config(REPO, {"scale": rec["scale"]})
+        why = provenance.mismatch(rec, configs[rec["scale"]])
+        if why:
+            problems.append(why)
+    return problems
+
+
+def test_committed_artefacts_match_heads_config():
+    records = [json.loads(p.read_text()) for p in committed_records()]
+    problems = stale(records)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_fresh_record_matches_and_a_doctored_one_fails(tmp_path):
+    cfg = load_pipeline_config(REPO, {"scale": "quick"})
+    rec = provenance.record(cfg, "fig2", "quick", ["cpu (x86_64)"], root=REPO)
+    assert set(rec) >= {"artefact", "commit", "scale", "devices", "date", "fingerprint"}
+    path = tmp_path / f"fig2{provenance.SUFFIX}"
+    provenance.write(path, rec)
+    assert stale([json.loads(path.read_text())]) == []
+    doctored = {**rec, "fingerprint": "0" * 16, "commit": "deadbeef"}
+    (problem,) = stale([doctored])
+    assert "fig2" in problem and "deadbeef" in problem
+
+
+def test_a_config_change_changes_the_fingerprint():
+    cfg = load_pipeline_config(REPO, {"scale": "quick"})
+    before = provenance.fingerprint(cfg, "fig2", "quick")
+    cfg["experiments"]["fig2a"]["settings"]["lr"] = 0.5
+    assert provenance.fingerprint(cfg, "fig2", "quick") != before
+    assert provenance.fingerprint(cfg, "table8", "quick") == provenance.fingerprint(
+        load_pipeline_config(REPO, {"scale": "quick"}), "table8", "quick")
+
+
+@pytest.mark.parametrize("name", ["table5", "bali_table1"])
+def test_fingerprint_is_stable(name):
+    cfg = load_pipeline_config(REPO, {"scale": "test"})
+    assert provenance.fingerprint(cfg, name, "test") == provenance.fingerprint(cfg, name, "test")
+
+
+def test_the_notebooks_finish_writes_the_record(tmp_path):
+    import logging
+    import types
+
+    from reprokit.report import style
+
+    cfg = load_pipeline_config(REPO, {"scale": "test"})
+    out = tmp_path / "table5.tex"
+    out.write_text("FAKE table")
+    smk = types.SimpleNamespace(rule="artefact_table5", config=cfg, input={}, output={"tex": str(out)})
+    style.write_provenance(smk, "test", logging.getLogger("test"))
+    rec = json.loads((tmp_path / f"table5{provenance.SUFFIX}").read_text())
+    assert rec["artefact"] == "table5" and rec["scale"] == "test"
+    assert rec["fingerprint"] == provenance.fingerprint(cfg, "table5", "test")
