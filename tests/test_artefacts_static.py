@@ -1,4 +1,4 @@
-"""Artefacts without experiment cells: Tables 5-7 (transcribed data file), Table 9 (model definition),
+"""Artefacts without experiment cells: Tables 5-7 (transcribed in config/papers/partitioned.yaml), Table 9 (model definition),
 Fig. 4 (the partition library's assignments); and the artefact rules for an empty `experiments` list."""
 
 import re
@@ -22,7 +22,7 @@ from reprokit.report import style
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "workflow" / "notebooks"
-COMPLEXITY = REPO / "config" / "tables" / "complexity.yaml"
+PAPER = REPO / "config" / "papers" / "partitioned.yaml"
 OWN_CONFIG = REPO / "config" / "experiments" / "partitioned_tables.yaml"
 STATIC = ("table5", "table6", "table7", "table9", "fig4")
 
@@ -69,29 +69,35 @@ def test_table9_rows_are_the_models_layers(tmp_path):
     assert "1,276,630 parameters" in out.read_text()
 
 
+def test_table9_model_matches_the_papers_transcription():
+    paper = yaml.safe_load(PAPER.read_text())["artefacts"]["table9"]
+    layers = describe_architecture(build_model("mnist_cnn"), input_shape=(1, 28, 28))
+    printed = [(paper["rows"][k]["label"], v["Specification"]) for k, v in paper["numbers"].items()]
+    assert printed == [(layer["layer"], layer["spec"]) for layer in layers]
+
+
 # -- Tables 5-7 --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["table5", "table6", "table7"])
 def test_complexity_tables_render_every_transcribed_cell(tmp_path, name):
-    data = yaml.safe_load(COMPLEXITY.read_text())
+    spec = yaml.safe_load(PAPER.read_text())["artefacts"][name]
     out = tmp_path / f"{name}.tex"
-    run_notebook(f"{name}.py", {"complexity": str(COMPLEXITY)}, {"tex": str(out)})
+    run_notebook(f"{name}.py", {"paper_numbers": str(PAPER)}, {"tex": str(out)})
     tex = out.read_text()
     rows = tex_rows(tex)
-    spec = data[name]
     if name == "table5":
-        assert [r[0] for r in rows] == [f"${s['symbol']}$" for s in spec["symbol_rows"]]
+        assert [r[0] for r in rows] == [f"${sym}$" for sym in spec["numbers"]]
     else:
-        assert [r[0] for r in rows] == [r["method"] for r in spec["rows"]]
-        for row, src in zip(rows, spec["rows"]):
-            for cell, value in zip(row[1:], src["cells"]):
-                assert f"${value}$" in cell
+        assert [r[0] for r in rows] == list(spec["numbers"])
+        for row, cells in zip(rows, spec["numbers"].values()):
+            for cell, col in zip(row[1:], spec["columns"]):
+                assert f"${cells[col]}$" in cell
     assert "transcribed from" in tex and "not computed" in tex and "TEST DATA" not in tex
 
 
 def test_table7_colours_the_laplace_hyperparameter_memory(tmp_path):
     out = tmp_path / "t7.tex"
-    run_notebook("table7.py", {"complexity": str(COMPLEXITY)}, {"tex": str(out)}, scale="test")
+    run_notebook("table7.py", {"paper_numbers": str(PAPER)}, {"tex": str(out)}, scale="test")
     rows = tex_rows(out.read_text())
     laplace = rows[-1]
     assert laplace[0] == "Diff. Laplace"

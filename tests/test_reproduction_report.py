@@ -134,3 +134,144 @@ def test_cli_writes_the_report(tmp_path):
     assert reproduction.main(["--scale", "quick", "--results", str(tmp_path), "--out", str(out), "--root", "",
                               "--papers", *map(str, PAPERS)]) == 0
     assert out.read_text().startswith("# Reproduction report: quick scale")
+
+
+# -- every artefact of the pipeline gets a section; the readings of the paper's words hold on its own numbers --
+
+def test_every_pipeline_artefact_has_a_section(tmp_path):
+    _, artefacts = reproduction.pipeline_config(REPO, "quick")
+    assert {spec["paper"] for spec in artefacts.values()} == {"partitioned", "bali"}
+    text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
+    headers = {ln.split()[1].rstrip(":") for ln in text.splitlines() if ln.startswith("### ")}
+    assert set(artefacts) <= headers
+    # nothing ran: a figure without numbers says so, and its claims are not run
+    section = text.split("### bali_fig2")[1].split("###")[0]
+    assert "`bali_cls_uci` not run" in section and "prints no number" in section
+    assert "`bali_fig2_converges_faster` **not run**" in section
+    assert "Transcribed from the paper" in text.split("### table6")[1].split("###")[0]
+
+
+class PaperAsOurs(reproduction.Context):
+    """Our numbers replaced by the paper's own (n = 3): a claim about a table must hold on the paper's numbers."""
+
+    def ours(self, artefact, row, column):
+        for doc in self.docs:
+            for num in papers.numbers(doc, artefact) if artefact in doc["artefacts"] else []:
+                if (num.row, num.column) == (row, column) and num.mean is not None:
+                    return reproduction.Ours(num.mean, num.se if num.se is not None else 0.0, 3, "paper")
+        return reproduction.Ours(note="not run")
+
+
+def test_table_claims_hold_on_the_papers_own_numbers(tmp_path):
+    docs = [papers.load(p) for p in PAPERS]
+    ctx = PaperAsOurs(tmp_path, "paper", docs)
+    table_claims = [c for d in docs for c in papers.claims(d) if "artefact" in c.args]
+    assert len(table_claims) >= 15
+    for claim in table_claims:
+        v = claims.check(ctx, claim.check, claim.args)
+        assert v.status == "holds", (claim.id, v.measured)
+
+
+# -- each new check's verdict flips with the (FAKE) data -------------------------------------------------------
+
+def _cells(exp, rows, root):
+    write_csv(root, exp, [{"status": "completed", "seed": 0, **r} for r in rows])
+
+
+def _verdict(root, claim_id):
+    return line_of(report(root), f"| {claim_id} |").split("**")[1]
+
+
+@pytest.mark.parametrize("ens_acc, verdict", [(0.905, "holds"), (0.95, "does not hold")])
+def test_similar_flips(tmp_path, ens_acc, verdict):
+    rows = [{"dataset": "mnist", "rotated": r, "method": m, "n_train": n, "test_acc": acc}
+            for r in (False, True) for n in (1000, 5000)
+            for m, acc in (("partitioned", 0.9), ("partitioned_ens", ens_acc))]
+    _cells("fig3a", rows, tmp_path)
+    assert _verdict(tmp_path, "fig3a_ensemble_almost_equivalent") == verdict
+
+
+@pytest.mark.parametrize("sizes, llml_small, verdict", [((1000,), 0.99, "not run"), ((1000, 60000), 0.99, "holds"),
+                                                        ((1000, 60000), 0.5, "does not hold")])
+def test_regime_comparison_needs_two_sizes_and_flips(tmp_path, sizes, llml_small, verdict):
+    rows = [{"dataset": "mnist", "rotated": False, "method": "partitioned", "n_train": n, "test_acc": 0.9} for n in sizes]
+    rows += [{"dataset": "mnist", "rotated": False, "method": "last_layer_ml", "n_train": n,
+              "test_acc": llml_small if n == min(sizes) else 0.8} for n in sizes]
+    _cells("fig3a", rows, tmp_path)
+    assert _verdict(tmp_path, "fig3a_llml_low_data") == verdict
+
+
+def _curve_csv(root, exp, rows):
+    (root / "quick").mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(root / "quick" / f"{exp}_curves.csv", index=False)
+
+
+@pytest.mark.parametrize("bali_rate, verdict", [(5.0, "holds"), (0.2, "does not hold")])
+def test_convergence_from_curves_flips(tmp_path, bali_rate, verdict):
+    # FAKE NLL curves exp(-rate * step / 100): BALI at `bali_rate`, DO and MAP at 0.5
+    for exp, dataset in (("bali_cls_uci", "spambase"), ("bali_cls_image", "mnist")):
+        rows = [{"dataset": dataset, "method": m, "seed": 0, "step": step, "test_nll": 0.1 + math.exp(-rate * step / 100)}
+                for m, rate in (("bali", bali_rate), ("dropout", 0.5), ("map", 0.5)) for step in range(0, 2001, 100)]
+        _curve_csv(tmp_path, exp, rows)
+        _cells(exp, [{"dataset": dataset, "method": m} for m in ("bali", "dropout", "map")], tmp_path)
+        # only the UCI set has curves: the claim cannot be decided yet
+        if exp == "bali_cls_uci":
+            assert _verdict(tmp_path, "bali_fig2_converges_faster") == ("not run" if verdict == "holds" else verdict)
+    assert _verdict(tmp_path, "bali_fig2_converges_faster") == verdict
+
+
+@pytest.mark.parametrize("spread, verdict", [(0.01, "holds"), (0.05, "does not hold")])
+def test_sensitivity_spread_and_trend(tmp_path, spread, verdict):
+    grid = [([8, 1], [8, 1]), ([8, 1], [1, 8]), ([1, 8], [8, 1]), ([1, 8], [1, 8])]
+
+    def acc(p, c):  # worse with more parameters / fewer data in the later partition
+        x = p[1] / sum(p) - c[1] / sum(c)
+        return 0.95 - spread * (x + 1) / 2
+    _cells("sens_mnist_c2", [{"method": "partitioned", "param_proportions": str(p), "chunk_proportions": str(c),
+                               "test_acc": acc(p, c)} for p, c in grid], tmp_path)
+    assert _verdict(tmp_path, "fig5_mnist_robust") == verdict
+    assert _verdict(tmp_path, "fig5_mnist_imbalance_worse") == "holds"
+
+
+def test_imbalance_trend_flips(tmp_path):
+    grid = [([8, 1], [8, 1]), ([8, 1], [1, 8]), ([1, 8], [8, 1])]
+    _cells("sens_rotmnist_c2", [{"method": "partitioned", "param_proportions": str(p), "chunk_proportions": str(c),
+                                  "test_acc": 0.9 + 0.01 * (p[1] / sum(p) - c[1] / sum(c))} for p, c in grid], tmp_path)
+    assert _verdict(tmp_path, "fig6_rotmnist_imbalance_worse") == "does not hold"
+
+
+@pytest.mark.parametrize("retrain, verdict", [(0.95, "holds"), (0.90, "does not hold")])
+def test_retrained_and_random_search_flip(tmp_path, retrain, verdict):
+    cfg = {"param_proportions": "[8, 1]", "chunk_proportions": "[8, 1]"}
+    _cells("sens_mnist_c2", [{"method": "partitioned", **cfg, "test_acc": 0.95}], tmp_path)
+    _cells("retrain_mnist_c2", [{"method": "retrain", **cfg, "test_acc": retrain}], tmp_path)
+    assert _verdict(tmp_path, "fig7_mnist_retrained_good") == verdict
+    _cells("fig9_random", [{"method": "random", "sample": i, "test_acc": a} for i, a in enumerate((0.8, 0.93))], tmp_path)
+    _cells("fig9_retrain", [{"method": "retrain", "n_train": 60000, "test_acc": retrain}], tmp_path)
+    assert _verdict(tmp_path, "fig9_retrained_beat_random") == verdict
+
+
+@pytest.mark.parametrize("late, verdict", [(0.9, "holds"), (0.7, "does not hold")])
+def test_still_improving_flips(tmp_path, late, verdict):
+    rows = [{"dataset": "mnist", "rotated": False, "method": "partitioned", "n_train": 1250, "seed": 0, "step": s,
+             "val_acc": 0.5 + 0.2 * min(s, 500) / 500 + (late - 0.7) * max(0, s - 500) / 500} for s in range(10, 1001, 10)]
+    _curve_csv(tmp_path, "table4_mnist", rows)
+    _cells("table4_mnist", [{"dataset": "mnist", "rotated": False, "method": "partitioned", "n_train": 1250}], tmp_path)
+    assert _verdict(tmp_path, "fig10_low_data_not_converged") == verdict
+
+
+@pytest.mark.parametrize("local_gap, verdict", [(0.5, "holds"), (0.05, "does not hold")])
+def test_overfitting_gap_flips(tmp_path, local_gap, verdict):
+    _cells("bali_cls_uci", [{"dataset": "magic", "method": "bali", "test_nll": 0.4, "train_nll": 0.3}], tmp_path)
+    _cells("bali_fig7_local", [{"dataset": "magic", "method": "bali", "test_nll": 0.3 + local_gap, "train_nll": 0.3}],
+           tmp_path)
+    assert _verdict(tmp_path, "bali_fig7_local_overfits") == verdict
+
+
+@pytest.mark.parametrize("train15, verdict", [(0.9, "holds"), (0.99, "does not hold")])
+def test_input_selection_readings_flip(tmp_path, train15, verdict):
+    rows = [{"method": "partitioned", "n_inputs": k, "lml": -abs(k - 15), "test_ll": -abs(k - 15) / 10,
+             "train_acc": train15 if k == 15 else 0.95} for k in range(10, 21)]
+    _cells("fig2a", rows, tmp_path)
+    assert _verdict(tmp_path, "fig2a_train_acc_ambiguous") == verdict
+    assert _verdict(tmp_path, "fig2a_lml_tracks_test") == "holds"

@@ -9,7 +9,7 @@
 
 # %% [markdown]
 # # Table 7 — memory complexities (partitioned networks paper, App. D.1)
-# Transcribed from the paper into `config/tables/complexity.yaml` (a data file, not computed) and
+# Transcribed from the paper into `config/papers/partitioned.yaml` (the paper's data file, not computed) and
 # rendered here; the caption says so. No experiment cells: identical at every scale.
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output` / `snakemake.config`.
 
@@ -19,7 +19,7 @@ from reprokit.report.tables import write_complexity_table
 
 log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
-data = snakemake.input["complexity"]  # noqa: F821 (injected by Snakemake)
+data = snakemake.input["paper_numbers"]  # noqa: F821 (injected by Snakemake)
 scale = snakemake.config["scale"]  # noqa: F821
 table = write_complexity_table(data, "table7", snakemake.output["tex"], scale)  # noqa: F821
 table

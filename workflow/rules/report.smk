@@ -21,5 +21,5 @@ rule reproduction_report:
         from reprokit.report.reproduction import write_report
 
         expected = {e: sum(1 for _ in grid(e, SCALE).cells()) for e in REPORT_EXPERIMENTS}
-        write_report(output[0], RESULTS, SCALE, input.papers, expected)
+        write_report(output[0], RESULTS, SCALE, input.papers, expected, artefacts=config["artefacts"])
         Path(log[0]).write_text(f"scale {SCALE}: wrote {output[0]} from {len(input.csvs)} experiments\n")

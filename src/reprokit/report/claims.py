@@ -5,8 +5,12 @@ gets the report's results context `ctx` (reprokit.report.reproduction.Context) a
 :class:`Verdict`: "holds", "does not hold", or "not run" (the cells it needs have not run at this scale,
 or only some of them and those that ran do not yet decide it), with the measured quantity and n (the
 fewest seeds / splits behind any number it compared). `ctx.cells(experiment, where)` gives the cells that
-ran (completed / diverged / out of memory) with the coordinates `where`; `ctx.ours(artefact, row, column)`
-our mean ± s.e. of one of the paper's numbers (reprokit.report.reproduction.Ours).
+ran (completed / diverged / out of memory) with the coordinates `where`; `ctx.curves(experiment, where)` their
+learning curves (one row per cell and evaluation step); `ctx.ours(artefact, row, column)` our mean ± s.e. of
+one of the paper's numbers (reprokit.report.reproduction.Ours).
+
+Vague words get a numeric reading, stated in the yaml next to the claim (e.g. "similar": within `tol` in the
+metric's unit, or within `z` combined standard errors when that is wider).
 """
 
 from __future__ import annotations
@@ -178,9 +182,10 @@ def better_in_at_least(ctx, experiments: list[str], metric: str, by: str, better
 
 
 def beats(ctx, artefact: str, better: str, worse: list[str], over: list[str], axis: str = "columns",
-          lower_is_better: bool = False) -> Verdict:
-    """In the artefact's table, our `better` entry beats each `worse` one at every entry of `over`.
-    axis "columns": better/worse are columns and `over` rows; "rows": better/worse are rows, `over` columns."""
+          lower_is_better: bool = False, max_gap: float | None = None) -> Verdict:
+    """In the artefact's table, our `better` entry beats each `worse` one at every entry of `over` (by at most
+    `max_gap` in the table's unit when given: "slightly"). axis "columns": better/worse are columns and `over`
+    rows; "rows": better/worse are rows, `over` columns."""
     results, parts, ns = [], [], []
     def entry(o, name):
         return ctx.ours(artefact, o, name) if axis == "columns" else ctx.ours(artefact, name, o)
@@ -193,10 +198,12 @@ def beats(ctx, artefact: str, better: str, worse: list[str], over: list[str], ax
                 results.append(None)
                 parts.append(f"{o}: {w} or {better} not run")
                 continue
-            results.append(a.mean < b.mean if lower_is_better else a.mean > b.mean)
+            gap = (b.mean - a.mean) if lower_is_better else (a.mean - b.mean)
+            results.append(gap > 0 and (max_gap is None or gap <= max_gap))
             ns.append(min(a.n, b.n))
             parts.append(f"{o}: {a.mean:.4g} vs {w} {b.mean:.4g}")
-    return _decide(results, f"{better}: " + "; ".join(parts), min(ns, default=0))
+    bound = f" (by at most {max_gap:g})" if max_gap is not None else ""
+    return _decide(results, f"{better}{bound}: " + "; ".join(parts), min(ns, default=0))
 
 
 def at_most(ctx, artefact: str, rows: list[str], columns: list[str], bound: float) -> Verdict:
@@ -215,8 +222,353 @@ def at_most(ctx, artefact: str, rows: list[str], columns: list[str], bound: floa
     return _decide(results, f"bound {bound:g}: " + "; ".join(parts), min(ns, default=0))
 
 
+# -- table entries ------------------------------------------------------------------------------------------
+
+def _similar(diff: float, se_a: float, se_b: float, tol: float | None, z: float | None) -> bool:
+    """|diff| within `tol` (the metric's unit), or within `z` combined s.e. when that is wider."""
+    ses = [s for s in (se_a, se_b) if s is not None and math.isfinite(s)]
+    comb = math.sqrt(sum(s * s for s in ses)) if ses else math.nan
+    bound = max(tol if tol is not None else 0.0, z * comb if z is not None and math.isfinite(comb) else 0.0)
+    return abs(diff) <= bound
+
+
+def similar_entries(ctx, artefact: str, a: str, b: str, over: list[str], axis: str = "columns",
+                    tol: float | None = None, z: float | None = None) -> Verdict:
+    """Our entries `a` and `b` of the artefact's table are similar at every entry of `over`: |a - b| <= `tol`
+    (the table's unit) or <= `z` combined s.e. (whichever is wider)."""
+    results, parts, ns = [], [], []
+    for o in over:
+        x, y = (ctx.ours(artefact, o, a), ctx.ours(artefact, o, b)) if axis == "columns" else \
+            (ctx.ours(artefact, a, o), ctx.ours(artefact, b, o))
+        if x.n == 0 or y.n == 0 or not (math.isfinite(x.mean) and math.isfinite(y.mean)):
+            results.append(None)
+            parts.append(f"{o}: not run")
+            continue
+        results.append(_similar(x.mean - y.mean, x.se if x.n > 1 else math.nan, y.se if y.n > 1 else math.nan, tol, z))
+        ns.append(min(x.n, y.n))
+        parts.append(f"{o}: {x.mean:.4g} vs {y.mean:.4g}")
+    reading = ", ".join(filter(None, [f"|diff| <= {tol:g}" if tol is not None else "",
+                                      f"<= {z:g} combined s.e." if z is not None else ""]))
+    return _decide(results, f"{a} vs {b} ({reading}): " + "; ".join(parts), min(ns, default=0))
+
+
+def gap_shrinks(ctx, artefact: str, a: str, b: str, at: str, than: str, axis: str = "rows") -> Verdict:
+    """The gap a - b of our table entries is smaller at `at` than at `than` (axis "rows": a, b are rows and
+    at/than columns)."""
+    def get(name, where):
+        return ctx.ours(artefact, name, where) if axis == "rows" else ctx.ours(artefact, where, name)
+
+    entries = [get(a, at), get(b, at), get(a, than), get(b, than)]
+    if any(e.n == 0 or not math.isfinite(e.mean) for e in entries):
+        return Verdict(NOT_RUN, "not every entry ran", min((e.n for e in entries), default=0))
+    g_at, g_than = entries[0].mean - entries[1].mean, entries[2].mean - entries[3].mean
+    return Verdict(HOLDS if g_at < g_than else FAILS, f"{a} - {b}: {g_at:.3g} at {at} vs {g_than:.3g} at {than}",
+                   min(e.n for e in entries))
+
+
+# -- cells ----------------------------------------------------------------------------------------------------
+
+def _cells(ctx, experiments, where: dict) -> pd.DataFrame:
+    exps = [experiments] if isinstance(experiments, str) else list(experiments)
+    frames = [ctx.cells(e, where) for e in exps]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _axis_values(a: pd.DataFrame, b: pd.DataFrame, by: str | None, at: str) -> list:
+    if by is None:
+        return [None]
+    if by not in a or by not in b:
+        return []
+    common = sorted(set(a[by].map(_key)) & set(b[by].map(_key)))
+    if at == "smallest":
+        return common[:1]
+    if at == "largest":
+        return common[-1:]
+    return common
+
+
+def _key(v):
+    from .reproduction import norm
+
+    v = norm(v)
+    return v if not isinstance(v, list) else tuple(v)
+
+
+def _at(rows: pd.DataFrame, by: str | None, value) -> pd.DataFrame:
+    return rows if by is None else rows[rows[by].map(_key) == value]
+
+
+def compare(ctx, experiments, metric: str, a: dict, b, by: str | None = None, groups: list[dict] | None = None,
+            at: str = "all", min_values: int = 1, relation: str = "above", min_gap: float = 0.0,
+            max_gap: float | None = None, tol: float | None = None, z: float | None = None,
+            lower_is_better: bool = False, at_least: int | None = None) -> Verdict:
+    """Cells `a` against each of `b` (a dict or a list of dicts) on the mean of `metric`, per group and per value
+    of `by` both ran (`at`: "all", "smallest" or "largest" of them; fewer than `min_values` common values:
+    not run, e.g. "low-data vs large-data regime" needs two sizes). relation "above": gap = a - b (b - a when
+    `lower_is_better`) with min_gap < gap (<= max_gap when given); "similar": |a - b| <= tol or <= z combined
+    s.e. Holds when every comparison holds (at least `at_least` of them when given)."""
+    worse = [b] if isinstance(b, dict) else list(b)
+    results, parts, ns = [], [], []
+    for group in groups or [{}]:
+        for w in worse:
+            ra, rb = _cells(ctx, experiments, {**group, **a}), _cells(ctx, experiments, {**group, **w})
+            label = ", ".join(f"{k}={v}" for k, v in {**group, **w}.items())
+            values = _axis_values(ra, rb, by, "all") if len(ra) and len(rb) else []
+            if len(values) < min_values:
+                results.append(None)
+                parts.append(f"{label}: {len(values)} common {by or 'value'}(s) ran, {min_values} needed")
+                continue
+            values = _axis_values(ra, rb, by, at)
+            for v in values:
+                (ma, sa, na), (mb, sb, nb) = _stat(_at(ra, by, v), metric), _stat(_at(rb, by, v), metric)
+                where = label + (f", {by}={v:g}" if isinstance(v, float) else (f", {by}={v}" if by else ""))
+                if na == 0 or nb == 0 or not (math.isfinite(ma) and math.isfinite(mb)):
+                    results.append(None)
+                    parts.append(f"{where}: not run")
+                    continue
+                if relation == "similar":
+                    ok = _similar(ma - mb, sa if na > 1 else math.nan, sb if nb > 1 else math.nan, tol, z)
+                else:
+                    gap = (mb - ma) if lower_is_better else (ma - mb)
+                    ok = gap > min_gap and (max_gap is None or gap <= max_gap)
+                results.append(ok)
+                ns.append(min(na, nb))
+                parts.append(f"{where}: {ma:.4g} vs {mb:.4g}")
+    head = f"{metric}, {_words(a)} vs {' / '.join(_words(w) for w in worse)}: "
+    if at_least is not None:
+        wins = sum(r is True for r in results)
+        pending = sum(r is None for r in results)
+        status = HOLDS if wins >= at_least else (NOT_RUN if wins + pending >= at_least else FAILS)
+        return Verdict(status, head + f"{wins} of {len(results)} hold (need {at_least}); " + "; ".join(parts),
+                       min(ns, default=0))
+    return _decide(results, head + "; ".join(parts), min(ns, default=0))
+
+
+def not_peaked_at(ctx, experiment: str, axis: str, metric: str, at, where: dict | None = None) -> Verdict:
+    """Some value of `axis` above `at` reaches at least the mean `metric` at `at` (so `metric` alone cannot
+    single out `at`; e.g. training accuracy at K = 15 inputs vs more)."""
+    means = _means(ctx.cells(experiment, where or {}), axis, metric)
+    if means.empty or float(at) not in set(means[axis].astype(float)):
+        return Verdict(NOT_RUN, f"{axis} = {at} has not run")
+    here = float(means[means[axis].astype(float) == float(at)]["mean"].iloc[0])
+    above = means[means[axis].astype(float) > float(at)]
+    if above.empty:
+        return Verdict(NOT_RUN, f"no {axis} above {at} has run")
+    best = float(above["mean"].max())
+    return Verdict(HOLDS if best >= here else FAILS,
+                   f"{metric} at {axis} = {at}: {here:.4g}; best above: {best:.4g}", int(means["n"].min()))
+
+
+def correlates(ctx, experiment: str, axis: str, x: str, y: str, at_least: float, where: dict | None = None) -> Verdict:
+    """The Spearman correlation over `axis` of the per-value means of `x` and `y` is at least `at_least`."""
+    rows = ctx.cells(experiment, where or {})
+    mx, my = _means(rows, axis, x), _means(rows, axis, y)
+    both = mx.merge(my, on=axis, suffixes=("_x", "_y"))
+    if len(both) < 3:
+        return Verdict(NOT_RUN, f"{len(both)} values of {axis} ran (3 needed)", int(both["n_x"].min()) if len(both) else 0)
+    rho = both["mean_x"].rank().corr(both["mean_y"].rank())
+    return Verdict(HOLDS if rho >= at_least else FAILS,
+                   f"Spearman rho({x}, {y}) over {len(both)} values of {axis} = {rho:.3f} (bound >= {at_least:g})",
+                   int(min(both["n_x"].min(), both["n_y"].min())))
+
+
+def _config_means(rows: pd.DataFrame, keys: list[str], metric: str) -> pd.DataFrame:
+    if rows.empty or any(k not in rows for k in keys) or metric not in rows:
+        return pd.DataFrame(columns=[*keys, "mean", "se", "n"])
+    rows = rows.assign(**{k: rows[k].map(lambda v: str(list(_key(v))) if isinstance(_key(v), tuple) else str(_key(v)))
+                          for k in keys})
+    out = []
+    for key, g in rows.groupby(keys):
+        m, se, n = _stat(g, metric)
+        if n and math.isfinite(m):
+            out.append((*(key if isinstance(key, tuple) else (key,)), m, se, n))
+    return pd.DataFrame(out, columns=[*keys, "mean", "se", "n"])
+
+
+def spread_at_most(ctx, experiments: list[str], metric: str, bound: float, where: dict | None = None,
+                   configs: tuple = ("param_proportions", "chunk_proportions")) -> Verdict:
+    """Over every configuration (`configs` coordinates) of the experiments, the per-configuration means of
+    `metric` lie within `bound` of each other (max - min <= bound)."""
+    means = []
+    for e in experiments:
+        m = _config_means(ctx.cells(e, where or {}), list(configs), metric)
+        means += list(zip(m["mean"], m["n"]))
+    if len(means) < 2:
+        return Verdict(NOT_RUN, f"{len(means)} configuration(s) ran", min((n for _, n in means), default=0))
+    vals = [v for v, _ in means]
+    spread = max(vals) - min(vals)
+    return Verdict(HOLDS if spread <= bound else FAILS,
+                   f"{metric} over {len(vals)} configurations: {min(vals):.4g}-{max(vals):.4g} (spread {spread:.3g}, "
+                   f"bound {bound:g})", min(n for _, n in means))
+
+
+def _later_share(value) -> float:
+    """Share of the total in every entry but the first of an unnormalised proportion list."""
+    v = [float(x) for x in _key(value)]
+    return sum(v[1:]) / sum(v)
+
+
+def imbalance_trend(ctx, experiments: list[str], metric: str, where: dict | None = None,
+                    params: str = "param_proportions", chunks: str = "chunk_proportions") -> Verdict:
+    """Configurations with more parameters but fewer data points in the later partitions / chunks do worse:
+    the Pearson correlation of x = (parameter share of partitions 2..C) - (data share of chunks 2..C) with the
+    per-configuration mean of `metric` is negative."""
+    xs, ys, ns = [], [], []
+    for e in experiments:
+        m = _config_means(ctx.cells(e, where or {}), [params, chunks], metric)
+        for _, r in m.iterrows():
+            xs.append(_later_share(r[params]) - _later_share(r[chunks]))
+            ys.append(r["mean"])
+            ns.append(int(r["n"]))
+    if len({round(x, 9) for x in xs}) < 3:
+        return Verdict(NOT_RUN, f"{len(set(xs))} distinct imbalance value(s) ran (3 needed)", min(ns, default=0))
+    r = float(np.corrcoef(xs, ys)[0, 1])
+    return Verdict(HOLDS if r < 0 else FAILS, f"Pearson r(imbalance, {metric}) over {len(xs)} configurations = {r:.3f} "
+                   "(negative: more parameters / fewer data later does worse)", min(ns))
+
+
+def paired_gap(ctx, pairs: list[list[str]], metric: str, min_gap: float, where_a: dict | None = None,
+               where_b: dict | None = None, on: tuple = ("param_proportions", "chunk_proportions")) -> Verdict:
+    """Over the configurations (`on`) both experiments of each [a, b] pair ran, the mean of (a - b) in `metric`
+    is at least `min_gap` (e.g. standard networks retrained on the found hyperparameters vs the partitioned
+    runs that found them)."""
+    diffs, ns = [], []
+    for ea, eb in pairs:
+        ma = _config_means(ctx.cells(ea, where_a or {}), list(on), metric)
+        mb = _config_means(ctx.cells(eb, where_b or {}), list(on), metric)
+        both = ma.merge(mb, on=list(on), suffixes=("_a", "_b"))
+        diffs += list(both["mean_a"] - both["mean_b"])
+        ns += list(np.minimum(both["n_a"], both["n_b"]).astype(int))
+    if not diffs:
+        return Verdict(NOT_RUN, "no configuration ran in both experiments of a pair")
+    d = float(np.mean(diffs))
+    return Verdict(HOLDS if d >= min_gap else FAILS, f"mean {metric} difference over {len(diffs)} configurations "
+                   f"= {d:.4g} (bound >= {min_gap:g})", min(ns))
+
+
+def vs_best_of(ctx, experiment: str, metric: str, reference: dict, min_gap: float = 0.0, where: dict | None = None,
+               largest: str | None = None, every: bool = False) -> Verdict:
+    """Our cells reach the best of the `reference` cells ({experiment, where}): mean (or, with `every`, each
+    cell) - best reference >= `min_gap`."""
+    rows = ctx.cells(experiment, where or {})
+    if largest and len(rows) and largest in rows:
+        rows = rows[rows[largest] == rows[largest].max()]
+    ref = ctx.cells(reference["experiment"], reference.get("where") or {})
+    vals = pd.to_numeric(rows[metric], errors="coerce").dropna() if metric in rows else pd.Series(dtype=float)
+    rvals = pd.to_numeric(ref[metric], errors="coerce").dropna() if metric in ref else pd.Series(dtype=float)
+    if vals.empty or rvals.empty:
+        return Verdict(NOT_RUN, "not run" if vals.empty else "reference not run", min(len(vals), len(rvals)))
+    best = float(rvals.max())
+    ours = float(vals.min()) if every else float(vals.mean())
+    what = "worst cell" if every else "mean"
+    return Verdict(HOLDS if ours - best >= min_gap else FAILS,
+                   f"{metric}: {what} {ours:.4g} (n {len(vals)}) vs best of {len(rvals)} reference cells {best:.4g} "
+                   f"(bound: difference >= {min_gap:g})", len(vals))
+
+
+# -- curves ---------------------------------------------------------------------------------------------------
+
+def _mean_curve(curves: pd.DataFrame, metric: str) -> pd.Series:
+    if curves.empty or metric not in curves or "step" not in curves:
+        return pd.Series(dtype=float)
+    c = curves.assign(**{metric: pd.to_numeric(curves[metric], errors="coerce")}).dropna(subset=[metric])
+    return c.groupby("step")[metric].mean().sort_index()
+
+
+def _time_to(curve: pd.Series, fraction: float, lower_is_better: bool) -> float:
+    """First step at which the curve has made `fraction` of its total improvement (first value -> best)."""
+    v = -curve if lower_is_better else curve
+    start, best = float(v.iloc[0]), float(v.max())
+    target = start + fraction * (best - start)
+    return float(v.index[int(np.argmax(v.to_numpy() >= target - 1e-12))])
+
+
+def converges_faster(ctx, experiments: list[str], fast: dict, slow: list[dict], by: str = "dataset",
+                     metric: str = "test_nll", fraction: float = 0.9, ratio: float = 1.0,
+                     lower_is_better: bool = True, fast_experiments: list[str] | None = None) -> Verdict:
+    """Per value of `by`, the mean learning curve (over seeds) of the `fast` cells makes `fraction` of its total
+    improvement in fewer than `ratio` x the iterations each `slow` one needs (curves: ctx.curves)."""
+    results, parts, ns = [], [], []
+    for i, exp in enumerate(experiments):
+        f_exp = (fast_experiments or experiments)[i]
+        cf = ctx.curves(f_exp, fast)
+        for w in slow:
+            cs = ctx.curves(exp, w)
+            keys = sorted(set(cf[by]) & set(cs[by])) if by in cf and by in cs else []
+            if not keys:
+                results.append(None)
+                parts.append(f"{exp} {_words(w)}: no curves")
+                continue
+            for k in keys:
+                a, b = _mean_curve(cf[cf[by] == k], metric), _mean_curve(cs[cs[by] == k], metric)
+                if len(a) < 2 or len(b) < 2:
+                    results.append(None)
+                    parts.append(f"{k}: too few evaluations")
+                    continue
+                ta, tb = _time_to(a, fraction, lower_is_better), _time_to(b, fraction, lower_is_better)
+                results.append(ta < ratio * tb)
+                seeds = [int(cf[cf[by] == k]["seed"].nunique()) if "seed" in cf else 1,
+                         int(cs[cs[by] == k]["seed"].nunique()) if "seed" in cs else 1]
+                ns.append(min(seeds))
+                parts.append(f"{k}: {_words(fast)} {ta:g} vs {_words(w)} {tb:g} iterations")
+    return _decide(results, f"iterations to {fraction:.0%} of the {metric} improvement (bound: < {ratio:g} x): "
+                   + "; ".join(parts), min(ns, default=0))
+
+
+def still_improving(ctx, experiment: str, metric: str, where: dict | None = None, by: str | None = None,
+                    at: str = "smallest", window: int = 10, tail: float = 0.25) -> Verdict:
+    """At the smallest (largest) value of `by`, the mean curve's last `window` evaluations average above the
+    `window` evaluations ending at (1 - tail) of training: training has not converged yet."""
+    curves = ctx.curves(experiment, where or {})
+    if curves.empty:
+        return Verdict(NOT_RUN, "no curves")
+    label = ""
+    if by is not None and by in curves:
+        values = sorted(set(curves[by]))
+        v = values[0] if at == "smallest" else values[-1]
+        curves, label = curves[curves[by] == v], f" at {by} = {v}"
+    c = _mean_curve(curves, metric)
+    c = c[c.index > 0]
+    if len(c) < 4:
+        return Verdict(NOT_RUN, f"{len(c)} evaluations{label}")
+    w = max(1, min(window, len(c) // 4))
+    cut = c[c.index <= (1 - tail) * c.index.max()]
+    before, last = float(cut.iloc[-w:].mean()), float(c.iloc[-w:].mean())
+    n = int(curves["seed"].nunique()) if "seed" in curves else 1
+    return Verdict(HOLDS if last > before else FAILS,
+                   f"{metric}{label}: last {w} evaluations {last:.4g} vs {before:.4g} at {1 - tail:.0%} of training", n)
+
+
+def larger_gap(ctx, a: dict, b: dict, high: str, low: str, by: str = "dataset") -> Verdict:
+    """Per value of `by`, the final gap `high` - `low` (e.g. test - train NLL: overfitting) of cells `a`
+    ({experiment, where}) exceeds that of cells `b`."""
+    ra, rb = ctx.cells(a["experiment"], a.get("where") or {}), ctx.cells(b["experiment"], b.get("where") or {})
+    results, parts, ns = [], [], []
+    keys = sorted(set(ra[by]) & set(rb[by])) if by in ra and by in rb else []
+    def gap(rows):
+        if high not in rows or low not in rows:
+            return pd.Series(dtype=float)
+        return (pd.to_numeric(rows[high], errors="coerce") - pd.to_numeric(rows[low], errors="coerce")).dropna()
+
+    for k in keys:
+        ga, gb = gap(ra[ra[by] == k]), gap(rb[rb[by] == k])
+        if ga.empty or gb.empty:
+            results.append(None)
+            continue
+        results.append(float(ga.mean()) > float(gb.mean()))
+        ns.append(min(len(ga), len(gb)))
+        parts.append(f"{k}: {ga.mean():.4g} vs {gb.mean():.4g}")
+    if not keys:
+        return Verdict(NOT_RUN, "no cell ran in both")
+    return Verdict(_decide(results, "", 0).status, f"{high} - {low}, {_words(a.get('where') or {})} "
+                   f"({a['experiment']}) vs ({b['experiment']}): " + "; ".join(parts), min(ns, default=0))
+
+
 CHECKS = {f.__name__: f for f in (peak_at, inputs_kept, better_at_smallest, near_value, metric_at_least,
-                                  better_in_at_least, beats, at_most)}
+                                  better_in_at_least, beats, at_most, similar_entries, gap_shrinks, compare,
+                                  not_peaked_at, correlates, spread_at_most, imbalance_trend, paired_gap,
+                                  vs_best_of, converges_faster, still_improving, larger_gap)}
 
 
 def check(ctx, name: str, args: dict) -> Verdict:

@@ -88,10 +88,14 @@ class Ours:
 class Context:
     """The results of one scale, read once per experiment, and the papers' row/column specs."""
 
-    def __init__(self, results: str | Path, scale: str, docs: list[dict], expected: dict | None = None):
+    def __init__(self, results: str | Path, scale: str, docs: list[dict], expected: dict | None = None,
+                 artefacts: dict | None = None):
         self.results, self.scale, self.docs = Path(results), scale, docs
         self.expected = expected or {}
+        # the pipeline config's `artefacts:` (name -> {paper, experiments, ...}): every one gets a section
+        self.artefacts = artefacts or {}
         self._tables: dict[str, pd.DataFrame | None] = {}
+        self._curves: dict[str, pd.DataFrame] = {}
         self.arts = {name: spec for doc in docs for name, spec in doc["artefacts"].items()}
 
     def table(self, experiment: str) -> pd.DataFrame | None:
@@ -128,6 +132,28 @@ class Context:
         if df is None:
             return pd.DataFrame()
         df = df[df["status"].isin(RAN_STATUSES)]
+        for key, value in where.items():
+            if key not in df:
+                return df.iloc[0:0]
+            df = df[df[key].map(norm) == norm(value)]
+        return df
+
+    def curves(self, experiment: str, where: dict) -> pd.DataFrame:
+        """The learning curves (one row per cell and evaluation) of the cells of `experiment` with the
+        coordinates `where`: each finished cell's curve.csv beside its metrics.json, else the tidy
+        results/<scale>/<experiment>_curves.csv. Empty when there is none."""
+        if experiment not in self._curves:
+            folder, frames = self.results / self.scale / experiment, []
+            for path in sorted(folder.rglob("metrics.json")) if folder.is_dir() else []:
+                record = json.loads(path.read_text())
+                curve = path.with_name("curve.csv")
+                if record.get("status") in RAN_STATUSES and curve.exists() and curve.stat().st_size:
+                    frames.append(pd.read_csv(curve).assign(**record["coords"]))
+            csv = self.results / self.scale / f"{experiment}_curves.csv"
+            if not frames and csv.exists() and csv.stat().st_size:
+                frames = [pd.read_csv(csv)]
+            self._curves[experiment] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        df = self._curves[experiment]
         for key, value in where.items():
             if key not in df:
                 return df.iloc[0:0]
@@ -180,33 +206,64 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def artefact_section(ctx: Context, doc: dict, name: str) -> list[str]:
-    spec = doc["artefacts"][name]
+def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None = None) -> list[str]:
+    """One artefact: the paper's numbers next to ours, then its claims' verdicts. An artefact the paper file
+    does not list (or lists without numbers) still gets its section: the pipeline's experiments for it and
+    "the paper prints no number"."""
+    spec = doc["artefacts"].get(name) or {}
+    pipeline = ctx.artefacts.get(name) or {}
     rows, cols = spec.get("rows") or {}, spec.get("columns") or {}
-    exps = sorted({v.get("experiment") for v in [*rows.values(), *cols.values(), spec.get("ours") or {}]} - {None})
-    lines = [f"### {name}: {spec.get('caption', '')}", ""]
+    exps = sorted(({v.get("experiment") for v in [*rows.values(), *cols.values(), spec.get("ours") or {}]}
+                   | set(pipeline.get("experiments") or [])) - {None})
+    caption = spec.get("caption") or pipeline.get("caption") or ""
+    lines = [f"### {name}" + (f": {caption}" if caption else ""), ""]
     if spec.get("unit"):
         lines.append(f"Unit: {spec['unit']}.")
-    lines += ["Our experiments: " + ("; ".join(f"`{e}` {ctx.state(e)}" for e in exps) or "none") + ".", "",
-              "| row | column | paper | ours | n | scale | device | z_paper | z_comb | note |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for num in papers.numbers(doc, name):
-        ours = ctx.ours(name, num.row, num.column)
-        row_label = (rows.get(num.row) or {}).get("label", num.row)
-        col_label = (cols.get(num.column) or {}).get("label", num.column)
-        paper_text = num.shown() + (" (quoted)" if num.quoted else "")
-        if ours.n and math.isfinite(ours.mean):
-            ours_text = f"{_f(ours.mean)} ± {_f(ours.se, 2)}" if ours.n > 1 else _f(ours.mean)
-        else:
-            ours_text = "OOM" if ours.note == "OOM" else ("NaN" if ours.n else "—")
-        z_p = z_c = math.nan
-        if num.mean is not None and ours.n and math.isfinite(ours.mean):
-            z_p, z_c = papers.z_scores(ours.mean, ours.se if ours.n > 1 else math.nan, num.mean, num.se)
-        note = "; ".join(filter(None, [ours.note, num.note, "n = 1: no s.e." if ours.n == 1 else ""]))
-        lines.append("| " + " | ".join(_cell(v) for v in (
-            row_label, col_label, paper_text, ours_text, ours.n, ctx.scale if ours.n else "—",
-            ours.device or "—", _f(z_p, 3), _f(z_c, 3), note)) + " |")
-    return lines + [""]
+    lines += ["Our experiments: " + ("; ".join(f"`{e}` {ctx.state(e)}" for e in exps) or "none (rendered from the "
+                                     "library or a data file)") + ".", ""]
+    nums = papers.numbers(doc, name) if name in doc["artefacts"] else []
+    if spec.get("transcribed"):
+        lines += [(f"Transcribed from the paper, not measured: {len(nums)} entries ({spec['transcribed']}), rendered "
+                  f"as `figures/{name}.*` from config/papers/{doc['paper']}.yaml; nothing of ours to compare."), ""]
+    elif not nums:
+        lines += [("The paper prints no number for this artefact (a figure, or a table of settings rendered from "
+                  "what ran)."), ""]
+    else:
+        lines += ["| row | column | paper | ours | n | scale | device | z_paper | z_comb | note |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for num in nums:
+            lines.append(_number_line(ctx, name, num, rows, cols))
+        lines.append("")
+    mine = [(c, v) for c, v in verdicts or [] if c.artefact == name]
+    if mine:
+        lines += ["Claims: " + "; ".join(f"`{c.id}` **{v.status}** (n {v.n})" for c, v in mine) + ".", ""]
+    elif verdicts is not None:
+        lines += ["The paper makes no claim in words about this artefact that we check.", ""]
+    return lines
+
+
+def _number_line(ctx: Context, name: str, num, rows: dict, cols: dict) -> str:
+    ours = ctx.ours(name, num.row, num.column)
+    row_label = (rows.get(num.row) or {}).get("label", num.row)
+    col_label = (cols.get(num.column) or {}).get("label", num.column)
+    paper_text = num.shown() + (" (quoted)" if num.quoted else "")
+    if ours.n and math.isfinite(ours.mean):
+        ours_text = f"{_f(ours.mean)} ± {_f(ours.se, 2)}" if ours.n > 1 else _f(ours.mean)
+    else:
+        ours_text = "OOM" if ours.note == "OOM" else ("NaN" if ours.n else "—")
+    z_p = z_c = math.nan
+    if num.mean is not None and ours.n and math.isfinite(ours.mean):
+        z_p, z_c = papers.z_scores(ours.mean, ours.se if ours.n > 1 else math.nan, num.mean, num.se)
+    note = "; ".join(filter(None, [ours.note, num.note, "n = 1: no s.e." if ours.n == 1 else ""]))
+    return "| " + " | ".join(_cell(v) for v in (
+        row_label, col_label, paper_text, ours_text, ours.n, ctx.scale if ours.n else "—",
+        ours.device or "—", _f(z_p, 3), _f(z_c, 3), note)) + " |"
+
+
+def _artefact_order(ctx: Context, doc: dict) -> list[str]:
+    """The paper file's artefacts, then the pipeline's artefacts of this paper the file does not list."""
+    names = list(doc["artefacts"])
+    return names + [a for a, spec in ctx.artefacts.items() if spec.get("paper") == doc["paper"] and a not in names]
 
 
 def render(ctx: Context, generated: str = "") -> str:
@@ -228,8 +285,8 @@ def render(ctx: Context, generated: str = "") -> str:
     lines += [f"Claims at {ctx.scale} scale: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", ""]
     for doc in ctx.docs:
         lines += [f"## {PAPER_NAMES.get(doc['paper'], doc['paper'])}: numbers", ""]
-        for name in doc["artefacts"]:
-            lines += artefact_section(ctx, doc, name)
+        for name in _artefact_order(ctx, doc):
+            lines += artefact_section(ctx, doc, name, verdicts)
     lines += ["## Claims", "",
               (f"Each verdict is computed from the results at {ctx.scale} scale (reprokit/report/claims.py; the check "
                "and its arguments are in config/papers/<paper>.yaml)."), "",
@@ -243,23 +300,30 @@ def render(ctx: Context, generated: str = "") -> str:
 
 
 def write_report(out: str | Path, results: str | Path, scale: str, paper_files: list[str | Path],
-                 expected: dict | None = None, generated: str | None = None) -> str:
-    """Render the report from what is under `results` now and write it atomically to `out`."""
+                 expected: dict | None = None, generated: str | None = None, artefacts: dict | None = None) -> str:
+    """Render the report from what is under `results` now and write it atomically to `out`. `artefacts`: the
+    pipeline config's `artefacts:` (each gets a section, "not run" where nothing exists)."""
     docs = [papers.load(p) for p in paper_files]
     if generated is None:
         generated = f"Generated {_dt.datetime.now().isoformat(timespec='seconds')}."
-    text = render(Context(results, scale, docs, expected), generated)
+    text = render(Context(results, scale, docs, expected, artefacts), generated)
     atomic_write_text(out, text)
     return text
 
 
-def expected_cells(root: str | Path, scale: str) -> dict[str, int]:
-    """Cells per experiment of the pipeline's config at `scale` (torch-free)."""
+def pipeline_config(root: str | Path, scale: str) -> tuple[dict[str, int], dict]:
+    """(cells per experiment, the `artefacts:` block) of the pipeline's config at `scale` (torch-free)."""
     from ..budget import load_pipeline_config
     from ..config import experiment
 
     cfg = load_pipeline_config(root, {"scale": scale})
-    return {name: sum(1 for _ in experiment(cfg, name, scale).cells()) for name in cfg["experiments"]}
+    cells = {name: sum(1 for _ in experiment(cfg, name, scale).cells()) for name in cfg["experiments"]}
+    return cells, dict(cfg.get("artefacts") or {})
+
+
+def expected_cells(root: str | Path, scale: str) -> dict[str, int]:
+    """Cells per experiment of the pipeline's config at `scale` (torch-free)."""
+    return pipeline_config(root, scale)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         print("error: no paper files (config/papers/*.yaml)", file=sys.stderr)
         return 2
-    expected = expected_cells(args.root, args.scale) if args.root else None
-    write_report(args.out, args.results, args.scale, files, expected)
+    expected, artefacts = pipeline_config(args.root, args.scale) if args.root else (None, None)
+    write_report(args.out, args.results, args.scale, files, expected, artefacts=artefacts)
     print(f"wrote {args.out}")
     return 0
 

@@ -73,38 +73,38 @@ def load_yaml(path: str | Path) -> dict:
         return yaml.safe_load(f)
 
 
-def complexity_table(data: dict, name: str) -> tuple[pd.DataFrame, dict]:
-    """(frame of LaTeX cells, the table's spec) for ``table5|table6|table7`` of the complexity data.
+def complexity_table(doc: dict, name: str) -> tuple[pd.DataFrame, dict]:
+    """(frame of LaTeX cells, the table's spec) for ``table5|table6|table7`` of the paper file
+    (config/papers/partitioned.yaml, `artefacts.<name>`).
 
-    Table 5 (notation) has rows ``{symbol, meaning}``; Tables 6/7 have ``columns`` and ``rows`` as
-    ``{method, cells}`` with ``highlight``: indices of cells the paper colours (rendered in
-    `highlight_color`).
+    Table 5 (notation, `symbols: true`) has one row per symbol with its ``Meaning``; Tables 6/7 have one row
+    per method with LaTeX math per column and, per row, ``highlight``: the columns the paper colours (rendered
+    in `highlight_color`).
     """
-    spec = data[name]
-    if "symbol_rows" in spec:
-        df = pd.DataFrame([{"Symbol": f"${r['symbol']}$", "Meaning": r["meaning"]} for r in spec["symbol_rows"]])
+    spec = doc["artefacts"][name]
+    numbers, columns = spec["numbers"], list(spec["columns"])
+    if spec.get("symbols"):
+        df = pd.DataFrame([{"Symbol": f"${sym}$", "Meaning": vals["Meaning"]} for sym, vals in numbers.items()])
         return df, spec
-    columns = list(spec["columns"])
     color = spec.get("highlight_color")
     rows = []
-    for row in spec["rows"]:
-        cells = list(row["cells"])
-        if len(cells) != len(columns):
-            raise ValueError(f"{name}: row {row['method']!r} has {len(cells)} cells for {len(columns)} columns")
-        marked = set(row.get("highlight", []))
-        out = {"Method": latex_escape(row["method"])}
-        for i, (col, cell) in enumerate(zip(columns, cells)):
-            text = f"${cell}$"
-            out[latex_escape(col)] = rf"\textcolor{{{color}}}{{{text}}}" if i in marked and color else text
+    for method, cells in numbers.items():
+        if set(cells) != set(columns):
+            raise ValueError(f"{name}: row {method!r} has cells {sorted(cells)} for columns {columns}")
+        marked = set(((spec.get("rows") or {}).get(method) or {}).get("highlight", []))
+        out = {"Method": latex_escape(method)}
+        for col in columns:
+            text = f"${cells[col]}$"
+            out[latex_escape(col)] = rf"\textcolor{{{color}}}{{{text}}}" if col in marked and color else text
         rows.append(out)
     return pd.DataFrame(rows), spec
 
 
-def write_complexity_table(data_path: str | Path, name: str, out_path: str | Path, scale: str) -> pd.DataFrame:
-    """Render Table 5, 6 or 7 from the transcription in `data_path` (config/tables/complexity.yaml)."""
-    data = load_yaml(data_path)
-    df, spec = complexity_table(data, name)
-    note = static_note(scale, f"transcribed from {data['source']} ({Path(data_path).as_posix()}), not computed")
+def write_complexity_table(paper_path: str | Path, name: str, out_path: str | Path, scale: str) -> pd.DataFrame:
+    """Render Table 5, 6 or 7 from the transcription in the paper file `paper_path` (config/papers/partitioned.yaml)."""
+    doc = load_yaml(paper_path)
+    df, spec = complexity_table(doc, name)
+    note = static_note(scale, f"transcribed from {doc['source']}, App. D.1 ({Path(paper_path).as_posix()}), not computed")
     write_table(df, out_path, spec["caption"], scale, note, footnotes=spec.get("footnotes"),
                 label=f"tab:{name}", escape=False)
     return df
