@@ -275,3 +275,13 @@ def test_input_selection_readings_flip(tmp_path, train15, verdict):
     _cells("fig2a", rows, tmp_path)
     assert _verdict(tmp_path, "fig2a_train_acc_ambiguous") == verdict
     assert _verdict(tmp_path, "fig2a_lml_tracks_test") == "holds"
+
+
+@pytest.mark.parametrize("statuses, verdict", [(("diverged", "diverged"), "holds"), (("diverged", "completed"), "does not hold")])
+def test_divergence_claim_flips(tmp_path, statuses, verdict):
+    # FAKE: App. E, Augerino without the safe switch at lambda = 1
+    write_csv(tmp_path, "fig3a_augerino_plain_reg1",
+              [{"dataset": "mnist", "rotated": False, "method": "augerino", "n_train": 1000, "seed": s, "status": st,
+                "test_acc": float("nan") if st == "diverged" else 0.9} for s, st in enumerate(statuses)])
+    assert _verdict(tmp_path, "appE_large_lambda_diverges") == verdict
+    assert _verdict(tmp_path, "appE_augerino_plain_diverges") == "not run"

@@ -33,6 +33,7 @@ a = pd.read_csv(snakemake.input["fig3a"])  # noqa: F821 (injected by Snakemake)
 b = pd.read_csv(snakemake.input["fig3b"])  # noqa: F821
 c = pd.read_csv(snakemake.input["fig3c"])  # noqa: F821
 plain = pd.read_csv(snakemake.input["fig3a_augerino_plain"])  # noqa: F821 (App. E: no safe switch)
+plain_reg1 = pd.read_csv(snakemake.input["fig3a_augerino_plain_reg1"])  # noqa: F821 (App. E, lambda = 1)
 scale = style.scale_of(a)
 for t in (a, b, c):
     t["rotated"] = as_bool(t["rotated"])
@@ -97,9 +98,11 @@ def rotation_text(method):
 
 
 def augerino_switch_text():
-    """App. E: outcome and largest |psi| of Augerino with (fig3a) and without (plain) the safe switch, n_train 1000."""
+    """App. E: outcome and largest |psi| of Augerino with (fig3a) and without (plain) the safe switch, n_train 1000,
+    at the paper's lambda = 0.01 and at lambda = 1 (plain only)."""
     parts = []
-    for label, df in (("safe", a[(a["method"] == "augerino") & (a["n_train"] == 1000)]), ("plain", plain)):
+    for label, df in (("safe", a[(a["method"] == "augerino") & (a["n_train"] == 1000)]), ("plain", plain),
+                      ("plain lambda=1", plain_reg1)):
         for rot, g in df.groupby("rotated"):
             ranges = [col for col in g.columns if col.startswith("aug_") and not col.endswith("_samples")]
             widths = g[ranges].abs().max(axis=1)
@@ -122,7 +125,8 @@ note = "\n".join([
     + " | Partitioned (Ens.): " + rotation_text("partitioned_ens"),
     "Last-layer ML: " + rotation_text("last_layer_ml") + " | Diff. Laplace: " + rotation_text("diff_laplace")
     + " | Augerino: " + rotation_text("augerino"),
-    "Augerino 1k, App. E safe switch vs plain -||psi|| (diverged = NaN): " + augerino_switch_text(),
+    "Augerino 1k, App. E safe switch vs plain -lambda||psi|| (lambda 0.01 unless named; diverged = NaN): "
+    + augerino_switch_text(),
     "n/a: " + ("; ".join(missing) or "none")
     + " | not in this scale's grid: " + (", ".join(label for m, (label, *_) in METHOD_STYLE.items()
                                                    if m not in set(a["method"])) or "none"),

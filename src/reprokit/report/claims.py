@@ -565,10 +565,21 @@ def larger_gap(ctx, a: dict, b: dict, high: str, low: str, by: str = "dataset") 
                    f"({a['experiment']}) vs ({b['experiment']}): " + "; ".join(parts), min(ns, default=0))
 
 
+def all_have_status(ctx, experiment: str, status: str, where: dict | None = None) -> Verdict:
+    """Every cell of `experiment` (with the coordinates `where`) that ran ended with `status` (e.g. every
+    Augerino run without the safe switch 'diverged': a non-finite loss)."""
+    rows = ctx.cells(experiment, where or {})
+    if rows.empty:
+        return Verdict(NOT_RUN, "no cell ran")
+    counts = rows["status"].value_counts()
+    measured = f"{experiment} {_words(where or {})}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+    return Verdict(HOLDS if set(counts.index) == {status} else FAILS, measured, len(rows))
+
+
 CHECKS = {f.__name__: f for f in (peak_at, inputs_kept, better_at_smallest, near_value, metric_at_least,
                                   better_in_at_least, beats, at_most, similar_entries, gap_shrinks, compare,
                                   not_peaked_at, correlates, spread_at_most, imbalance_trend, paired_gap,
-                                  vs_best_of, converges_faster, still_improving, larger_gap)}
+                                  vs_best_of, converges_faster, still_improving, larger_gap, all_have_status)}
 
 
 def check(ctx, name: str, args: dict) -> Verdict:
