@@ -164,3 +164,35 @@ def test_client_batching_auto_is_the_loop_on_the_cpu_and_unknown_values_fail():
     assert _method("fedavg").batching == "loop"  # the default, auto, on CPU data
     with pytest.raises(ValueError, match="client_batching 'batched' unknown"):
         _method("fedavg", client_batching="batched")
+
+
+def test_partitioned_group_norm_affines_are_per_partition_vectors():
+    """App. I.2: a GroupNorm's scale / bias is C vectors, subnetwork j uses their product / sum over 1..j, a
+    chunk-k client changes only the vectors of partitions k..C, the network holds the full product / sum."""
+    st = _settings("partitioned", batch_size=4, n_clients=2, clients_per_round=2)
+    torch.manual_seed(0)
+    model = build_model("resnet9_gn", dropout=0.1, learnable_dropout=True)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.rand(8, 3, 32, 32, generator=g), torch.randint(0, 10, (8,), generator=g)
+    m = FederatedTraining(FedNet(model, None, 1), FedData(x, y, torch.arange(8) % 2, x[:4], y[:4], 2),
+                          FedConfig.from_settings(st), 0)
+    norms = [n for n in m.weight_names if ".norm." in n]
+    assert norms and set(norms) == set(m.stacked)
+    for n in norms:
+        assert m.weights[n].shape == (3, *m.net_weights[n].shape)
+    w = {n: torch.rand(m.weights[n].shape, generator=g) + 0.5 for n in norms}
+    for j in (1, 2, 3):
+        eff = m._effective(w, j)
+        for n in norms:
+            want = w[n][:j].prod(0) if n.endswith("weight") else w[n][:j].sum(0)
+            torch.testing.assert_close(eff[n], want, msg=f"{n} j={j}")
+    start = {n: m.weights[n].detach().clone() for n in norms}
+    torch.testing.assert_close(m._effective(start, 3)[norms[0]], m.net_weights[norms[0]].detach())
+    m.client_chunk = [2, 3]
+    m.train_step(0)
+    full = m._effective({n: m.weights[n].detach() for n in norms}, 3)
+    for n in norms:
+        assert torch.equal(m.weights[n].detach()[0], start[n][0]), n  # partition 1: no client of chunk 1
+        assert not torch.equal(m.weights[n].detach()[1:], start[n][1:]), n
+        torch.testing.assert_close(m.net_weights[n].detach(), full[n], msg=n)
+    assert m.weight_bytes() == 4 * sum(p.numel() for p in m.net_weights.values())  # FedAvg's: each affine once

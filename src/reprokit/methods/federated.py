@@ -25,7 +25,9 @@ Methods (``FedConfig.method``):
                  full local data, or ``hyper_batch_size`` examples). The server averages each weight entry
                  over the clients that uploaded it and psi gradients over the clients that sent one
                  (federated SGD for psi, server Adam at ``hyper_lr``). psi = concrete-dropout logits + the
-                 augmentation's parameters.
+                 augmentation's parameters. Normalisation layers' scales and biases (ResNet-9 GN) are C
+                 vectors each, one per partition, combined by product / sum over 1..j in subnetwork j
+                 (App. I.2); the network itself holds the full product / sum.
 
 Communication is *measured*: every message is a list of tensors and its size is the sum of
 ``numel * element_size``. Downloads are the server's weights (and psi where the method has any) sent to
@@ -71,6 +73,7 @@ from .. import seeds
 from ..augment.affine import AffineAugmentation, augerino_regularizer
 from ..augment.concrete_dropout import ConcreteDropout, concrete_dropout_parameters
 from ..partition.masks import exact_counts, node_assignment, random_weight_assignment
+from ..partition.wrap import NORM_TYPES
 from .common import classification_metrics
 
 METHODS = ("fedavg", "augerino", "partitioned")
@@ -265,10 +268,7 @@ class FederatedTraining:
         params = dict(net.named_parameters())
         self.weights = {n: params[n] for n in self.weight_names}
         self.hyper = {n: params[n] for n in self.hyper_names}
-        groups = [{"params": list(self.weights.values()), "lr": cfg.server_lr, "eps": cfg.server_eps}]
-        if self.hyper:
-            groups.append({"params": list(self.hyper.values()), "lr": cfg.hyper_lr, "eps": cfg.hyper_eps})
-        self.server_opt = torch.optim.Adam(groups)
+        self.net_weights = dict(self.weights)  # the network's own tensors (weights may stack some, below)
         # clients
         self.client_idx = [torch.nonzero(data.client == c).reshape(-1) for c in range(int(data.n_clients))]
         self.gen_clients = seeds.generator(self.seed, "clients", device)
@@ -286,10 +286,30 @@ class FederatedTraining:
                 raise ValueError(f"{len(pprops)} parameter proportions for {self.n_chunks} chunks")
             g = torch.Generator().manual_seed(seeds.stream_seed(self.seed, "partition_masks"))
             assign_fn = {"random": random_weight_assignment, "node": node_assignment}[cfg.partition_scheme]
-            self.assign = {n: assign_fn(p.shape, pprops, generator=g).to(device) for n, p in self.weights.items()}
+            # App. I.2: a normalisation layer's scale / bias is C vectors, one per partition (row i-1 of a
+            # (C, *shape) server tensor belongs to partition i); subnetwork k uses their product / sum over
+            # 1..k. Stacked at (init, 1, ..., 1) / (init, 0, ..., 0): every subnetwork starts at the init affine.
+            norm = {f"model.{m}.{p}": ("scale" if p == "weight" else "bias") for m, mod in net.model.named_modules()
+                    if isinstance(mod, NORM_TYPES) for p in ("weight", "bias")}
+            self.stacked = {n: norm[n] for n in self.weight_names if n in norm}
+            C, self.assign = self.n_chunks, {}
+            for n, p in self.net_weights.items():
+                if n in self.stacked:
+                    fill = torch.ones if self.stacked[n] == "scale" else torch.zeros
+                    rest = fill((C - 1, *p.shape), dtype=p.dtype, device=device)
+                    self.weights[n] = nn.Parameter(torch.cat([p.detach().unsqueeze(0), rest]))
+                    ids = torch.arange(1, C + 1, dtype=torch.uint8, device=device).reshape(C, *[1] * p.dim())
+                    self.assign[n] = ids.expand(C, *p.shape).contiguous()
+                else:
+                    self.assign[n] = assign_fn(p.shape, pprops, generator=g).to(device)
             self.default = {n: p.detach().clone() for n, p in self.weights.items()}  # "init" defaults
         else:
             self.client_chunk = [1] * int(data.n_clients)
+            self.stacked = {}
+        groups = [{"params": list(self.weights.values()), "lr": cfg.server_lr, "eps": cfg.server_eps}]
+        if self.hyper:
+            groups.append({"params": list(self.hyper.values()), "lr": cfg.hyper_lr, "eps": cfg.hyper_eps})
+        self.server_opt = torch.optim.Adam(groups)
         self.comm = {"upload_bytes": 0, "download_bytes": 0, "full_upload_bytes": 0, "clients": 0}
         self.history: list[float] = []  # validation accuracy of every evaluation (step >= 0)
 
@@ -297,7 +317,8 @@ class FederatedTraining:
     # pieces
 
     def weight_bytes(self) -> int:
-        return message_bytes([p.detach() for p in self.weights.values()])
+        """Bytes of the network's weights (FedAvg's upload; App. I.2's stacked affines count once)."""
+        return message_bytes([p.detach() for p in self.net_weights.values()])
 
     def _task(self, step: int, c: int, j: int, idx: torch.Tensor, epochs: int, batch: int | None) -> _Task:
         """Task j of client c in round `step`: its minibatches (`epochs` shuffles of `idx` in batches of
@@ -341,10 +362,23 @@ class FederatedTraining:
 
     def _effective(self, w: dict, j) -> dict:
         """Subnetwork j's parameters: entries of partitions <= j from `w`, the rest at their defaults
-        (j an int, or a 0-dim tensor inside vmap)."""
-        if self.cfg.method != "partitioned" or (isinstance(j, int) and j >= self.n_chunks):
+        (j an int, or a 0-dim tensor inside vmap); stacked affines reduced (product / sum of their rows)."""
+        if self.cfg.method != "partitioned":
             return dict(w)
-        return {n: torch.where(self.assign[n] <= j, w[n], self.default[n]) for n in w}
+        full = isinstance(j, int) and j >= self.n_chunks
+        out = {n: w[n] if full else torch.where(self.assign[n] <= j, w[n], self.default[n]) for n in w}
+        for n, kind in self.stacked.items():
+            if n in out:
+                out[n] = out[n].prod(0) if kind == "scale" else out[n].sum(0)
+        return out
+
+    @torch.no_grad()
+    def _sync_net(self) -> None:
+        """The network's normalisation affines := the server's stacked ones reduced over all partitions."""
+        if self.stacked:
+            full = self._effective({n: self.weights[n].detach() for n in self.stacked}, self.n_chunks)
+            for n in self.stacked:
+                self.net_weights[n].copy_(full[n])
 
     def _loss(self, w: dict, psi: dict, j, x, y, wts, aug_u, noise, reg: bool):
         """Weighted NLL (weights `wts`: 1/n for a batch of n, 0 for padding) of subnetwork j, plus the
@@ -556,6 +590,7 @@ class FederatedTraining:
             elif bool((count[nm] > 0).any()):
                 p.grad = delta[nm] / count[nm].clamp(min=1)
         self.server_opt.step()
+        self._sync_net()
         self.comm["upload_bytes"] += up
         self.comm["download_bytes"] += down
         self.comm["full_upload_bytes"] += m * self.weight_bytes()
@@ -605,11 +640,15 @@ class FederatedTraining:
 
     def state_dict(self) -> dict:
         return {"net": self.net.state_dict(), "server_opt": self.server_opt.state_dict(),
-                "gen_clients": self.gen_clients.get_state(), "comm": dict(self.comm), "history": list(self.history)}
+                "gen_clients": self.gen_clients.get_state(), "comm": dict(self.comm), "history": list(self.history),
+                "stacked": {n: self.weights[n].detach().clone() for n in self.stacked}}
 
     def load_state_dict(self, state: dict) -> None:
         self.net.load_state_dict(state["net"])
         self.server_opt.load_state_dict(state["server_opt"])
         self.gen_clients.set_state(state["gen_clients"])  # the clients' draws are keyed by round: no state
+        with torch.no_grad():
+            for n, v in state.get("stacked", {}).items():
+                self.weights[n].copy_(v)
         self.comm = dict(state["comm"])
         self.history = list(state["history"])
