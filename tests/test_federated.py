@@ -1,5 +1,6 @@
 """Issue 13: federated training (methods/federated.py): FedAvg = SGD + server Adam, partitioned clients
-touch and upload only partitions k..C with the bytes counted, bit-identical resume."""
+touch and upload only partitions k..C with the bytes counted, bit-identical resume, and the clients
+batched by torch.func.vmap giving the loop's server weights (same draws) for every method."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_fedavg_one_client_one_step_is_sgd_then_server_adam():
     data = _data(n=8, n_clients=1)
     m = _method("fedavg", data, dropout=None, clients_per_round=1, batch_size=8, local_lr=0.1, server_lr=1e-3)
     ref = copy.deepcopy(m.net.model)
-    perm = torch.randperm(8, generator=seeds.generator(0, "minibatches"))  # the client's batch order
+    perm = torch.randperm(8, generator=seeds.generator(0, "minibatches", keys=(0, 0, 1)))  # round 0, client 0, j 1
     loss = F.nll_loss(F.log_softmax(ref(data.x_train[perm]), dim=-1), data.y_train[perm])
     grads = torch.autograd.grad(loss, list(ref.parameters()))
     params = list(ref.parameters())
@@ -61,9 +62,11 @@ def test_partitioned_client_changes_and_uploads_only_partitions_k_to_c(k):
     m.client_chunk = [k] * 4
     server = {n: p.detach().clone() for n, p in m.weights.items()}
     hyper = {n: p.detach() for n, p in m.hyper.items()}
-    idx = m.client_idx[0]
-    for j in range(k, m.n_chunks + 1):  # Eq. 25: partition j alone moves
-        (new, _), _ = m._local_sgd(server, idx, hyper, j=j)
+    tasks, _ = m._tasks(0, 0)
+    assert [t.j for t in tasks] == list(range(k, m.n_chunks + 1))
+    for task in tasks:  # Eq. 25: partition j alone moves
+        j = task.j
+        new, _, _ = m._run_task_loop(task, server, hyper)
         for n in server:
             same = m.assign[n] != j
             assert torch.equal(new[n][same], server[n][same]), n
@@ -98,18 +101,19 @@ def test_partitioned_upload_fraction_is_the_expected_one_for_all_chunks():
     assert m.comm["full_upload_bytes"] == 4 * 4 * total
 
 
+@pytest.mark.parametrize("batching", ["loop", "vmap"])
 @pytest.mark.parametrize("method", ["fedavg", "augerino", "partitioned"])
-def test_resume_is_bit_identical(method):
-    a = _method(method)
+def test_resume_is_bit_identical(method, batching):
+    a = _method(method, client_batching=batching)
     for s in range(4):
         a.train_step(s)
         a.evaluate(s + 1)
-    b = _method(method)
+    b = _method(method, client_batching=batching)
     for s in range(2):
         b.train_step(s)
         b.evaluate(s + 1)
     state, rng = copy.deepcopy(b.state_dict()), torch.get_rng_state()
-    c = _method(method)
+    c = _method(method, client_batching=batching)
     c.load_state_dict(state)
     torch.set_rng_state(rng)
     for s in range(2, 4):
@@ -119,3 +123,76 @@ def test_resume_is_bit_identical(method):
         assert torch.equal(p, q), n
     assert a.comm == c.comm and a.history == c.history
     assert a.final_metrics() == c.final_metrics()
+
+
+@pytest.mark.parametrize("method", ["fedavg", "augerino", "partitioned"])
+def test_vmap_clients_give_the_loops_server_weights(method):
+    """client_batching vmap = loop to rounding (float64), two rounds with the same draws: clients of 3, 9, 17
+    and 11 examples (1, 2, 3 and 2 local steps at batch 8: padded batches, tasks dropping out), all three
+    chunks, learned dropout, augmentation, Augerino's local psi and the partitioned psi gradients."""
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.rand(40, 1, 28, 28, generator=g), torch.randint(0, 10, (40,), generator=g)
+        client = torch.tensor([0] * 3 + [1] * 9 + [2] * 17 + [3] * 11)
+        runs = {}
+        for batching in ("loop", "vmap"):
+            m = _method(method, FedData(x, y, client, x[:16], y[:16], 4), client_batching=batching,
+                        clients_per_round=4)
+            if method == "partitioned":
+                m.client_chunk = [2, 1, 3, 2]
+            outs = [m.train_step(s) for s in range(2)]
+            runs[batching] = m, outs
+        (a, out_a), (b, out_b) = runs["loop"], runs["vmap"]
+        assert a.batching == "loop" and b.batching == "vmap"
+        for (n, p), q in zip(a.net.state_dict().items(), b.net.state_dict().values()):
+            assert p.dtype == torch.float64 or not p.is_floating_point()
+            torch.testing.assert_close(p, q, rtol=0, atol=1e-10, msg=n)
+        moved = [n for n, p in a.net.state_dict().items() if p.is_floating_point() and not torch.equal(
+            p, _method(method, FedData(x, y, client, x[:16], y[:16], 4)).net.state_dict()[n])]
+        assert len(moved) >= 10  # the weights (and psi) did move
+        assert a.comm == b.comm
+        for oa, ob in zip(out_a, out_b):
+            assert oa["round_upload_bytes"] == ob["round_upload_bytes"]
+            assert oa["loss"] == pytest.approx(ob["loss"], rel=1e-10)
+    finally:
+        torch.set_default_dtype(dtype)
+
+
+def test_client_batching_auto_is_the_loop_on_the_cpu_and_unknown_values_fail():
+    assert _method("fedavg").batching == "loop"  # the default, auto, on CPU data
+    with pytest.raises(ValueError, match="client_batching 'batched' unknown"):
+        _method("fedavg", client_batching="batched")
+
+
+def test_partitioned_group_norm_affines_are_per_partition_vectors():
+    """App. I.2: a GroupNorm's scale / bias is C vectors, subnetwork j uses their product / sum over 1..j, a
+    chunk-k client changes only the vectors of partitions k..C, the network holds the full product / sum."""
+    st = _settings("partitioned", batch_size=4, n_clients=2, clients_per_round=2)
+    torch.manual_seed(0)
+    model = build_model("resnet9_gn", dropout=0.1, learnable_dropout=True)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.rand(8, 3, 32, 32, generator=g), torch.randint(0, 10, (8,), generator=g)
+    m = FederatedTraining(FedNet(model, None, 1), FedData(x, y, torch.arange(8) % 2, x[:4], y[:4], 2),
+                          FedConfig.from_settings(st), 0)
+    norms = [n for n in m.weight_names if ".norm." in n]
+    assert norms and set(norms) == set(m.stacked)
+    for n in norms:
+        assert m.weights[n].shape == (3, *m.net_weights[n].shape)
+    w = {n: torch.rand(m.weights[n].shape, generator=g) + 0.5 for n in norms}
+    for j in (1, 2, 3):
+        eff = m._effective(w, j)
+        for n in norms:
+            want = w[n][:j].prod(0) if n.endswith("weight") else w[n][:j].sum(0)
+            torch.testing.assert_close(eff[n], want, msg=f"{n} j={j}")
+    start = {n: m.weights[n].detach().clone() for n in norms}
+    torch.testing.assert_close(m._effective(start, 3)[norms[0]], m.net_weights[norms[0]].detach())
+    m.client_chunk = [2, 3]
+    m.train_step(0)
+    full = m._effective({n: m.weights[n].detach() for n in norms}, 3)
+    for n in norms:
+        assert torch.equal(m.weights[n].detach()[0], start[n][0]), n  # partition 1: no client of chunk 1
+        assert not torch.equal(m.weights[n].detach()[1:], start[n][1:]), n
+        torch.testing.assert_close(m.net_weights[n].detach(), full[n], msg=n)
+    assert m.weight_bytes() == 4 * sum(p.numel() for p in m.net_weights.values())  # FedAvg's: each affine once

@@ -8,6 +8,7 @@ initialisation stream (as it was with `seed + 1`-style offsets), and adding a st
     torch.manual_seed(stream_seed(seed, "init"))              # global RNG: weight initialisation
     gen = generator(seed, "minibatches", device=data.device)  # a torch.Generator on the data's device
     rng = numpy_rng(seed, "eval_subset")                      # a numpy Generator
+    gen = generator(seed, "augment", keys=(step, client, 1))  # one stream of many: one per (round, client, task)
 
 Torch-free at import (torch is imported only by `generator`).
 """
@@ -22,11 +23,11 @@ import numpy as np
 STREAMS: dict[str, str] = {
     "init": "weight initialisation (the global torch RNG while a model is built)",
     "partition_masks": "which partition each weight belongs to (partitioned networks)",
-    "minibatches": "minibatch indices (epoch shuffles, partition schedule: k and indices)",
+    "minibatches": "minibatch indices (epoch shuffles, partition schedule: k and indices; federated: per round, client and task)",
     "minibatches_all": "Partitioned (Ens.) with update='all': the minibatches of networks 1..C",
-    "augment": "augmentation draws in training (affine transformations)",
+    "augment": "augmentation draws in training (affine transformations; federated: per round, client and task)",
     "weight_noise": "BALI / Bayes-by-Backprop weight or local-noise samples in training",
-    "dropout_masks": "MC dropout masks in training",
+    "dropout_masks": "MC dropout masks in training (federated: dropout noise per round, client and task)",
     "latent_samples": "draws of the GP latent marginals in the ELBO (last-layer GP, training)",
     "inducing_init": "the training images whose features initialise the inducing points (last-layer GP)",
     "eval": "Monte Carlo / augmentation draws of the per-step evaluations (re-seeded at every evaluation)",
@@ -57,12 +58,15 @@ def _check(name: str) -> None:
                        f"(declared: {', '.join(STREAMS)})")
 
 
-def stream_seed(seed: int, name: str) -> int:
-    """A 63-bit seed for stream `name` of cell seed `seed` (non-negative int)."""
+def stream_seed(seed: int, name: str, keys: tuple = ()) -> int:
+    """A 63-bit seed for stream `name` of cell seed `seed` (non-negative int). `keys` (non-negative ints)
+    split the stream into independent sub-streams, e.g. one per (round, client); () is the stream itself."""
     _check(name)
     if int(seed) < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
-    ss = np.random.SeedSequence(entropy=int(seed), spawn_key=(zlib.crc32(name.encode()),))
+    if any(int(k) < 0 for k in keys):
+        raise ValueError(f"stream keys must be >= 0, got {keys}")
+    ss = np.random.SeedSequence(entropy=int(seed), spawn_key=(zlib.crc32(name.encode()), *(int(k) for k in keys)))
     hi, lo = (int(v) for v in ss.generate_state(2, dtype=np.uint32))
     return ((hi << 32) | lo) & (2**63 - 1)
 
@@ -71,8 +75,8 @@ def numpy_rng(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng(stream_seed(seed, name))
 
 
-def generator(seed: int, name: str, device=None):
-    """A torch.Generator for stream `name` on `device` (default CPU)."""
+def generator(seed: int, name: str, device=None, keys: tuple = ()):
+    """A torch.Generator for stream `name` (sub-stream `keys`) on `device` (default CPU)."""
     from .runtime import generator as seeded
 
-    return seeded(stream_seed(seed, name), device)
+    return seeded(stream_seed(seed, name, keys), device)

@@ -119,7 +119,8 @@ footnotes = [
     "and 0.9 + 0.1 x 0.1."),
     ("CHOICE (the paper is silent; config/experiments/federated.yaml): 10 clients per round, unweighted "
     "mean of the deltas, psi gradients from clients of chunks k >= 2, Augerino's psi trained locally and averaged, "
-    "no augmentation for FedAvg. Clients of a round run one after another (a Python loop)."),
+    "no augmentation for FedAvg. Clients of a round run one after another on a CPU and batched by torch.func.vmap "
+    "on a GPU (client_batching auto; the same weights to rounding, each client's draws its own)."),
 ]
 if ranges:
     footnotes.append("Learned by Partitioned (mean over cells): " + "; ".join(ranges) + ".")

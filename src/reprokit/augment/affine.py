@@ -119,8 +119,10 @@ class AffineAugmentation(nn.Module):
     kind: str = ""
 
     # --- to implement -----------------------------------------------------------------------------
-    def sample_coefficients(self, n: int, n_samples: int = 1, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Random coefficients (S, n, 6), one per transformation in ``names`` order (differentiable)."""
+    def sample_coefficients(self, n: int, n_samples: int = 1, generator: torch.Generator | None = None,
+                            uniforms: torch.Tensor | None = None) -> torch.Tensor:
+        """Random coefficients (S, n, 6), one per transformation in ``names`` order (differentiable);
+        ``uniforms`` (S, n, 6) in [0, 1), drawn by the caller, replace the draw from ``generator``."""
         raise NotImplementedError
 
     def matrices_from_coefficients(self, coeffs: torch.Tensor) -> torch.Tensor:
@@ -169,24 +171,30 @@ class AffineAugmentation(nn.Module):
         for p in self.parameters():
             p.requires_grad_(False)
 
-    def sample_matrices(self, n: int, n_samples: int = 1, generator: torch.Generator | None = None) -> torch.Tensor:
+    def sample_matrices(self, n: int, n_samples: int = 1, generator: torch.Generator | None = None,
+                        uniforms: torch.Tensor | None = None) -> torch.Tensor:
         """Random matrices (S, n, 3, 3)."""
-        return self.matrices_from_coefficients(self.sample_coefficients(n, n_samples, generator))
+        return self.matrices_from_coefficients(self.sample_coefficients(n, n_samples, generator, uniforms))
 
-    def _uniform(self, n: int, n_samples: int, generator: torch.Generator | None) -> torch.Tensor:
+    def _uniform(self, n: int, n_samples: int, generator: torch.Generator | None,
+                 uniforms: torch.Tensor | None = None) -> torch.Tensor:
+        if uniforms is not None:  # drawn by the caller (e.g. per federated client, outside torch.func.vmap)
+            return uniforms
         ref = next(self.parameters())
         device = generator.device if generator is not None else ref.device
         u = torch.rand((n_samples, n, len(self.names)), generator=generator, dtype=ref.dtype, device=device)
         return u.to(ref.device)
 
     def forward(
-        self, x: torch.Tensor, n_samples: int = 1, generator: torch.Generator | None = None
+        self, x: torch.Tensor, n_samples: int = 1, generator: torch.Generator | None = None,
+        uniforms: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(N, C, H, W) -> (S, N, C, H, W) independently augmented copies."""
+        """(N, C, H, W) -> (S, N, C, H, W) independently augmented copies; ``uniforms`` (S, N, 6): the
+        draws, given instead of taken from ``generator``."""
         if x.dim() != 4:
             raise ValueError(f"expected images (N, C, H, W), got shape {tuple(x.shape)}")
         n = x.shape[0]
-        A = self.sample_matrices(n, n_samples, generator).to(x.dtype)
+        A = self.sample_matrices(n, n_samples, generator, uniforms).to(x.dtype)
         xs = x.unsqueeze(0).expand(n_samples, *x.shape).reshape(n_samples * n, *x.shape[1:])
         out = apply_affine(xs, A.reshape(n_samples * n, 3, 3))
         return out.reshape(n_samples, *x.shape)
@@ -222,8 +230,8 @@ class SchwobelAffine(AffineAugmentation):
         with torch.no_grad():
             self.maxima.copy_(self._values_vector(values))
 
-    def sample_coefficients(self, n, n_samples=1, generator=None):
-        eps = self._uniform(n, n_samples, generator) * 2 - 1
+    def sample_coefficients(self, n, n_samples=1, generator=None, uniforms=None):
+        eps = self._uniform(n, n_samples, generator, uniforms) * 2 - 1
         return eps * self.maxima
 
     def matrices_from_coefficients(self, coeffs: torch.Tensor) -> torch.Tensor:
@@ -289,8 +297,8 @@ class ImmerAffine(_ExpMapAffine):
         with torch.no_grad():
             self.theta.copy_(self._values_vector(values))
 
-    def sample_coefficients(self, n, n_samples=1, generator=None):
-        eps = self._uniform(n, n_samples, generator) * 2 - 1
+    def sample_coefficients(self, n, n_samples=1, generator=None, uniforms=None):
+        eps = self._uniform(n, n_samples, generator, uniforms) * 2 - 1
         return eps * self.half_widths()
 
 
@@ -338,8 +346,8 @@ class AugerinoAffine(_ExpMapAffine):
         with torch.no_grad():
             self.raw_width.copy_(_inv_softplus(2 * vec / self._unit))
 
-    def sample_coefficients(self, n, n_samples=1, generator=None):
-        u = self._uniform(n, n_samples, generator)
+    def sample_coefficients(self, n, n_samples=1, generator=None, uniforms=None):
+        u = self._uniform(n, n_samples, generator, uniforms)
         w = self.widths()
         # eps_i ~ U[-w_i/2, w_i/2], times the generator scale (0.1 for translations)
         return (u * w - w / 2) * self._unit

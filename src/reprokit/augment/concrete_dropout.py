@@ -24,6 +24,7 @@ import math
 import torch
 from torch import nn
 from torch.distributions import RelaxedBernoulli
+from torch.distributions.utils import clamp_probs
 
 __all__ = ["ConcreteDropout", "concrete_dropout_parameters", "make_dropout"]
 
@@ -54,6 +55,9 @@ class ConcreteDropout(nn.Module):
             self.drop_logit = nn.Parameter(logit)
         else:
             self.register_buffer("drop_logit", logit)
+        # Uniforms in [0, 1) of x's shape that replace the draw of the next forward passes (the federated
+        # clients draw theirs from their own generators, outside torch.func.vmap); None: draw.
+        self.noise: torch.Tensor | None = None
 
     @property
     def p(self) -> torch.Tensor:
@@ -64,6 +68,10 @@ class ConcreteDropout(nn.Module):
         if not self.training:
             return x
         p = self.p.to(x.dtype)
+        if self.noise is not None:  # RelaxedBernoulli(temperature, probs=1 - p).rsample from given uniforms
+            u, q = clamp_probs(self.noise.to(x.dtype)), clamp_probs(1.0 - p)
+            z = clamp_probs(torch.sigmoid((u.log() - (-u).log1p() + q.log() - (-q).log1p()) / self.temperature))
+            return x * z / (1.0 - p)
         keep = RelaxedBernoulli(torch.tensor(self.temperature, dtype=x.dtype, device=x.device), probs=1.0 - p)
         # sample_shape x.shape; the distribution's batch shape (1,) is squeezed away
         z = keep.rsample(x.shape).reshape(x.shape)

@@ -66,7 +66,7 @@ def build(cell, ctx: CellContext) -> Run:
             "clients_per_round": int(st.clients_per_round), "rounds": int(st.rounds),
             "client_size_min": int(sizes.min()), "client_size_max": int(sizes.max()),
             "aug_samples": int(st.aug_samples) if aug is not None else 0,
-            "weight_bytes": m.weight_bytes(), "loop": "python loop over the sampled clients"}
+            "weight_bytes": m.weight_bytes(), "client_batching": m.batching}
     if st.method == "partitioned":
         info["clients_per_chunk"] = [m.client_chunk.count(k) for k in range(1, m.n_chunks + 1)]
     return Run(m, int(st.rounds), int(st.eval_every), info)

@@ -13,6 +13,7 @@ from ..data import variant_names as variants
 from . import KindPlan, Settings, register
 
 METHODS = ("fedavg", "augerino", "partitioned")
+BATCHING = ("loop", "vmap", "auto")
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,16 @@ class FederatedSettings(Settings):
     augerino_reg_kind: str = "safe"
     last_k: int = 10  # val_acc_last: mean over the last last_k evaluations
     eval_batch_size: int = 1000
+    # how a round's clients run (methods/federated.py): loop (one after the other), vmap (batched by
+    # torch.func.vmap), auto (vmap on CUDA, loop on the CPU); the same results to rounding either way
+    client_batching: str = "auto"
 
     def __post_init__(self):
         if self.method not in METHODS:
             raise ConfigError(f"federated: method '{self.method}' unknown (valid: {', '.join(METHODS)})")
+        if self.client_batching not in BATCHING:
+            raise ConfigError(f"federated: client_batching '{self.client_batching}' unknown "
+                              f"(valid: {', '.join(BATCHING)})")
 
     @property
     def split_alpha(self) -> float:
