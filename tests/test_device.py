@@ -12,6 +12,7 @@ metrics.json, and checkpoint contents.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import math
@@ -68,6 +69,7 @@ CASES = [
     ("bali_cls_uci", "bali"), ("bali_cls_uci", "dropout"), ("bali_cls_uci", "map"), ("bali_fig7_local", "bali"),
     ("bali_synthetic", "bali"), ("bali_bbb_synthetic", "bbb"),
     ("table8_timing", None),
+    ("table4_mnist", "fedavg"), ("table4_mnist", "augerino"), ("table4_mnist", "partitioned"),
 ]
 
 
@@ -105,6 +107,20 @@ def test_steps_create_no_tensor_off_the_cells_device(name, method, shared_data, 
                         "method's optimiser first steps under the trick (the check runs on torch >= 2.14)")
         raise
 
+
+
+@pytest.mark.parametrize("method", ["fedavg", "augerino", "partitioned"])
+def test_batched_federated_clients_create_no_tensor_off_the_cells_device(method, shared_data, tmp_path):
+    """The vmap client path (the default on CUDA) draws every client's randomness outside vmap: on its device too."""
+    cell = _test_cell("table4_mnist", method)
+    cell = dataclasses.replace(cell, settings={**cell.settings, "client_batching": "vmap"})
+    run = kind_module(cell.kind).build(cell, _context(cell, shared_data, tmp_path))
+    try:
+        _steps_under_meta(run, method)
+    except (RuntimeError, NotImplementedError) as err:
+        if OLD_OPTIMISER_STATE and _in_torch_optim(err):
+            pytest.skip(f"torch {torch.__version__} puts an optimiser's lazy state on the default device")
+        raise
 
 def _steps_under_meta(run, method):
     if isinstance(run, Measurement):  # Table 8: a measurement, no training loop
