@@ -450,19 +450,20 @@ def main(argv: list[str] | None = None) -> int:
     precision = str((config.get("run") or {}).get("precision", "fp32"))
     print(f"scale {scale}, precision {precision}, step costs of profile '{profile}' ({table.device}), "
           f"{Path(args.costs).name}")
-    print(f"{'experiment':<22}{'kind':<22}{'cells':>7}{'iterations':>13}{'device-h':>11}{'max cell h':>12}  priced")
+    w = max([22, *(len(r["experiment"]) + 2 for r in rows)])  # names never run into the kind column
+    print(f"{'experiment':<{w}}{'kind':<22}{'cells':>7}{'iterations':>13}{'device-h':>11}{'max cell h':>12}  priced")
     for r in rows:
         derived = [n for n in r["notes"] if not n.startswith("python startup")]  # start-up: see --notes
         how = f"FALLBACK for {r['fallback_cells']} cells" if r["fallback_cells"] else (
             "partly derived (see --notes)" if derived else "measured")
-        print(f"{r['experiment']:<22}{r['kind']:<22}{r['cells']:>7}{r['iterations']:>13,}{r['device_hours']:>11.1f}"
+        print(f"{r['experiment']:<{w}}{r['kind']:<22}{r['cells']:>7}{r['iterations']:>13,}{r['device_hours']:>11.1f}"
               f"{r['max_cell_hours']:>12.2f}  {how}")
         if args.notes or r["fallback_cells"]:
             for note, count in r["notes"].items():
                 if args.notes or note.startswith("FALLBACK"):
                     print(f"    {count:>5} cells: {note}")
     total_h = sum(r["device_hours"] for r in rows)
-    print(f"{'total':<44}{sum(r['cells'] for r in rows):>7}{sum(r['iterations'] for r in rows):>13,}{total_h:>11.1f}")
+    print(f"{'total':<{w + 22}}{sum(r['cells'] for r in rows):>7}{sum(r['iterations'] for r in rows):>13,}{total_h:>11.1f}")
     fb = sum(r["fallback_cells"] for r in rows)
     if fb:
         print(f"FALLBACK: {fb} cells priced at {FALLBACK_MS:g} ms/step (nothing measured for them); the total is a guess")
