@@ -7,7 +7,7 @@ Prints one JSON line per split: test / train RMSE and test log-likelihood in ori
     python benchmarks/bali_uci_sweep.py --dataset uci_concrete --splits 0,3 --set reparam=mean --set std_y=true
 
 Overrides: any BaliConfig field (alpha, beta, sigma_u2_factor, n_iterations, reparam, ...), plus
-`n_eff_frac` (N_eff = frac * N), `batch` (minibatch size, default N), `std_x` / `std_y` (z-score inputs /
+`n_eff_frac` (N_eff = frac * N; `wishart_n=n|n_eff` picks the N of Eq. 16d), `batch` (minibatch size, default N), `std_x` / `std_y` (z-score inputs /
 targets, default true / false) and `hidden` (comma-separated widths, default 50).
 Data: the standard Hernandez-Lobato splits from the first mirror (default ../shared/data).
 """
@@ -77,13 +77,14 @@ def main(argv=None) -> int:
         n = data.n_train
         bs = n if batch is None else int(batch)
         # BaliConfig's defaults are Table 4 (alpha 0.3, beta 0.2 decayed 5x at 60/80 %, 20000 iterations, ...)
-        cfg = BaliConfig(**{"n_eff": n * n_eff_frac, "batch_size": bs, **overrides})
+        cfg = BaliConfig(**{"n_eff": n * n_eff_frac, "n_data": n, "batch_size": bs, **overrides})
         method = BaliMethod(data, hidden, "relu", cfg, bs, split + args.seed_offset, n_eval_samples=args.eval_samples, y_std=y_std)
         for step in range(cfg.n_iterations):
             method.train_step(step)
         r = method.evaluate(cfg.n_iterations)
         row = {"name": args.name, "dataset": args.dataset, "split": split, "seed": split + args.seed_offset,
                **{k: round(float(r[k]), 4) for k in ("train_rmse", "test_rmse", "test_ll")},
+               "noise_sd": round(float(method.noise_cov()[0, 0].sqrt()) * (y_std or 1.0), 4),
                "seconds": round(time.time() - t0)}
         print(json.dumps(row), flush=True)
     return 0

@@ -221,3 +221,33 @@ def test_model_scales_hidden_features_and_first_layer_only_on_request():
     torch.testing.assert_close(default.layers[1].features(hid), torch.cat([hid, torch.ones(4, 1)], 1) / math.sqrt(6))
     scaled = BaliMLP(3, [5], 2, config=BaliConfig(scale_input_layer=True))
     torch.testing.assert_close(scaled.layers[0].features(h), torch.cat([h, torch.ones(4, 1)], 1) / 2.0)
+
+
+@pytest.mark.parametrize("n_data", [100.0, 25.0])
+def test_wishart_n_scales_sigma_by_the_closed_form_factor(n_data):
+    """Issue 14: `wishart_n` picks the N in u = u_0 + N (Eq. 16d). With the same EMA statistics, M, R and U are
+    identical and Sigma_n / Sigma_neff = (u_0 + N_eff + D_y + 1) / (u_0 + N + D_y + 1) exactly, in every layer
+    (here after one bali_step from the same initial weights); the two choices agree when N_eff = N."""
+    n_eff, dims = 25.0, (3, [6], 2)
+    x, y = _data(40, 3, 2)
+    models = {}
+    for choice in ("n", "n_eff"):
+        cfg = BaliConfig(n_eff=n_eff, n_data=n_data, wishart_n=choice, sigma_r2=4.0, n_iterations=10)
+        assert cfg.wishart_count == (n_data if choice == "n" else n_eff)
+        model = BaliMLP(*dims, "tanh", "regression", cfg, generator=torch.Generator().manual_seed(3))
+        bali_step(model, x.float(), y.float(), generator=torch.Generator().manual_seed(4))
+        models[choice] = model
+    for ln, le in zip(models["n"].layers, models["n_eff"].layers):
+        factor = (le.u0 + n_eff + le.dy + 1) / (ln.u0 + n_data + ln.dy + 1)
+        assert ln.u == ln.u0 + n_data and le.u == le.u0 + n_eff
+        torch.testing.assert_close(ln.scale_u, le.scale_u, rtol=0, atol=0)
+        torch.testing.assert_close(ln.mean, le.mean, rtol=0, atol=0)
+        torch.testing.assert_close(ln.sigma, le.sigma * factor, rtol=1e-14, atol=0)
+        if n_data == n_eff:
+            assert factor == 1.0 and torch.equal(ln.sigma, le.sigma)
+        else:
+            assert factor < 0.4  # N / N_eff = 4: Sigma is ~3-4x smaller with the actual N
+    with pytest.raises(ValueError, match="wishart_n"):
+        BaliConfig(wishart_n="N")
+    # without n_data both choices count N_eff (the library's callers that know only N_eff)
+    assert BaliConfig(n_eff=7.0).wishart_count == BaliConfig(n_eff=7.0, wishart_n="n_eff").wishart_count == 7.0

@@ -107,7 +107,7 @@ def test_uci_regression_defaults(config):
     bali = {k: v for k, v in cell.settings["bali"].items() if k not in ("reparam", "scale_input_layer")}
     st = kind(cell.kind).settings(_with(cell, n_evals=None, bali=bali))
     assert st.n_evals == 10 and st.eval_every is None and st.block.reparam == "weight"
-    assert st.block.scale_input_layer is False
+    assert st.block.scale_input_layer is False and st.block.wishart_n == "n"
     # a method's block matters only to that method's cells; a cell without its own block is told so
     dropout = _with(_test_cell(config, "bali_uci", method="dropout"), dropout=None)
     with pytest.raises(ConfigError, match="'dropout'"):
@@ -138,6 +138,19 @@ def test_bali_classification_defaults(config):
         kind(cell.kind).settings(_with(cell, eval_every=None, eval_every_epochs=None)).eval_every_steps(4096)
     with pytest.raises(ConfigError, match="dropout_p"):
         kind(cell.kind).settings(_with(cell, dropout_p=None)).need("dropout_p")
+
+
+def test_wishart_n_default_and_values_agree_with_the_library():
+    """Issue 14: `wishart_n` (the N in u = u_0 + N, Eq. 16d) has its pipeline default in BaliPriors; the
+    library's BaliConfig default and valid values, and both kinds' schema enums, must agree with it."""
+    from reprokit.bali.config import WISHART_N, BaliConfig
+    from reprokit.plan.bali_blocks import BaliPriors
+    default = {f.name: f.default for f in dataclasses.fields(BaliPriors)}["wishart_n"]
+    assert default == {f.name: f.default for f in dataclasses.fields(BaliConfig)}["wishart_n"] == "n"
+    for name, block in (("uci_regression", "bali"), ("bali_classification", "bali")):
+        settings = _schema(name)["settings"]
+        prop = _resolve(settings["properties"][block], settings)["properties"]["wishart_n"]
+        assert set(prop["enum"]) == set(WISHART_N) and default in prop["enum"]
 
 
 @pytest.mark.parametrize("name,coords,value", [

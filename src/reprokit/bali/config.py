@@ -9,6 +9,7 @@ from typing import Sequence
 import torch
 
 REPARAMS = ("weight", "local", "mean")
+WISHART_N = ("n", "n_eff")  # the data count in the inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d)
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -30,6 +31,17 @@ class BaliConfig:
                       sets how much their weights are sampled (issue 3 notes).
     u0:               inverse-Wishart prior degrees of freedom; the paper never states it. None means
                       D_y of the layer, the smallest integer for which the prior is proper (u0 > D_y - 1).
+    n_data:           the actual training-set size N; None means n_eff (the two agree).
+    wishart_n:        which count enters the posterior degrees of freedom u = u_0 + N (Eq. 16d), hence the
+                      mode Sigma = U / (u + D_y + 1) (Eq. 21). A CHOICE the paper leaves to its reader when
+                      N_eff < N: Tables 4/5 say "we use the effective dataset size N_eff (instead of the actual
+                      dataset size N) for the EMA updates in Eq. (17)", and Alg. 1 keeps N ("Require: N: number
+                      of training examples") in "Sigma_l <- U_l / (u_{0,l} + N + D_y + 1)".
+                      "n" (default, the text as written): u = u_0 + n_data, so U (an EMA scaled by N_eff / B)
+                      is divided by ~N and Sigma is ~N_eff / N times the "n_eff" one. "n_eff": u = u_0 + n_eff,
+                      the count the EMA statistics actually carry (Sigma is then a consistent residual
+                      variance). The pipeline's default lives in reprokit.plan.bali_blocks.BaliPriors; a
+                      test keeps this one equal to it.
     batch_size:       informational (the N_eff/B scale uses the actual batch size of each step).
     reparam:          "weight" (BALI-W, Eq. 22), "local" (BALI-L, App. F Eq. 68) or "mean" (App. F Eq. 69).
     scale_input_layer: also divide the first layer's features (x, 1) by sqrt(D_0 + 1). Eq. 12 scales the
@@ -54,6 +66,8 @@ class BaliConfig:
     sigma_u2_factor: float = 0.01
     sigma_u2_factor_hidden: float | None = None
     u0: float | None = None
+    n_data: float | None = None
+    wishart_n: str = "n"
     batch_size: int | None = None
     reparam: str = "weight"
     scale_input_layer: bool = False
@@ -63,6 +77,10 @@ class BaliConfig:
     def __post_init__(self):
         if self.reparam not in REPARAMS:
             raise ValueError(f"reparam '{self.reparam}' unknown (valid: {', '.join(REPARAMS)})")
+        if self.wishart_n not in WISHART_N:
+            raise ValueError(f"wishart_n '{self.wishart_n}' unknown (valid: {', '.join(WISHART_N)})")
+        if self.n_data is not None and self.n_data <= 0:
+            raise ValueError("n_data must be positive")
         if self.stats_dtype not in _DTYPES:
             raise ValueError(f"stats_dtype '{self.stats_dtype}' unknown (valid: {', '.join(_DTYPES)})")
         if self.sigma_r is not None and self.sigma_r2 is not None:
@@ -100,6 +118,13 @@ class BaliConfig:
         if self.sigma_u2_factor_hidden is None:
             return self.prior_var_u
         return float(self.sigma_u2_factor_hidden) * float(self.n_eff)
+
+    @property
+    def wishart_count(self) -> float:
+        """The N in u = u_0 + N (Eq. 16d): n_data (wishart_n "n", n_eff when n_data is None) or n_eff."""
+        if self.wishart_n == "n" and self.n_data is not None:
+            return float(self.n_data)
+        return float(self.n_eff)
 
     @property
     def torch_stats_dtype(self) -> torch.dtype:

@@ -3,12 +3,12 @@
 Notation follows the paper (Sec. 3, App. C): the layer maps features x in R^{D_x} (bias folded in,
 D_x = in_features + 1) to outputs z = W^T x in R^{D_y}. Prior (Eq. 14) with M_0 = 0,
 R_0 = sigma_r^2 I, U_0 = sigma_u^2 I, u_0. Posterior (Eq. 16) from EMA statistics (Eq. 17) with bias
-correction b_t:
+correction b_t (N_w is `n_wishart`: the actual N by default, or N_eff; see BaliConfig.wishart_n):
 
     R^{-1} = R_0^{-1} + Psi_xx / b                          (16a)
     M      = R (R_0^{-1} M_0 + Psi_xy / b)                   (16b)
     U      = U_0 + M_0^T R_0^{-1} M_0 - M^T R^{-1} M + Psi_yy / b   (16c)
-    u      = u_0 + N_eff                                      (16d)
+    u      = u_0 + N_w                                        (16d)
     Sigma  = U / (u + D_y + 1)     (inverse-Wishart mode, Eq. 21)
 
 Implementation notes
@@ -55,6 +55,7 @@ class BaliLinear(nn.Module):
         prior_var_u: float = 1.0,
         u0: float | None = None,
         n_eff: float = 1.0,
+        n_wishart: float | None = None,
         scale_input: bool = True,
         stats_dtype: torch.dtype = torch.float64,
         generator: torch.Generator | None = None,
@@ -69,6 +70,7 @@ class BaliLinear(nn.Module):
         self.prior_var_u = float(prior_var_u)
         self.u0 = float(self.dy if u0 is None else u0)
         self.n_eff = float(n_eff)
+        self.n_wishart = float(self.n_eff if n_wishart is None else n_wishart)  # N in u = u_0 + N (16d)
         self.stats_dtype = stats_dtype
         if self.prior_var_r <= 0 or self.prior_var_u <= 0:
             raise ValueError("prior variances sigma_r^2 and sigma_u^2 must be positive")
@@ -93,7 +95,7 @@ class BaliLinear(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, sigma_r2={self.prior_var_r:g}, "
-            f"sigma_u2={self.prior_var_u:g}, u0={self.u0:g}, n_eff={self.n_eff:g}"
+            f"sigma_u2={self.prior_var_u:g}, u0={self.u0:g}, n_eff={self.n_eff:g}, n_wishart={self.n_wishart:g}"
         )
 
     # ------------------------------------------------------------------ features and outputs
@@ -168,7 +170,7 @@ class BaliLinear(nn.Module):
         u_mat = torch.addmm(self.psi_yy, s.mT, s, beta=1.0 / b, alpha=-1.0)  # Y^T Y - M^T R^{-1} M
         u_mat.diagonal().add_(self.prior_var_u)  # + U_0                          (16c)
         u_mat = symmetrize(u_mat)
-        u_dof = self.u0 + self.n_eff  # (16d)
+        u_dof = self.u  # (16d)
         sigma = u_mat / (u_dof + self.dy + 1)  # inverse-Wishart mode  (21)
         self.chol_prec.copy_(chol)
         self.mean.copy_(mean)
@@ -180,8 +182,8 @@ class BaliLinear(nn.Module):
     # ------------------------------------------------------------------ inspection
     @property
     def u(self) -> float:
-        """Posterior inverse-Wishart degrees of freedom u = u_0 + N_eff (Eq. 16d)."""
-        return self.u0 + self.n_eff
+        """Posterior inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d; N = `n_wishart`)."""
+        return self.u0 + self.n_wishart
 
     def row_cov(self) -> torch.Tensor:
         """R = (R^{-1})^{-1} from the stored Cholesky factor (for inspection and tests; not used in training)."""

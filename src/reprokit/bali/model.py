@@ -61,6 +61,7 @@ class BaliMLP(nn.Module):
                 prior_var_u=cfg.prior_var_u if i == len(dims) - 2 else cfg.prior_var_u_hidden,
                 u0=cfg.u0,
                 n_eff=cfg.n_eff,
+                n_wishart=cfg.wishart_count,
                 scale_input=cfg.scale_input_layer or i > 0,
                 stats_dtype=cfg.torch_stats_dtype,
                 generator=generator,
