@@ -1,6 +1,7 @@
 """BALI regression experiments: config (Table 4 settings), data scaling choice, metrics in original units,
 synthetic predictive cells, table helpers."""
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -89,6 +90,9 @@ def _ctx(shared_data):
 @pytest.mark.parametrize("method", ["bali", "bali_ystd", "dropout"])
 def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method):
     cell = _cell(config, "bali_uci", "test", method=method, dataset="uci_yacht", seed=0)
+    if method == "dropout":  # the learned-noise variant (Gal's protocol: test_gal_dropout_cell_... below)
+        block = {**cell.settings["dropout"], "protocol": "learned_noise", "p": 0.05, "n_steps": 20}
+        cell = dataclasses.replace(cell, settings={**cell.settings, "dropout": block})
     run = uci_regression.build(cell, _ctx(shared_data))
     run_loop(run.method, LoopConfig(n_steps=run.n_steps, eval_every=0))
     inner = run.method
@@ -119,6 +123,29 @@ def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method)
     ll = float((torch.logsumexp(logp, 0) - math.log(logp.shape[0])).mean())
     assert metrics["test_ll"] == pytest.approx(ll, rel=1e-6, abs=1e-9)
     assert metrics["noise_sd"] == pytest.approx(float(var.sqrt()), rel=1e-5)
+
+
+def test_gal_dropout_cell_reports_metrics_in_original_units(config, shared_data):
+    """The DO baseline's default (Gal's protocol): the split is loaded raw, the final network standardises
+    with all training rows, and test RMSE / LL are Gal's formulas on its T passes in original units."""
+    cell = _cell(config, "bali_uci", "test", method="dropout", dataset="uci_yacht", seed=0)
+    run = uci_regression.build(cell, _ctx(shared_data))
+    run_loop(run.method, LoopConfig(n_steps=run.n_steps, eval_every=0))
+    inner, raw = run.method, registry.load("uci_yacht", [shared_data], split=0)
+    assert torch.equal(inner.data.y_train, raw.y_train) and run.info["protocol"] == "gal"
+    assert inner.scaled.y_mean == pytest.approx(float(raw.y_train.double().mean()))
+    assert len(inner.results) == len(cell.settings["dropout"]["rates"]) * 3  # yacht's 3 taus
+    metrics = run.evaluation.final()
+    t = int(cell.settings["dropout"]["predictive_samples"])
+    gen = seeds.generator(0, "final")
+    inner.sample_outputs(raw.x_train, t, gen)  # train split comes first
+    s = inner.sample_outputs(raw.x_test, t, gen).double().numpy()
+    y, tau = raw.y_test.double().numpy()[:, 0], metrics["chosen_tau"]
+    a = -0.5 * tau * (y[None] - s) ** 2
+    ll = a.max(0) + np.log(np.exp(a - a.max(0)).sum(0)) - np.log(t) - 0.5 * np.log(2 * np.pi) + 0.5 * np.log(tau)
+    assert metrics["test_ll"] == pytest.approx(float(ll.mean()), rel=1e-6)
+    assert metrics["test_rmse"] == pytest.approx(float(np.sqrt(((s.mean(0) - y) ** 2).mean())), rel=1e-6)
+    assert metrics["chosen_p"] in cell.settings["dropout"]["rates"] and metrics["noise_sd"] == pytest.approx(tau ** -0.5)
 
 
 def test_synthetic_cells_store_grid_predictive(config):

@@ -51,7 +51,7 @@ def test_estimate_scales_with_n_steps(paper_config):
     startup = table.startup_seconds([])
     cell = first_cell(paper_config, "bali_uci", method="dropout")
     m = cell.settings["dropout"]
-    double = with_settings(cell, dropout={**m, "n_steps": 2 * int(m["n_steps"])})
+    double = with_settings(cell, dropout={**m, "epochs": 2 * int(m["epochs"])})  # Gal's protocol: steps follow epochs
     one, two = estimate(cell, table).seconds - startup, estimate(double, table).seconds - startup
     assert one > 0
     assert two == pytest.approx(2 * one, rel=1e-9)

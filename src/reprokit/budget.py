@@ -159,7 +159,7 @@ def _uci_regression(cell) -> CellWork:
 
     st = PLAN.settings(cell)
     m = st.block
-    n = int(m.n_steps)
+    n = PLAN.n_steps(cell)  # dropout with Gal's protocol: grid points x epochs x batches, plus the retraining
     images = None if m.batch_size in ("full", 0, None) else int(m.batch_size)  # full batch: as measured on that dataset
     step = _bali_step(m.reparam) if st.method.startswith("bali") else st.method
     return CellWork(n, [Part(mlp_key(st.hidden, st.dataset), step, images, n)])

@@ -55,6 +55,8 @@ def build(cell, ctx: CellContext) -> Run:
     st = PLAN.settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)
     m = st.block
+    if method == "dropout" and m.protocol == "gal":
+        return build_gal_dropout(st, ctx)
     data, y_std, info = load_task(dataset, seed, bool(m.standardize_x), bool(m.standardize_y), ctx)
     data = ctx.runtime.to(data)  # once; methods build their models and generators on data.device
     hidden, activation = list(st.hidden), st.activation
@@ -79,7 +81,7 @@ def build(cell, ctx: CellContext) -> Run:
                      "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor, "n_eff": n_eff, "wishart_n": cfg.wishart_n,
                      "n_eff_divisor": float(m.n_eff_divisor), "sigma_init": cfg.sigma_init, "reparam": cfg.reparam,
                      "u0": "D_y", "scale_input_layer": cfg.scale_input_layer})
-    elif method == "dropout":
+    elif method == "dropout":  # protocol learned_noise
         p = float(m.p)
         # Gal & Ghahramani (2016): the dropout-VI prior with length-scale l gives the L2 term
         # l^2 (1 - p) / (2 N) ||W||^2 per data point, i.e. Adam weight decay l^2 (1 - p) / N.
@@ -99,3 +101,27 @@ def build(cell, ctx: CellContext) -> Run:
     # curve rows with `eval_samples` Monte Carlo draws, the final metrics with `final_samples`
     return Run(inner, n_steps, eval_every, info=info,
                evaluation=Evaluation(inner.evaluate, lambda: inner.final_metrics(n_samples=final_samples)))
+
+
+def build_gal_dropout(st, ctx: CellContext) -> Run:
+    """`dropout` with `protocol: gal`: Gal's grid search and retraining in one cell (methods/gal_dropout.py).
+    The method standardises each phase's rows itself, so the split is loaded raw; metrics in original units."""
+    from ..methods.gal_dropout import GalDropoutProtocol
+    m = st.block
+    taus = m.taus_for(str(st.dataset))
+    data, _, info = load_task(str(st.dataset), int(st.seed), False, False, ctx)
+    data = ctx.runtime.to(data)
+    batch = batch_size_of(m.batch_size, data.n_train)
+    inner = GalDropoutProtocol(data, list(st.hidden), m.rates, taus, int(m.epochs), int(st.seed), batch_size=batch,
+                               lengthscale=float(m.prior_lengthscale), lr=float(m.lr), val_fraction=float(m.val_fraction),
+                               predictive_samples=int(m.predictive_samples), eval_samples=int(st.eval_samples),
+                               activation=st.activation)
+    info.update({"dataset_name": str(st.dataset), "hidden": "x".join(map(str, st.hidden)), "activation": st.activation,
+                 "protocol": "gal", "n_steps": inner.n_steps, "batch_size": batch, "epochs": int(m.epochs),
+                 "rates": " ".join(f"{p:g}" for p in m.rates), "taus": " ".join(f"{t:g}" for t in taus),
+                 "n_inner": inner.n_inner, "inner_steps": inner.inner_steps, "full_steps": inner.full_steps,
+                 "val_fraction": float(m.val_fraction), "predictive_samples": int(m.predictive_samples),
+                 "dropout_input": True, "prior_lengthscale": float(m.prior_lengthscale), "lr": float(m.lr),
+                 "standardize_x": True, "standardize_y": True})  # per phase, with its own training rows
+    # a curve row after every grid point (its validation scores), then during the retraining (test metrics)
+    return Run(inner, inner.n_steps, inner.inner_steps, info=info)

@@ -10,15 +10,17 @@ from ..data.task import TaskData
 
 
 class EpochSampler:
-    """Shuffled minibatches without replacement, reshuffled each epoch; checkpointable."""
+    """Shuffled minibatches without replacement, reshuffled each epoch; checkpointable. An epoch's last,
+    incomplete batch is skipped, or with `keep_last` returned smaller (Keras' fit)."""
 
-    def __init__(self, n: int, batch_size: int, generator: torch.Generator):
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator, keep_last: bool = False):
         self.n, self.batch_size, self.gen = n, min(batch_size, n), generator
+        self.keep_last = bool(keep_last)
         self.perm = torch.randperm(n, generator=generator, device=generator.device)  # on the generator's device
         self.pos = 0
 
     def next(self) -> torch.Tensor:
-        if self.pos + self.batch_size > self.n:
+        if self.pos + (1 if self.keep_last else self.batch_size) > self.n:
             self.perm = torch.randperm(self.n, generator=self.gen, device=self.gen.device)
             self.pos = 0
         idx = self.perm[self.pos : self.pos + self.batch_size]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config import ConfigError
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors
 
@@ -24,15 +25,47 @@ class UciBaliBlock(BaliPriors):
 
 @dataclass(frozen=True)
 class UciDropoutBlock(Settings):
-    """Method `dropout` (MC dropout, Gal & Ghahramani 2016)."""
+    """Method `dropout` (MC dropout, Gal & Ghahramani 2016). `protocol: gal` runs Gal's DropoutUncertaintyExps
+    protocol in the cell (grid over `rates` x `taus` on an inner split, retraining; methods/gal_dropout.py:
+    its own standardisation, input dropout, L2 from `prior_lengthscale` and tau; `epochs` fix the steps);
+    `learned_noise` trains one network with `p`, a learned noise scale and `n_steps` steps."""
     standardize_x: bool
     standardize_y: bool
-    p: float
-    dropout_input: bool
     prior_lengthscale: float
     lr: float
     batch_size: int | str
-    n_steps: int
+    protocol: str = "gal"  # gal | learned_noise
+    # learned_noise
+    p: float | None = None
+    dropout_input: bool = False
+    n_steps: int | None = None
+    # gal
+    rates: tuple = (0.005, 0.01, 0.05, 0.1)
+    taus: dict | tuple | None = None  # {dataset: grid} (Gal's grids are per dataset) or one grid for all
+    epochs: int = 4000  # 40 x --epochx 100 (config/experiments/bali_regression.yaml)
+    val_fraction: float = 0.2
+    predictive_samples: int = 10000  # T: dropout passes of the validation and test predictives
+
+    def taus_for(self, dataset: str) -> list[float]:
+        grid = self.taus.get(dataset) if isinstance(self.taus, dict) else self.taus
+        if not grid:
+            raise ConfigError(f"dropout (protocol gal): no tau grid for {dataset} (set dropout.taus.{dataset})")
+        return [float(t) for t in grid]
+
+    def total_steps(self, dataset: str) -> int:
+        """Optimiser steps of the cell: `n_steps`, or Gal's grid points x inner epochs + the retraining's."""
+        if self.protocol == "learned_noise":
+            return int(self.n_steps)
+        n_train = UCI_N_TRAIN[dataset]
+        batch = n_train if self.batch_size in ("full", 0, None) else min(int(self.batch_size), n_train)
+        inner = int((1.0 - float(self.val_fraction)) * n_train)
+        inner_batches, all_batches = -(-inner // batch), -(-n_train // batch)  # ceil: Keras' last batch is smaller
+        return int(self.epochs) * (len(self.rates) * len(self.taus_for(dataset)) * inner_batches + all_batches)
+
+
+# training rows of every standard split (Gal's redistribution; the plan cannot read the data): Gal's step count
+UCI_N_TRAIN = {"uci_yacht": 277, "uci_concrete": 927, "uci_energy": 691, "uci_redwine": 1439, "uci_kin8nm": 7373,
+               "uci_powerplant": 8611, "uci_protein": 41157}
 
 
 @dataclass(frozen=True)
@@ -82,7 +115,10 @@ class UciRegressionPlan(KindPlan):
         return {k: v for k, v in cell.settings.items() if k not in METHODS or k == method}
 
     def n_steps(self, cell) -> int:
-        return int(self.settings(cell).block.n_steps)
+        st = self.settings(cell)
+        if st.method == "dropout":
+            return st.block.total_steps(str(st.dataset))
+        return int(st.block.n_steps)
 
 
 PLAN = register(UciRegressionPlan())
