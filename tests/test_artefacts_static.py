@@ -148,7 +148,6 @@ def make_workdir(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "workflow", work / "workflow", ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
     shutil.copy(REPO / "config" / "config.yaml", work / "config" / "config.yaml")
     shutil.copy(OWN_CONFIG, work / "config" / "experiments" / OWN_CONFIG.name)
-    shutil.copytree(REPO / "config" / "tables", work / "config" / "tables")
     shutil.copytree(REPO / "config" / "papers", work / "config" / "papers")
     return work
 

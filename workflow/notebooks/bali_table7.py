@@ -13,7 +13,7 @@
 # and 'BALI std-y' with standardised targets: the paper does not say, and its numbers need each on some
 # datasets), MC dropout (DO) and Bayes-by-Backprop (BBB) runs, next to the paper's numbers: the paper's
 # own BALI and DO runs ("paper") and the literature values the paper quotes for BBB, NNG-MVG, VADAM and PBP ("quoted"), transcribed in
-# config/tables/bali_uci_paper.yaml. Metrics in the targets' original units.
+# config/papers/bali.yaml. Metrics in the targets' original units.
 
 # %%
 from reprokit.report import bali_regression as br
