@@ -115,6 +115,7 @@ def test_batched_federated_clients_create_no_tensor_off_the_cells_device(method,
     cell = _test_cell("table4_mnist", method)
     cell = dataclasses.replace(cell, settings={**cell.settings, "client_batching": "vmap"})
     run = kind_module(cell.kind).build(cell, _context(cell, shared_data, tmp_path))
+    assert run.method.batching == "vmap"  # the setting reached the method: this checks the batched path
     try:
         _steps_under_meta(run, method)
     except (RuntimeError, NotImplementedError) as err:

@@ -85,7 +85,7 @@ def test_input_dropout_is_active():
 def test_protocol_steps_follow_n_and_batch_size():
     # yacht: 277 training rows, inner int(0.8 * 277) = 221 -> 2 batches of 128 per epoch; all rows: 3
     assert gd.inner_size(277, 0.2) == 221
-    assert gd.protocol_steps(277, 12, 4000, 128, 0.2) == (8000, 12000)
+    assert gd.protocol_steps(277, 4000, 128, 0.2) == (8000, 12000)
     assert gd.steps_per_epoch(256, 128) == 2 and gd.steps_per_epoch(257, 128) == 3
     data = _toy(n_train=50)
     m = gd.GalDropoutProtocol(data, [8], rates=[0.01, 0.05], taus=[1.0, 2.0], epochs=3, seed=0, batch_size=16)

@@ -41,6 +41,9 @@ from torch import nn
 
 from .. import seeds
 from ..data.task import TaskData
+from ..plan.uci_regression import gal_inner_size as inner_size
+from ..plan.uci_regression import gal_protocol_steps as protocol_steps
+from ..plan.uci_regression import gal_steps_per_epoch as steps_per_epoch  # noqa: F401 (re-exported)
 from .common import EpochSampler
 from .mc_dropout import DropoutMLP
 
@@ -52,22 +55,6 @@ FINAL = (0,)  # sub-stream key of the final retraining; grid point k uses (1, k)
 def weight_reg(p: float, tau: float, n: int, lengthscale: float = 1e-2) -> float:
     """Gal's L2 coefficient on ||W||^2 (added to the mean squared error): l^2 (1 - p) / (2 N tau)."""
     return float(lengthscale) ** 2 * (1.0 - float(p)) / (2.0 * int(n) * float(tau))
-
-
-def steps_per_epoch(n: int, batch_size: int) -> int:
-    """Keras' fit: every row once per epoch, the last minibatch possibly smaller."""
-    return math.ceil(int(n) / int(batch_size))
-
-
-def inner_size(n_train: int, val_fraction: float) -> int:
-    """Rows of the inner training part (Gal: int(0.8 N) for val_fraction 0.2)."""
-    return int((1.0 - float(val_fraction)) * int(n_train))
-
-
-def protocol_steps(n_train: int, n_grid: int, epochs: int, batch_size: int, val_fraction: float) -> tuple[int, int]:
-    """(steps of one grid point on the inner split, steps of the final retraining on all rows)."""
-    return (int(epochs) * steps_per_epoch(inner_size(n_train, val_fraction), batch_size),
-            int(epochs) * steps_per_epoch(n_train, batch_size))
 
 
 @torch.no_grad()
@@ -145,7 +132,7 @@ class GalDropoutProtocol:
         self.n_inner = inner_size(n, val_fraction)
         if not 0 < self.n_inner < n:
             raise ValueError(f"val_fraction {val_fraction} leaves no inner training or validation rows of {n}")
-        self.inner_steps, self.full_steps = protocol_steps(n, len(self.grid), epochs, batch_size, val_fraction)
+        self.inner_steps, self.full_steps = protocol_steps(n, epochs, batch_size, val_fraction)
         self.n_steps = len(self.grid) * self.inner_steps + self.full_steps
         self.results: list[dict] = []  # one per finished grid point
         self.chosen: dict | None = None

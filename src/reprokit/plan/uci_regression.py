@@ -57,10 +57,26 @@ class UciDropoutBlock(Settings):
         if self.protocol == "learned_noise":
             return int(self.n_steps)
         n_train = UCI_N_TRAIN[dataset]
-        batch = n_train if self.batch_size in ("full", 0, None) else min(int(self.batch_size), n_train)
-        inner = int((1.0 - float(self.val_fraction)) * n_train)
-        inner_batches, all_batches = -(-inner // batch), -(-n_train // batch)  # ceil: Keras' last batch is smaller
-        return int(self.epochs) * (len(self.rates) * len(self.taus_for(dataset)) * inner_batches + all_batches)
+        batch = n_train if self.batch_size in ("full", 0, None) else int(self.batch_size)
+        inner, full = gal_protocol_steps(n_train, int(self.epochs), batch, float(self.val_fraction))
+        return len(self.rates) * len(self.taus_for(dataset)) * inner + full
+
+
+def gal_steps_per_epoch(n: int, batch_size: int) -> int:
+    """Keras' fit: every row once per epoch, the last minibatch possibly smaller."""
+    return -(-int(n) // int(batch_size))
+
+
+def gal_inner_size(n_train: int, val_fraction: float) -> int:
+    """Rows of the inner training part of Gal's protocol (int(0.8 N) for val_fraction 0.2)."""
+    return int((1.0 - float(val_fraction)) * int(n_train))
+
+
+def gal_protocol_steps(n_train: int, epochs: int, batch_size: int, val_fraction: float) -> tuple[int, int]:
+    """(steps of one grid point on the inner split, steps of the final retraining on all rows); torch-free,
+    shared by the plan's step count and methods/gal_dropout.py."""
+    return (int(epochs) * gal_steps_per_epoch(gal_inner_size(n_train, val_fraction), batch_size),
+            int(epochs) * gal_steps_per_epoch(n_train, batch_size))
 
 
 # training rows of every standard split (Gal's redistribution; the plan cannot read the data): Gal's step count
