@@ -49,6 +49,9 @@ class Claim:
     words: str
     check: str
     args: dict = field(default_factory=dict)
+    # Why the claim is not expected to hold below paper scale (the scale's own settings, with the evidence),
+    # from the claim's `below_paper_scale:` key; shown next to a verdict other than "holds" at such a scale.
+    below_paper_scale: str = ""
 
 
 def load(path: str | Path) -> dict:
@@ -125,7 +128,8 @@ def entry(doc: dict, artefact_name: str, row: str, column: str, default=_MISSING
 
 
 def claims(doc: dict) -> list[Claim]:
-    return [Claim(c["id"], doc["paper"], c["artefact"], c["words"], c["check"], dict(c.get("args") or {}))
+    return [Claim(c["id"], doc["paper"], c["artefact"], c["words"], c["check"], dict(c.get("args") or {}),
+                  " ".join(str(c.get("below_paper_scale") or "").split()))
             for c in doc.get("claims") or []]
 
 

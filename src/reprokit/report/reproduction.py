@@ -29,13 +29,20 @@ import pandas as pd
 
 from ..io import atomic_write_text
 from . import claims as claim_checks
-from . import papers
+from . import papers, provenance
 from .aggregate import device_of
 from .stats import mean_se
 from .style import RAN_STATUSES, SCALE_NOTE
 
 PAPER_NAMES = {"partitioned": "Partitioned networks (Mlodozeniec et al., ICLR 2023)",
                "bali": "BALI (Kurle, Klushyn, Herbrich)"}
+
+
+def matches(column: pd.Series, value) -> pd.Series:
+    """Which entries of `column` equal the coordinate `value` after `norm` (element by element, so a list-valued
+    coordinate such as a partition ratio [0.3, 0.7] is one value, never an operand of the same length)."""
+    target = norm(value)
+    return column.map(lambda entry: norm(entry) == target).astype(bool)
 
 
 def norm(value):
@@ -135,7 +142,7 @@ class Context:
         for key, value in where.items():
             if key not in df:
                 return df.iloc[0:0]
-            df = df[df[key].map(norm) == norm(value)]
+            df = df[matches(df[key], value)]
         return df
 
     def curves(self, experiment: str, where: dict) -> pd.DataFrame:
@@ -157,7 +164,7 @@ class Context:
         for key, value in where.items():
             if key not in df:
                 return df.iloc[0:0]
-            df = df[df[key].map(norm) == norm(value)]
+            df = df[matches(df[key], value)]
         return df
 
     def ours(self, artefact: str, row: str, column: str) -> Ours:
@@ -185,7 +192,7 @@ class Context:
             unavailable = df[df["status"] == "unavailable"]
             for key, value in where.items():
                 if key in unavailable:
-                    unavailable = unavailable[unavailable[key].map(norm) == norm(value)]
+                    unavailable = unavailable[matches(unavailable[key], value)]
             return Ours(note="dataset unavailable" if len(unavailable) else "not run at this scale")
         device = ", ".join(sorted(set(rows["device"].dropna().astype(str)))) if "device" in rows else ""
         if "oom" in set(rows["status"]):
@@ -237,6 +244,9 @@ def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None =
     mine = [(c, v) for c, v in verdicts or [] if c.artefact == name]
     if mine:
         lines += ["Claims: " + "; ".join(f"`{c.id}` **{v.status}** (n {v.n})" for c, v in mine) + ".", ""]
+        lines += [f"- `{c.id}` at {ctx.scale} scale: {why}" for c, v in mine
+                  if (why := why_not_here(ctx.scale, c, v))]
+        lines += [""] if lines[-1] != "" else []
     elif verdicts is not None:
         lines += ["The paper makes no claim in words about this artefact that we check.", ""]
     return lines
@@ -258,6 +268,18 @@ def _number_line(ctx: Context, name: str, num, rows: dict, cols: dict) -> str:
     return "| " + " | ".join(_cell(v) for v in (
         row_label, col_label, paper_text, ours_text, ours.n, ctx.scale if ours.n else "—",
         ours.device or "—", _f(z_p, 3), _f(z_c, 3), note)) + " |"
+
+
+def why_not_here(scale: str, claim, verdict) -> str:
+    """Why `claim` does not hold (or did not run) at `scale`: its `below_paper_scale` note below paper scale, or
+    a flag when a claim fails with no recorded reason (a discrepancy to look into). Empty where it holds."""
+    if verdict.status == claim_checks.HOLDS:
+        return ""
+    if scale != "paper" and claim.below_paper_scale:
+        return claim.below_paper_scale
+    if verdict.status == claim_checks.FAILS:
+        return "UNEXPLAINED: no reason recorded (config/papers/<paper>.yaml `below_paper_scale`); look into it."
+    return ""
 
 
 def _artefact_order(ctx: Context, doc: dict) -> list[str]:
@@ -282,7 +304,11 @@ def render(ctx: Context, generated: str = "") -> str:
             verdicts.append((claim, claim_checks.check(ctx, claim.check, claim.args)))
     counts = {s: sum(v.status == s for _, v in verdicts) for s in (claim_checks.HOLDS, claim_checks.FAILS,
                                                                    claim_checks.NOT_RUN)}
-    lines += [f"Claims at {ctx.scale} scale: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", ""]
+    unexplained = sum(why_not_here(ctx.scale, c, v).startswith("UNEXPLAINED") for c, v in verdicts)
+    lines += [f"Claims at {ctx.scale} scale: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+              + (f" ({counts[claim_checks.FAILS] - unexplained} of those that do not hold with the reason "
+                 f"recorded below the claim, {unexplained} unexplained)" if counts[claim_checks.FAILS] else "")
+              + ".", ""]
     for doc in ctx.docs:
         lines += [f"## {PAPER_NAMES.get(doc['paper'], doc['paper'])}: numbers", ""]
         for name in _artefact_order(ctx, doc):
@@ -290,12 +316,12 @@ def render(ctx: Context, generated: str = "") -> str:
     lines += ["## Claims", "",
               (f"Each verdict is computed from the results at {ctx.scale} scale (reprokit/report/claims.py; the check "
                "and its arguments are in config/papers/<paper>.yaml)."), "",
-              "| paper | claim | artefact | the paper's words | verdict | measured | n | scale |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| paper | claim | artefact | the paper's words | verdict | measured | n | scale | why not here |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for claim, v in verdicts:
         lines.append("| " + " | ".join(_cell(x) for x in (
             claim.paper, claim.id, claim.artefact, claim.words, f"**{v.status}**", v.measured, v.n,
-            ctx.scale)) + " |")
+            ctx.scale, why_not_here(ctx.scale, claim, v) or "—")) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -305,7 +331,9 @@ def write_report(out: str | Path, results: str | Path, scale: str, paper_files: 
     pipeline config's `artefacts:` (each gets a section, "not run" where nothing exists)."""
     docs = [papers.load(p) for p in paper_files]
     if generated is None:
-        generated = f"Generated {_dt.datetime.now().isoformat(timespec='seconds')}."
+        commit, dirty = provenance.git_state()
+        generated = (f"Generated {_dt.datetime.now().isoformat(timespec='seconds')} at commit {commit[:12]}"
+                     + (" (config/ modified)" if dirty else "") + ".")
     text = render(Context(results, scale, docs, expected, artefacts), generated)
     atomic_write_text(out, text)
     return text
