@@ -82,3 +82,38 @@ def test_the_notebooks_finish_writes_the_record(tmp_path):
     rec = json.loads((tmp_path / f"table5{provenance.SUFFIX}").read_text())
     assert rec["artefact"] == "table5" and rec["scale"] == "test"
     assert rec["fingerprint"] == provenance.fingerprint(cfg, "table5", "test")
+
+
+def test_no_committed_file_sits_at_a_pipeline_output_path():
+    """Snakemake counts an existing output whose inputs are missing as up to date, so an artefact committed at
+    figures/<artefact>.* would make a fresh clone's `snakemake` skip building it (at every scale). Committed
+    builds live in figures/<scale>/."""
+    out = subprocess.run(["git", "ls-files", "figures"], cwd=REPO, capture_output=True, text=True, check=True)
+    at_top = [p for p in out.stdout.split() if Path(p).parent == Path("figures")]
+    assert at_top == ["figures/README.md"], at_top
+    assert committed_records(), "no committed build under figures/<scale>/"
+    assert all(p.parent.parent == REPO / "figures" and p.parent.name in ("quick", "paper")
+               for p in committed_records())
+
+
+def _fake_build(src: Path, scale: str) -> None:
+    src.mkdir()
+    for name, rec_scale in (("fig2", scale), ("fig9", "test")):
+        (src / f"{name}.pdf").write_bytes(b"%PDF FAKE " + name.encode())
+        (src / f"{name}.png").write_bytes(b"FAKE")
+        provenance.write(src / f"{name}{provenance.SUFFIX}", {"artefact": name, "scale": rec_scale, "commit": "FAKE"})
+    (src / "reproduction.md").write_text(f"# Reproduction report: {scale} scale\n\nFAKE\n")
+
+
+def test_publish_copies_one_scales_artefacts_and_report(tmp_path):
+    _fake_build(tmp_path / "figures", "quick")
+    copied = provenance.publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
+    names = sorted(p.name for p in copied)
+    assert names == ["fig2.pdf", "fig2.png", f"fig2{provenance.SUFFIX}", "reproduction.md"]  # not the test-scale fig9
+    assert (tmp_path / "figures" / "quick" / "fig2.pdf").read_bytes() == b"%PDF FAKE fig2"
+
+
+def test_publish_refuses_a_report_of_another_scale(tmp_path):
+    _fake_build(tmp_path / "figures", "test")
+    with pytest.raises(FileNotFoundError, match="reproduction.md"):
+        provenance.publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")

@@ -87,3 +87,49 @@ def mismatch(rec: dict, config_at_head: dict) -> str | None:
         return (f"artefact {name}: its provenance names commit {rec['commit']} (scale {rec['scale']}), whose config "
                 f"for it differs from HEAD's (fingerprint {rec['fingerprint']} != {now}): rebuild it")
     return None
+
+
+def publish(src: str | Path, dst: str | Path, scale: str) -> list[Path]:
+    """Copy the artefacts built at `scale` (those whose record in `src` names that scale: the record and every
+    `<artefact>.*` beside it) and the reproduction report into `dst` (`figures/<scale>/`), the folder that is
+    committed. The pipeline never writes there, so a committed build does not make Snakemake skip a fresh
+    clone's build (an existing output with missing inputs counts as up to date). Returns the copied paths."""
+    src, dst = Path(src), Path(dst)
+    records = sorted(src.glob(f"*{SUFFIX}"))
+    if not records:
+        raise FileNotFoundError(f"no {SUFFIX} records in {src}: build the artefacts first (snakemake --cores 2)")
+    report = src / "reproduction.md"
+    if not report.exists() or f"# Reproduction report: {scale} scale" not in report.read_text():
+        raise FileNotFoundError(f"{report}: missing or not built at scale {scale} (snakemake {report})")
+    dst.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for rec_path in records:
+        rec = json.loads(rec_path.read_text())
+        if rec.get("scale") != scale:
+            continue
+        name = rec["artefact"]
+        for path in sorted(src.glob(f"{name}.*")):
+            if path.name == f"{name}{SUFFIX}" or path.suffix in (".pdf", ".png", ".tex", ".csv"):
+                target = dst / path.name
+                target.write_bytes(path.read_bytes())
+                copied.append(target)
+    (dst / report.name).write_bytes(report.read_bytes())
+    return copied + [dst / report.name]
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description="Copy the artefacts of one scale's build and its reproduction report "
+                                            "from figures/ into the committed figures/<scale>/.")
+    p.add_argument("--scale", default="quick")
+    p.add_argument("--src", default="figures")
+    p.add_argument("--dst", default=None, help="default: <src>/<scale>")
+    args = p.parse_args(argv)
+    copied = publish(args.src, args.dst or Path(args.src) / args.scale, args.scale)
+    print(f"copied {len(copied)} files to {args.dst or Path(args.src) / args.scale}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
