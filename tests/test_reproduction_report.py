@@ -174,32 +174,47 @@ def test_table_claims_hold_on_the_papers_own_numbers(tmp_path):
 
 # -- each new check's verdict flips with the (FAKE) data -------------------------------------------------------
 
-@pytest.mark.parametrize("scale", ["quick", "paper"])
-def test_a_failing_claim_says_why_below_paper_scale_and_is_flagged_otherwise(tmp_path, scale):
-    """A claim that does not hold shows its `below_paper_scale` reason at a smaller scale; at paper scale, or
-    with no reason recorded, it is flagged UNEXPLAINED (counted in the summary); one that did not run is not flagged."""
+@pytest.mark.parametrize("scale, finding", [("quick", False), ("paper", False), ("paper", True)])
+def test_a_failing_claim_says_why_below_paper_scale_and_is_flagged_otherwise(tmp_path, scale, finding):
+    """A claim that does not hold shows its `below_paper_scale` reason at a smaller scale; at paper scale its
+    `at_paper_scale` finding (marked as not reproducing); at paper scale without a finding, or with no reason
+    recorded, it is flagged UNEXPLAINED (counted in the summary); one that did not run is not flagged."""
     doc = (REPO / "config" / "papers" / "partitioned.yaml").read_text()
     assert "id: table8_partitioned_overhead\n" in doc and "id: table8_less_overhead_than_laplace\n" in doc
     doc = doc.replace("id: table8_partitioned_overhead\n",
-                      "id: table8_partitioned_overhead\n    below_paper_scale: FAKE reason, a tiny timing run\n")
+                      "id: table8_partitioned_overhead\n    below_paper_scale: FAKE reason, a tiny timing run\n"
+                      + ("    at_paper_scale: FAKE finding, within the paired s.e.\n" if finding else ""))
     (tmp_path / "partitioned.yaml").write_text(doc)
     write_csv(tmp_path, "table8_timing", table8_rows(1.50), scale=scale)  # FAKE timings: over the 1.21x bound
     text = reproduction.write_report(tmp_path / "out.md", tmp_path, scale, [tmp_path / "partitioned.yaml"],
                                      generated="")
     row = line_of(text, "| table8_partitioned_overhead |")
     assert "**does not hold**" in row
+    explained = scale == "quick" or finding
     if scale == "quick":
         assert "FAKE reason, a tiny timing run" in row and "UNEXPLAINED" not in row
         assert "- `table8_partitioned_overhead` at quick scale: FAKE reason" in text
+    elif finding:
+        assert "FAKE reason" not in text and "UNEXPLAINED" not in row
+        assert "Does not reproduce at paper scale; looked into: FAKE finding, within the paired s.e." in row
+        assert "- `table8_partitioned_overhead` at paper scale: Does not reproduce" in text
     else:
-        assert "FAKE reason" not in text and "UNEXPLAINED" in row
+        assert "FAKE reason" not in text and "UNEXPLAINED" in row and "`at_paper_scale`" in row
     not_run = line_of(text, "| table8_less_overhead_than_laplace |")  # no Diff. Laplace rows: nothing to flag
     assert "**not run**" in not_run and not_run.rstrip(" |").endswith("—")
     summary = line_of(text, f"Claims at {scale} scale:")
     n_fail = int(summary.split(" does not hold")[0].rsplit(", ", 1)[-1])
     unexplained = sum("UNEXPLAINED" in ln for ln in text.splitlines() if ln.startswith("| partitioned |"))
     assert f"{unexplained} unexplained" in summary and f"({n_fail - unexplained} of those" in summary
-    assert unexplained == n_fail - (scale == "quick")
+    assert unexplained == n_fail - explained
+
+
+def test_a_misspelt_claim_key_is_an_error_naming_it():
+    doc = papers.load(PAPERS[0])
+    doc["claims"][0] = {**doc["claims"][0], "at_paper_scal": "a finding"}
+    with pytest.raises(KeyError, match=r"claim '.+': unknown key\(s\) \['at_paper_scal'\]"):
+        papers.claims(doc)
+    assert papers.claims(papers.load(PAPERS[0]))  # the committed files have none
 
 
 def _cells(exp, rows, root):

@@ -52,6 +52,9 @@ class Claim:
     # Why the claim is not expected to hold below paper scale (the scale's own settings, with the evidence),
     # from the claim's `below_paper_scale:` key; shown next to a verdict other than "holds" at such a scale.
     below_paper_scale: str = ""
+    # What looking into a claim that does not hold AT paper scale found (e.g. the ordering is within the paired
+    # s.e.), from the claim's `at_paper_scale:` key; without it such a claim is flagged UNEXPLAINED.
+    at_paper_scale: str = ""
 
 
 def load(path: str | Path) -> dict:
@@ -127,10 +130,22 @@ def entry(doc: dict, artefact_name: str, row: str, column: str, default=_MISSING
     return mean if se is None else [mean, se]
 
 
+CLAIM_KEYS = ("id", "artefact", "words", "check", "args", "below_paper_scale", "at_paper_scale")
+
+
 def claims(doc: dict) -> list[Claim]:
-    return [Claim(c["id"], doc["paper"], c["artefact"], c["words"], c["check"], dict(c.get("args") or {}),
-                  " ".join(str(c.get("below_paper_scale") or "").split()))
-            for c in doc.get("claims") or []]
+    """The paper file's claims; a key a claim does not know (a misspelt reason would be silently dropped) is
+    an error naming the claim and the key."""
+    out = []
+    for c in doc.get("claims") or []:
+        unknown = sorted(set(c) - set(CLAIM_KEYS))
+        if unknown:
+            raise KeyError(f"{doc['paper']} paper, claim '{c.get('id')}': unknown key(s) {unknown} "
+                           f"(known: {', '.join(CLAIM_KEYS)})")
+        out.append(Claim(c["id"], doc["paper"], c["artefact"], c["words"], c["check"], dict(c.get("args") or {}),
+                         " ".join(str(c.get("below_paper_scale") or "").split()),
+                         " ".join(str(c.get("at_paper_scale") or "").split())))
+    return out
 
 
 def z_scores(ours: float, ours_se: float, paper: float, paper_se: float | None) -> tuple[float, float]:

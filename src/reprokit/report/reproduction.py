@@ -271,14 +271,18 @@ def _number_line(ctx: Context, name: str, num, rows: dict, cols: dict) -> str:
 
 
 def why_not_here(scale: str, claim, verdict) -> str:
-    """Why `claim` does not hold (or did not run) at `scale`: its `below_paper_scale` note below paper scale, or
-    a flag when a claim fails with no recorded reason (a discrepancy to look into). Empty where it holds."""
+    """Why `claim` does not hold (or did not run) at `scale`: its `below_paper_scale` note below paper scale,
+    what its `at_paper_scale` note found at paper scale (marked as a paper-scale finding, not a scale effect),
+    or a flag when a claim fails with no recorded reason (a discrepancy to look into). Empty where it holds."""
     if verdict.status == claim_checks.HOLDS:
         return ""
     if scale != "paper" and claim.below_paper_scale:
         return claim.below_paper_scale
+    if scale == "paper" and verdict.status == claim_checks.FAILS and claim.at_paper_scale:
+        return f"Does not reproduce at paper scale; looked into: {claim.at_paper_scale}"
     if verdict.status == claim_checks.FAILS:
-        return "UNEXPLAINED: no reason recorded (config/papers/<paper>.yaml `below_paper_scale`); look into it."
+        key = "at_paper_scale" if scale == "paper" else "below_paper_scale"
+        return f"UNEXPLAINED: no reason recorded (config/papers/<paper>.yaml `{key}`); look into it."
     return ""
 
 
