@@ -60,6 +60,7 @@ def main(argv=None) -> int:
     p.add_argument("--summary", default=None, help="write a JSON summary here")
     p.add_argument("--first", nargs="*", default=[], help="start cells whose path contains one of these first")
     p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--rerun", action="store_true", help="also run cells whose metrics.json says completed")
     args = p.parse_args(argv)
 
     cfg = load_pipeline_config(REPO, {"scale": args.scale})
@@ -77,7 +78,7 @@ def main(argv=None) -> int:
 
     # 1. variant files, each once
     needed = {}
-    jobs = []
+    jobs, skipped = [], []
     for c in cells:
         plan = plan_of_kind(c.kind)
         if plan.required_cells(c):
@@ -89,12 +90,17 @@ def main(argv=None) -> int:
         d = c.to_dict()
         d["settings"] = plan.cell_settings(c)
         out = results / c.rel_dir
+        done = out / "metrics.json"
+        if not args.rerun and done.exists() and json.loads(done.read_text()).get("status") == "completed":
+            skipped.append(c.rel_dir)
+            continue
         cmd = [sys.executable, "-m", "reprokit.cell", "run", "--cell", json.dumps(d), "--context",
                json.dumps(cell_context), "--variants", json.dumps(paths), "--out", str(out), "--checkpoint",
                str(Path(cfg["paths"]["checkpoints"]) / c.rel_dir / "checkpoint.pt")]
         jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", out / "metrics.json"))
     jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
-    print(f"{len(jobs)} cells of {args.experiment} at scale {args.scale}; {len(needed)} variant files", flush=True)
+    print(f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run; {len(skipped)} already completed "
+          f"(skipped; --rerun runs them again); {len(needed)} variant files", flush=True)
     if args.dry_run:
         for rel, *_ in jobs:
             print("  ", rel)
