@@ -83,21 +83,21 @@ def main(argv=None) -> int:
         plan = plan_of_kind(c.kind)
         if plan.required_cells(c):
             raise SystemExit(f"{c.rel_dir} reads upstream cells: run it with snakemake")
+        out = results / c.rel_dir
+        metrics = out / "metrics.json"
+        if not args.rerun and metrics.exists() and json.loads(metrics.read_text()).get("status") == "completed":
+            skipped.append(c.rel_dir)  # its variant files are not built either
+            continue
         paths = {name: str(variant_path(context["variants_dir"], d, f))
                  for name, (d, f) in plan.required_variants(c).items()}
         for d, f in plan.required_variants(c).values():
             needed[str(variant_path(context["variants_dir"], d, f))] = d
         d = c.to_dict()
         d["settings"] = plan.cell_settings(c)
-        out = results / c.rel_dir
-        done = out / "metrics.json"
-        if not args.rerun and done.exists() and json.loads(done.read_text()).get("status") == "completed":
-            skipped.append(c.rel_dir)
-            continue
         cmd = [sys.executable, "-m", "reprokit.cell", "run", "--cell", json.dumps(d), "--context",
                json.dumps(cell_context), "--variants", json.dumps(paths), "--out", str(out), "--checkpoint",
                str(Path(cfg["paths"]["checkpoints"]) / c.rel_dir / "checkpoint.pt")]
-        jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", out / "metrics.json"))
+        jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", metrics))
     jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
     print(f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run; {len(skipped)} already completed "
           f"(skipped; --rerun runs them again); {len(needed)} variant files", flush=True)

@@ -142,9 +142,9 @@ def claims(doc: dict) -> list[Claim]:
         if unknown:
             raise KeyError(f"{doc['paper']} paper, claim '{c.get('id')}': unknown key(s) {unknown} "
                            f"(known: {', '.join(CLAIM_KEYS)})")
+        notes = [" ".join(str(c.get(key) or "").split()) for key in ("below_paper_scale", "at_paper_scale")]
         out.append(Claim(c["id"], doc["paper"], c["artefact"], c["words"], c["check"], dict(c.get("args") or {}),
-                         " ".join(str(c.get("below_paper_scale") or "").split()),
-                         " ".join(str(c.get("at_paper_scale") or "").split())))
+                         *notes))
     return out
 
 
