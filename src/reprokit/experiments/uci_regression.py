@@ -115,11 +115,12 @@ def build_gal_dropout(st, ctx: CellContext) -> Run:
     inner = GalDropoutProtocol(data, list(st.hidden), m.rates, taus, int(m.epochs), int(st.seed), batch_size=batch,
                                lengthscale=float(m.prior_lengthscale), lr=float(m.lr), val_fraction=float(m.val_fraction),
                                predictive_samples=int(m.predictive_samples), eval_samples=int(st.eval_samples),
-                               activation=st.activation)
+                               activation=st.activation, parallel_grid=bool(m.parallel_grid))
     info.update({"dataset_name": str(st.dataset), "hidden": "x".join(map(str, st.hidden)), "activation": st.activation,
                  "protocol": "gal", "n_steps": inner.n_steps, "batch_size": batch, "epochs": int(m.epochs),
                  "rates": " ".join(f"{p:g}" for p in m.rates), "taus": " ".join(f"{t:g}" for t in taus),
-                 "n_inner": inner.n_inner, "inner_steps": inner.inner_steps, "full_steps": inner.full_steps,
+                 "n_inner": inner.n_inner, "parallel_grid": inner.parallel_grid, "inner_steps": inner.inner_steps,
+                 "full_steps": inner.full_steps,
                  "val_fraction": float(m.val_fraction), "predictive_samples": int(m.predictive_samples),
                  "dropout_input": True, "prior_lengthscale": float(m.prior_lengthscale), "lr": float(m.lr),
                  "standardize_x": True, "standardize_y": True})  # per phase, with its own training rows

@@ -28,6 +28,12 @@ steps`), so the shared training loop checkpoints and resumes it at any step: the
 the grid results so far and the current network, optimiser, sampler and mask generator. Phase k draws
 its initialisation, minibatches and masks from the named streams with sub-stream keys (1, k) (grid point
 k) or (0,) (the final retraining), so the grid points are independent of one another and of their order.
+
+`parallel_grid=True` trains the grid's networks side by side instead (`_GridBatch`: stacked weights, one
+batched matmul per layer, `n_steps = inner-phase steps + full-phase steps`). Every grid point keeps its own
+initialisation, minibatch and mask streams (the same draws as one after another) and Adam is elementwise,
+so the networks are those of the sequential grid up to floating-point rounding; the tiny network's steps
+are overhead-bound, so G grid points cost about one (benchmarks/gal_grid_parallel.py).
 """
 
 from __future__ import annotations
@@ -117,7 +123,7 @@ class GalDropoutProtocol:
     def __init__(self, data: TaskData, hidden: list[int], rates, taus, epochs: int, seed: int,
                  batch_size: int = 128, lengthscale: float = 1e-2, lr: float = 1e-3, val_fraction: float = 0.2,
                  predictive_samples: int = 10000, eval_samples: int = 100, sample_chunk: int = 1000,
-                 activation: str = "relu"):
+                 activation: str = "relu", parallel_grid: bool = False):
         if data.task != "regression":
             raise ValueError("Gal's protocol is for regression")
         self.data, self.hidden, self.activation = data, [int(h) for h in hidden], activation
@@ -133,14 +139,19 @@ class GalDropoutProtocol:
         if not 0 < self.n_inner < n:
             raise ValueError(f"val_fraction {val_fraction} leaves no inner training or validation rows of {n}")
         self.inner_steps, self.full_steps = protocol_steps(n, epochs, batch_size, val_fraction)
-        self.n_steps = len(self.grid) * self.inner_steps + self.full_steps
+        self.parallel_grid = bool(parallel_grid)
+        grid_steps = self.inner_steps if self.parallel_grid else len(self.grid) * self.inner_steps
+        self.n_steps = grid_steps + self.full_steps
         self.results: list[dict] = []  # one per finished grid point
         self.chosen: dict | None = None
-        self.phase = -1  # index into the grid, len(grid) = the final retraining
+        self.phase = -1  # index into the grid (parallel: 0 = the whole grid), len(grid) = the final retraining
         self.net = None
+        self.grid_batch: _GridBatch | None = None  # parallel_grid: the grid's networks while they train
 
     # ---------------------------------------------------------------- phases
     def _phase_of(self, step: int) -> int:
+        if self.parallel_grid:
+            return 0 if step < self.inner_steps else len(self.grid)
         return min(step // self.inner_steps, len(self.grid))
 
     def _phase_end(self, k: int) -> int:
@@ -161,32 +172,55 @@ class GalDropoutProtocol:
                      self.chosen["val_ll"])
         return float(self.chosen["p"]), float(self.chosen["tau"])
 
-    def _start_phase(self, k: int) -> None:
-        keys = (1, k) if k < len(self.grid) else FINAL
-        p, tau = self._phase_params(k)
-        x, y = self._phase_rows(k)
-        self.scaled = _Scaled.of(x, y)
-        self.p, self.tau = p, tau
-        self.reg = weight_reg(p, tau, x.shape[0], self.lengthscale)
-        dev = self.data.device
+    def _new_net(self, p: float, tau: float, keys: tuple) -> DropoutMLP:
+        """A phase's network: Glorot-uniform from the `init` stream's sub-stream `keys`, on the data's device."""
         init_gen = seeds.generator(self.seed, "init", keys=keys)  # on the CPU; the net moves after init
         with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws: the global RNG stays untouched
-            net = DropoutMLP(x.shape[1], self.hidden, 1, self.activation, p, dropout_input=True, task="regression",
-                             noise_std=1.0 / math.sqrt(tau))
+            net = DropoutMLP(self.data.x_train.shape[1], self.hidden, 1, self.activation, p, dropout_input=True,
+                             task="regression", noise_std=1.0 / math.sqrt(tau))
         glorot_init(net, init_gen)
-        self.net = net.to(dev)
-        self.mask_gen = seeds.generator(self.seed, "dropout_masks", dev, keys=keys)
+        return net.to(self.data.device)
+
+    def _new_sampler(self, n: int, keys: tuple) -> EpochSampler:
+        gen = seeds.generator(self.seed, "minibatches", self.data.device, keys=keys)
+        return EpochSampler(n, self.batch_size, gen, keep_last=True)  # Keras' fit: the epoch's last batch smaller
+
+    def _start_phase(self, k: int) -> None:
+        x, y = self._phase_rows(k)
+        self.scaled = _Scaled.of(x, y)
+        self.phase = k
+        if self.parallel_grid and k < len(self.grid):
+            keys = [(1, j) for j in range(len(self.grid))]
+            self.grid_batch = _GridBatch(
+                [self._new_net(p, t, kk) for (p, t), kk in zip(self.grid, keys)],
+                [weight_reg(p, t, x.shape[0], self.lengthscale) for p, t in self.grid],
+                [seeds.generator(self.seed, "dropout_masks", self.data.device, keys=kk) for kk in keys],
+                [self._new_sampler(x.shape[0], kk) for kk in keys], self.lr)
+            self.net = None
+            log.info("grid: %d points side by side on %d rows, %d steps", len(self.grid), x.shape[0], self.inner_steps)
+            return
+        keys = (1, k) if k < len(self.grid) else FINAL
+        p, tau = self._phase_params(k)
+        self.p, self.tau = p, tau
+        self.reg = weight_reg(p, tau, x.shape[0], self.lengthscale)
+        self.net = self._new_net(p, tau, keys)
+        self.mask_gen = seeds.generator(self.seed, "dropout_masks", self.data.device, keys=keys)
         self.net.generator = self.mask_gen
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, eps=1e-7)
-        self.sampler = EpochSampler(x.shape[0], self.batch_size, seeds.generator(self.seed, "minibatches", dev, keys=keys),
-                                    keep_last=True)  # Keras' fit: the epoch's last batch smaller
-        self.phase = k
+        self.sampler = self._new_sampler(x.shape[0], keys)
         what = f"grid point {k + 1}/{len(self.grid)}" if k < len(self.grid) else "final retraining"
         log.info("%s: p=%g tau=%g on %d rows, %d steps", what, p, tau, x.shape[0],
                  self.inner_steps if k < len(self.grid) else self.full_steps)
 
-    def _end_grid_point(self) -> None:
-        k = self.phase
+    def _end_grid(self) -> None:
+        """Parallel grid done: score every point with its own network, in grid order, as the sequential grid."""
+        batch, self.grid_batch = self.grid_batch, None
+        for k, (p, tau) in enumerate(self.grid):
+            self.p, self.tau = p, tau
+            self.net = batch.network(k, self._new_net(p, tau, (1, k)))
+            self._end_grid_point(k)
+
+    def _end_grid_point(self, k: int) -> None:
         n = self.data.n_train
         xv, yv = self.data.x_train[self.n_inner : n], self.data.y_train[self.n_inner : n]
         m = self.predict_metrics(xv, yv, self.predictive_samples, seeds.generator(self.seed, "eval", self.data.device,
@@ -200,6 +234,11 @@ class GalDropoutProtocol:
         k = self._phase_of(step)
         if k != self.phase:
             self._start_phase(k)
+        if self.grid_batch is not None:
+            loss, mse = self.grid_batch.step(self.scaled.x, self.scaled.y)
+            if step + 1 == self.inner_steps:
+                self._end_grid()
+            return {"loss": loss.mean().item(), "mse": mse.mean().item()}  # the grid points' mean
         idx = self.sampler.next()
         self.net.train()
         out = self.net(self.scaled.x[idx])
@@ -210,7 +249,7 @@ class GalDropoutProtocol:
         loss.backward()
         self.opt.step()
         if k < len(self.grid) and step + 1 == self._phase_end(k):
-            self._end_grid_point()
+            self._end_grid_point(k)
         return {"loss": loss.item(), "mse": mse.item()}
 
     @torch.no_grad()
@@ -267,7 +306,9 @@ class GalDropoutProtocol:
 
     def state_dict(self) -> dict:
         state = {"phase": self.phase, "results": [dict(r) for r in self.results], "chosen": self.chosen}
-        if self.net is not None:
+        if self.grid_batch is not None:
+            state["grid_batch"] = self.grid_batch.state_dict()
+        elif self.net is not None:
             state.update({"net": self.net.state_dict(), "opt": self.opt.state_dict(),
                           "sampler": self.sampler.state_dict(), "mask_gen": self.mask_gen.get_state()})
         return state
@@ -275,10 +316,79 @@ class GalDropoutProtocol:
     def load_state_dict(self, state: dict) -> None:
         self.results = [dict(r) for r in state["results"]]
         self.chosen = state["chosen"]
-        self.phase, self.net = -1, None
-        if state["phase"] >= 0:
+        self.phase, self.net, self.grid_batch = -1, None, None
+        if "grid_batch" in state:
+            self._start_phase(int(state["phase"]))
+            self.grid_batch.load_state_dict(state["grid_batch"])
+        elif state["phase"] >= 0:
             self._start_phase(int(state["phase"]))
             self.net.load_state_dict(state["net"])
             self.opt.load_state_dict(state["opt"])
             self.sampler.load_state_dict(state["sampler"])
             self.mask_gen.set_state(state["mask_gen"])
+
+
+class _GridBatch:
+    """The grid's G networks trained side by side (parallel_grid): weights stacked to [G, out, in] and biases to
+    [G, 1, out], one batched matmul per layer, and one loss, the sum of the points' losses, so each point's
+    gradient is its own and Adam (elementwise) updates it as alone. Point k draws its minibatch from its
+    own sampler and its masks from its own generator, in the order one DropoutMLP would (inputs, then each
+    hidden layer; none where p = 0). Written by hand: torch.func.vmap cannot batch the per-point generators."""
+
+    def __init__(self, nets: list[DropoutMLP], regs: list[float], mask_gens: list[torch.Generator],
+                 samplers: list[EpochSampler], lr: float):
+        first = nets[0]
+        self.activation, self.mask_gens, self.samplers = first.activation, mask_gens, samplers
+        self.ps = [float(n.p) for n in nets]
+        dev = first.linears[0].weight.device
+        self.weights = [nn.Parameter(torch.stack([n.linears[i].weight.detach() for n in nets]))
+                        for i in range(len(first.linears))]
+        self.biases = [nn.Parameter(torch.stack([n.linears[i].bias.detach() for n in nets]).unsqueeze(1))
+                       for i in range(len(first.linears))]
+        self.keep_scale = torch.tensor([1.0 - p for p in self.ps], device=dev).reshape(-1, 1, 1)
+        self.reg = torch.tensor(regs, device=dev)
+        self.opt = torch.optim.Adam([*self.weights, *self.biases], lr=lr, eps=1e-7)
+
+    def _drop(self, h: torch.Tensor) -> torch.Tensor:
+        keep = torch.stack([torch.rand(h.shape[1:], generator=g, dtype=h.dtype, device=h.device) >= p if p > 0.0
+                            else torch.ones(h.shape[1:], dtype=torch.bool, device=h.device)
+                            for p, g in zip(self.ps, self.mask_gens)])
+        return h * keep / self.keep_scale
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One Adam step of every point on its own minibatch of (x, y); returns the points' losses and MSEs [G]."""
+        idx = torch.stack([s.next() for s in self.samplers])  # [G, b]: equal sizes (same rows and batch size)
+        h = x[idx]
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            if i > 0:
+                h = self.activation(h)
+            h = torch.baddbmm(b, self._drop(h), w.transpose(1, 2))
+        mse = (h - y[idx]).square().mean(dim=(1, 2))
+        loss = mse + self.reg * sum(w.square().sum(dim=(1, 2)) for w in self.weights)
+        self.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        self.opt.step()
+        return loss.detach(), mse.detach()
+
+    @torch.no_grad()
+    def network(self, k: int, net: DropoutMLP) -> DropoutMLP:
+        """`net` (point k's architecture) holding point k's current weights."""
+        for lin, w, b in zip(net.linears, self.weights, self.biases):
+            lin.weight.copy_(w[k])
+            lin.bias.copy_(b[k, 0])
+        return net
+
+    def state_dict(self) -> dict:
+        return {"weights": [w.detach().clone() for w in self.weights], "biases": [b.detach().clone() for b in self.biases],
+                "opt": self.opt.state_dict(), "samplers": [s.state_dict() for s in self.samplers],
+                "mask_gens": [g.get_state() for g in self.mask_gens]}
+
+    def load_state_dict(self, state: dict) -> None:
+        with torch.no_grad():
+            for p, v in zip([*self.weights, *self.biases], [*state["weights"], *state["biases"]]):
+                p.copy_(v)
+        self.opt.load_state_dict(state["opt"])
+        for s, st in zip(self.samplers, state["samplers"]):
+            s.load_state_dict(st)
+        for g, st in zip(self.mask_gens, state["mask_gens"]):
+            g.set_state(st)

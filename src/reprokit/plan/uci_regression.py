@@ -45,6 +45,7 @@ class UciDropoutBlock(Settings):
     epochs: int = 4000  # 40 x --epochx 100 (config/experiments/bali_regression.yaml)
     val_fraction: float = 0.2
     predictive_samples: int = 10000  # T: dropout passes of the validation and test predictives
+    parallel_grid: bool = False  # train the grid's networks side by side (same draws; methods/gal_dropout.py)
 
     def taus_for(self, dataset: str) -> list[float]:
         grid = self.taus.get(dataset) if isinstance(self.taus, dict) else self.taus
@@ -59,7 +60,7 @@ class UciDropoutBlock(Settings):
         n_train = UCI_N_TRAIN[dataset]
         batch = n_train if self.batch_size in ("full", 0, None) else int(self.batch_size)
         inner, full = gal_protocol_steps(n_train, int(self.epochs), batch, float(self.val_fraction))
-        return len(self.rates) * len(self.taus_for(dataset)) * inner + full
+        return (1 if self.parallel_grid else len(self.rates) * len(self.taus_for(dataset))) * inner + full
 
 
 def gal_steps_per_epoch(n: int, batch_size: int) -> int:
