@@ -153,13 +153,15 @@ def test_parallel_grid_trains_the_same_networks_as_the_sequential_grid():
     assert block.total_steps("uci_yacht") == 8000 + 12000
 
 
-def test_parallel_grid_resumes_bit_identically(tmp_path):
+@pytest.mark.parametrize("where", ["inside the grid", "at the grid's end"])
+def test_parallel_grid_resumes_bit_identically(tmp_path, where):
     data = _toy(n_train=40, n_test=10)
     ref = gd.GalDropoutProtocol(data, [8], parallel_grid=True, **_grid_kw(epochs=2))
     run_loop(ref, LoopConfig(n_steps=ref.n_steps, eval_every=0))
     ckpt = tmp_path / "ckpt.pt"
     first = gd.GalDropoutProtocol(data, [8], parallel_grid=True, **_grid_kw(epochs=2))
-    stop = ref.inner_steps - 1  # inside the side-by-side grid
+    # a checkpoint at step inner_steps - 2, or at inner_steps: the grid scored, the retraining not started
+    stop = ref.inner_steps + (1 if where == "at the grid's end" else -1)
     run_loop(first, LoopConfig(n_steps=stop, eval_every=0, checkpoint_every=stop - 1), ckpt)
     resumed = gd.GalDropoutProtocol(data, [8], parallel_grid=True, **_grid_kw(epochs=2))
     run_loop(resumed, LoopConfig(n_steps=ref.n_steps, eval_every=0), ckpt)

@@ -219,6 +219,7 @@ class GalDropoutProtocol:
             self.p, self.tau = p, tau
             self.net = batch.network(k, self._new_net(p, tau, (1, k)))
             self._end_grid_point(k)
+        self.net = None  # nothing trains until the retraining starts (a checkpoint here holds the results only)
 
     def _end_grid_point(self, k: int) -> None:
         n = self.data.n_train
@@ -320,7 +321,7 @@ class GalDropoutProtocol:
         if "grid_batch" in state:
             self._start_phase(int(state["phase"]))
             self.grid_batch.load_state_dict(state["grid_batch"])
-        elif state["phase"] >= 0:
+        elif "net" in state:
             self._start_phase(int(state["phase"]))
             self.net.load_state_dict(state["net"])
             self.opt.load_state_dict(state["opt"])
