@@ -9,7 +9,10 @@ are refused (use Snakemake for those).
 
     python benchmarks/run_cells.py --experiment fig3a --scale paper --where n_train=1000,5000 seed=0 --jobs 8
 
-Prints one line per finished cell (status, wall time) and a JSON summary to --summary.
+Prints one line per finished cell (status, wall time) and a JSON summary to --summary. A cell whose
+metrics.json says completed is skipped only while its config.json holds the config's current settings;
+one that finished with other settings runs again (named, with the keys that differ), as Snakemake's
+params trigger would.
 """
 
 from __future__ import annotations
@@ -50,6 +53,20 @@ def _run(cmd: list[str], log: Path) -> tuple[int, float]:
     return rc, time.perf_counter() - t0
 
 
+NO_CONFIG = "<config.json>"
+
+
+def changed_settings(config_json: Path, settings: dict) -> list[str]:
+    """Top-level settings keys where a finished cell's config.json differs from `settings` (the config's now);
+    a missing or unreadable config.json counts as all of them."""
+    try:
+        stored = json.loads(config_json.read_text())["settings"]
+    except (OSError, ValueError, KeyError):
+        return [NO_CONFIG]
+    now = json.loads(json.dumps(settings))  # tuples -> lists, as config.json holds them
+    return sorted(k for k in set(stored) | set(now) if stored.get(k) != now.get(k))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--experiment", required=True)
@@ -78,7 +95,7 @@ def main(argv=None) -> int:
 
     # 1. variant files, each once
     needed = {}
-    jobs, skipped = [], []
+    jobs, skipped, stale = [], [], []
     for c in cells:
         plan = plan_of_kind(c.kind)
         if plan.required_cells(c):
@@ -86,8 +103,14 @@ def main(argv=None) -> int:
         out = results / c.rel_dir
         metrics = out / "metrics.json"
         if not args.rerun and metrics.exists() and json.loads(metrics.read_text()).get("status") == "completed":
-            skipped.append(c.rel_dir)  # its variant files are not built either
-            continue
+            changed = changed_settings(out / "config.json", plan.cell_settings(c))
+            if not changed:
+                skipped.append(c.rel_dir)  # its variant files are not built either
+                continue
+            stale.append(c.rel_dir)
+            why = ("no readable config.json" if changed == [NO_CONFIG] else
+                   f"{', '.join(changed)} differ from the config")
+            print(f"{c.rel_dir}: completed with other settings ({why}): running it again", flush=True)
         paths = {name: str(variant_path(context["variants_dir"], d, f))
                  for name, (d, f) in plan.required_variants(c).items()}
         for d, f in plan.required_variants(c).values():
@@ -99,8 +122,9 @@ def main(argv=None) -> int:
                str(Path(cfg["paths"]["checkpoints"]) / c.rel_dir / "checkpoint.pt")]
         jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", metrics))
     jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
-    print(f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run; {len(skipped)} already completed "
-          f"(skipped; --rerun runs them again); {len(needed)} variant files", flush=True)
+    print(f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run ({len(stale)} completed with other "
+          f"settings); {len(skipped)} already completed with these settings (skipped; --rerun runs them again); "
+          f"{len(needed)} variant files", flush=True)
     if args.dry_run:
         for rel, *_ in jobs:
             print("  ", rel)

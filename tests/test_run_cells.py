@@ -32,14 +32,32 @@ def _listed(capsys) -> tuple[str, list[str]]:
     return out[0], [ln.strip() for ln in out[1:]]
 
 
+def _settings_now(rel_dir: str) -> dict:
+    from reprokit.budget import load_pipeline_config
+    from reprokit.config import experiment
+    from reprokit.plan import kind as plan_of_kind
+
+    cfg = load_pipeline_config(REPO, {"scale": "test"})
+    (cell,) = [c for c in experiment(cfg, "bali_uci", "test").cells() if c.rel_dir == rel_dir]
+    return json.loads(json.dumps(plan_of_kind(cell.kind).cell_settings(cell)))
+
+
+def _finished(tmp_path, rel_dir: str, settings: dict | None) -> None:
+    """FAKE: a cell folder as a finished run leaves it (metrics.json completed, config.json with settings)."""
+    out = tmp_path / "results" / rel_dir
+    out.mkdir(parents=True)
+    (out / "metrics.json").write_text(json.dumps({"status": "completed"}))
+    if settings is not None:
+        (out / "config.json").write_text(json.dumps({"settings": settings}))
+
+
 def test_completed_cells_are_skipped_unless_rerun(run_cells, tmp_path, capsys):
     args = ["--experiment", "bali_uci", "--scale", "test", "--where", "method=dropout", "--dry-run"]
     assert run_cells.main(args) == 0
     head, cells = _listed(capsys)
     assert len(cells) == 2 and head.startswith("2 cells") and "0 already completed" in head
     done, stopped = cells
-    (tmp_path / "results" / done).mkdir(parents=True)
-    (tmp_path / "results" / done / "metrics.json").write_text(json.dumps({"status": "completed"}))
+    _finished(tmp_path, done, _settings_now(done))
     (tmp_path / "results" / stopped).mkdir(parents=True)  # FAKE: a cell that wrote no metrics.json yet
     (tmp_path / "results" / stopped / "metrics.json.tmp").write_text("{}")
 
@@ -49,3 +67,19 @@ def test_completed_cells_are_skipped_unless_rerun(run_cells, tmp_path, capsys):
     assert run_cells.main(args + ["--rerun"]) == 0
     head, cells = _listed(capsys)
     assert sorted(cells) == sorted([done, stopped]) and "0 already completed" in head
+
+
+def test_a_cell_completed_with_other_settings_runs_again(run_cells, tmp_path, capsys):
+    args = ["--experiment", "bali_uci", "--scale", "test", "--where", "method=dropout", "--dry-run"]
+    assert run_cells.main(args) == 0
+    _, (a, b) = _listed(capsys)
+    old = _settings_now(a)
+    old["dropout"] = {**old["dropout"], "epochs": old["dropout"]["epochs"] + 1}  # the config changed since
+    _finished(tmp_path, a, old)
+    _finished(tmp_path, b, None)  # no config.json: what it ran with is unknown
+    assert run_cells.main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"{a}: completed with other settings (dropout differ from the config): running it again" in out
+    assert f"{b}: completed with other settings (no readable config.json): running it again" in out
+    head = next(ln for ln in out if " cells of " in ln)
+    assert head.startswith("2 cells") and "(2 completed with other settings)" in head and "0 already completed" in head
