@@ -2,8 +2,8 @@
 
     python benchmarks/gal_grid_parallel.py [--dataset uci_kin8nm] [--split 0] [--steps 300] [--device cpu|cuda]
 
-Both protocols are built on the same real split with the configured grid (rates x the dataset's taus,
-batch 128) and run `--steps` optimiser steps of their grid phase in this one process: the sequential grid
+Both protocols are built on the same real split with the paper-scale config's grid (bali_uci's `dropout`
+block: rates x the dataset's taus, epochs, batch size, learning rate) and run `--steps` optimiser steps of their grid phase in this one process: the sequential grid
 trains one network per step, the parallel grid (`parallel_grid: true`) all G of them. Prints one JSON
 line: device, G, seconds per step of each, and the ratio of the time to advance the whole grid by one step
 (sequential G steps vs parallel one step). Standalone script, not a test.
@@ -19,14 +19,12 @@ from pathlib import Path
 
 import torch
 
+from reprokit.budget import load_pipeline_config
 from reprokit.experiments import CellContext
 from reprokit.experiments.uci_regression import load_task
 from reprokit.methods.gal_dropout import GalDropoutProtocol
 
-RATES = (0.005, 0.01, 0.05, 0.1)
-TAUS = {"uci_yacht": (0.25, 0.5, 0.75), "uci_energy": (0.25, 0.5, 0.75), "uci_concrete": (0.025, 0.05, 0.075),
-        "uci_redwine": (2.5, 3.0, 3.5), "uci_kin8nm": (150.0, 200.0, 250.0), "uci_powerplant": (0.05, 0.1, 0.15),
-        "uci_protein": (0.025, 0.05, 0.075)}  # config/experiments/bali_regression.yaml
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _sync(device: torch.device) -> None:
@@ -46,19 +44,22 @@ def seconds_per_step(m: GalDropoutProtocol, steps: int, device: torch.device) ->
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dataset", default="uci_kin8nm", choices=sorted(TAUS))
+    cfg = load_pipeline_config(REPO, {"scale": "paper"})
+    block = cfg["experiments"]["bali_uci"]["settings"]["dropout"]  # bali_uci_protein uses the same block
+    ap.add_argument("--dataset", default="uci_kin8nm", choices=sorted(block["taus"]))
     ap.add_argument("--split", type=int, default=0)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--hidden", type=int, default=50)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--mirror", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    ap.add_argument("--mirror", default=str(REPO / cfg["data"]["mirrors"][0]))
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     ctx = CellContext(mirrors=[args.mirror], cache_dir=None, variants_dir="",
                       runtime_settings={"device": args.device})  # the Runtime places data and generators
     data, _, _ = load_task(args.dataset, args.split, False, False, ctx)
     data = ctx.runtime.to(data)
-    kw = {"rates": RATES, "taus": TAUS[args.dataset], "epochs": 4000, "seed": args.split, "batch_size": 128}
+    kw = {"rates": block["rates"], "taus": block["taus"][args.dataset], "epochs": int(block["epochs"]),
+          "seed": args.split, "batch_size": int(block["batch_size"]), "lr": float(block["lr"])}
     seq = GalDropoutProtocol(data, [args.hidden], **kw)
     par = GalDropoutProtocol(data, [args.hidden], parallel_grid=True, **kw)
     g = len(seq.grid)
