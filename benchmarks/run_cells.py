@@ -152,7 +152,9 @@ def main(argv=None) -> int:
                    **{k: v for k, v in final.items() if isinstance(v, (int, float))}}
             summary.append(row)
             print(json.dumps(row), flush=True)
-    print(f"all {len(jobs)} cells in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"all {len(jobs)} cells in {time.perf_counter() - t0:.0f} s; results/ is not committed: keep them with "
+          f"`python -m reprokit.report.archive --scale {args.scale} --experiment {args.experiment}` "
+          f"(figures/{args.scale}/cells)", flush=True)
     if args.summary:
         Path(args.summary).write_text(json.dumps(summary, indent=1))
     return int(any(r["rc"] for r in summary))

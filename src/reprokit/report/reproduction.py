@@ -8,7 +8,10 @@ hold / not run), computed by reprokit/report/claims.py from the results.
 
 Results are read as they are now: the cells' metrics.json under results/<scale>/<experiment>/ (so cells
 still running show as a partial experiment with the n that finished), else the tidy CSV
-results/<scale>/<experiment>.csv; an experiment with neither is "not run". Nothing here knows Snakemake.
+results/<scale>/<experiment>.csv; an experiment with neither is "not run". With an archive (the command line
+reads figures/<scale>/cells/, reprokit/report/archive.py), archived cells that are not under results/ count
+too, each checked against the config's settings for it now; the report says how many came from there and
+names any it did not use. Nothing here knows Snakemake.
 
     python -m reprokit.report.reproduction --scale quick --results results --out figures/reproduction.md
 """
@@ -28,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import atomic_write_text
+from . import archive as cell_archive
 from . import claims as claim_checks
 from . import papers, provenance
 from .aggregate import device_of
@@ -76,9 +80,14 @@ def finished_cells(experiment_dir: str | Path) -> pd.DataFrame:
         missing = {"coords", "status", "metrics", "scale"} - set(record)
         if missing:
             raise ValueError(f"{path} lacks {sorted(missing)}: not a cell's metrics.json")
-        rows.append({**(record.get("info") or {}), "scale": record["scale"], **record["coords"],
-                     "status": record["status"], **record["metrics"], "device": device_of(record)})
+        rows.append(_row(record))
     return pd.DataFrame(rows)
+
+
+def _row(record: dict) -> dict:
+    """A cell's metrics.json record (or its archived line) as one table row."""
+    return {**(record.get("info") or {}), "scale": record["scale"], **record["coords"],
+            "status": record["status"], **record["metrics"], "device": device_of(record)}
 
 
 @dataclass(frozen=True)
@@ -96,9 +105,13 @@ class Context:
     """The results of one scale, read once per experiment, and the papers' row/column specs."""
 
     def __init__(self, results: str | Path, scale: str, docs: list[dict], expected: dict | None = None,
-                 artefacts: dict | None = None):
+                 artefacts: dict | None = None, archive: tuple[str | Path, dict] | None = None):
         self.results, self.scale, self.docs = Path(results), scale, docs
         self.expected = expected or {}
+        # (repository root, pipeline config): read figures/<scale>/cells/<experiment>.jsonl too
+        self.archive = archive
+        self.archived: dict[str, int] = {}  # experiment -> cells taken from the archive
+        self.stale: dict[str, list[str]] = {}  # experiment -> archived cells not used, and why
         # the pipeline config's `artefacts:` (name -> {paper, experiments, ...}): every one gets a section
         self.artefacts = artefacts or {}
         self._tables: dict[str, pd.DataFrame | None] = {}
@@ -111,14 +124,33 @@ class Context:
             folder = self.results / self.scale / experiment
             csv = self.results / self.scale / f"{experiment}.csv"
             df = finished_cells(folder) if folder.is_dir() else pd.DataFrame()
-            if csv.exists():
-                agg = pd.read_csv(csv)
-                if df.empty:
-                    df = agg
-                elif "status" in agg:
+            if df.empty and csv.exists():  # the tidy aggregate holds every cell: no archive needed
+                df = pd.read_csv(csv)
+            else:
+                extra = self._archived(experiment, folder)
+                if extra:
+                    df = pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
+                if csv.exists() and "status" in (agg := pd.read_csv(csv)):
                     df = pd.concat([df, agg[agg["status"] == "unavailable"]], ignore_index=True)
             self._tables[experiment] = None if df.empty else df
         return self._tables[experiment]
+
+    def _archived(self, experiment: str, folder: Path) -> list[dict]:
+        """Rows of the archived cells of `experiment` that are not under results/ and still match the config."""
+        if self.archive is None:
+            return []
+        root, config = self.archive
+        lines = cell_archive.load(cell_archive.path_of(root, self.scale, experiment))
+        if not lines:
+            return []
+        here = {p.parent.relative_to(self.results).as_posix() for p in folder.rglob("metrics.json")} \
+            if folder.is_dir() else set()
+        lines = {c: line for c, line in lines.items() if c not in here}
+        fresh, stale = cell_archive.split(lines, cell_archive.current_settings(config, self.scale, experiment))
+        if stale:
+            self.stale[experiment] = stale
+        self.archived[experiment] = len(fresh)
+        return [_row(line) for line in fresh]
 
     def state(self, experiment: str) -> str:
         """'complete (12 cells)', 'partial: 3 of 12 cells', 'not run'."""
@@ -130,7 +162,9 @@ class Context:
             return "not run"
         text = f"{ran} cell(s) ran" + (f", {unavailable} unavailable (dataset missing)" if unavailable else "")
         if expected is not None and ran + unavailable < expected:
-            return f"partial: {ran} of {expected} cells ran" + (f", {unavailable} unavailable" if unavailable else "")
+            text = f"partial: {ran} of {expected} cells ran" + (f", {unavailable} unavailable" if unavailable else "")
+        if self.archived.get(experiment):
+            text += f" ({self.archived[experiment]} from the archive figures/{self.scale}/cells)"
         return text
 
     def cells(self, experiment: str, where: dict) -> pd.DataFrame:
@@ -317,6 +351,12 @@ def render(ctx: Context, generated: str = "") -> str:
         lines += [f"## {PAPER_NAMES.get(doc['paper'], doc['paper'])}: numbers", ""]
         for name in _artefact_order(ctx, doc):
             lines += artefact_section(ctx, doc, name, verdicts)
+    if ctx.stale:
+        lines += ["## Archived cells not used", "",
+                  (f"These cells of figures/{ctx.scale}/cells ran with settings the config no longer gives them "
+                   "(re-run them: `benchmarks/run_cells.py` or snakemake; then `python -m reprokit.report.archive`):"),
+                  ""]
+        lines += [f"- `{e}`: {why}" for e, whys in sorted(ctx.stale.items()) for why in whys] + [""]
     lines += ["## Claims", "",
               (f"Each verdict is computed from the results at {ctx.scale} scale (reprokit/report/claims.py; the check "
                "and its arguments are in config/papers/<paper>.yaml)."), "",
@@ -330,27 +370,34 @@ def render(ctx: Context, generated: str = "") -> str:
 
 
 def write_report(out: str | Path, results: str | Path, scale: str, paper_files: list[str | Path],
-                 expected: dict | None = None, generated: str | None = None, artefacts: dict | None = None) -> str:
+                 expected: dict | None = None, generated: str | None = None, artefacts: dict | None = None,
+                 archive: tuple[str | Path, dict] | None = None) -> str:
     """Render the report from what is under `results` now and write it atomically to `out`. `artefacts`: the
-    pipeline config's `artefacts:` (each gets a section, "not run" where nothing exists)."""
+    pipeline config's `artefacts:` (each gets a section, "not run" where nothing exists). `archive`:
+    (repository root, pipeline config) to read the committed cells of figures/<scale>/cells too."""
     docs = [papers.load(p) for p in paper_files]
     if generated is None:
         commit, dirty = provenance.git_state()
         generated = (f"Generated {_dt.datetime.now().isoformat(timespec='seconds')} at commit {commit[:12]}"
                      + (" (config/ modified)" if dirty else "") + ".")
-    text = render(Context(results, scale, docs, expected, artefacts), generated)
+    ctx = Context(results, scale, docs, expected, artefacts, archive)
+    text = render(ctx, generated)
+    if archive is not None and ctx.archived:
+        text = text.replace(f"Results: `{ctx.results / scale}`.", f"Results: `{ctx.results / scale}` and "
+                            f"{sum(ctx.archived.values())} archived cells (figures/{scale}/cells).", 1)
     atomic_write_text(out, text)
     return text
 
 
-def pipeline_config(root: str | Path, scale: str) -> tuple[dict[str, int], dict]:
-    """(cells per experiment, the `artefacts:` block) of the pipeline's config at `scale` (torch-free)."""
+def pipeline_config(root: str | Path, scale: str, with_config: bool = False) -> tuple:
+    """(cells per experiment, the `artefacts:` block[, the whole config]) of the pipeline's config at `scale`
+    (torch-free)."""
     from ..budget import load_pipeline_config
     from ..config import experiment
 
     cfg = load_pipeline_config(root, {"scale": scale})
     cells = {name: sum(1 for _ in experiment(cfg, name, scale).cells()) for name in cfg["experiments"]}
-    return cells, dict(cfg.get("artefacts") or {})
+    return (cells, dict(cfg.get("artefacts") or {})) + ((cfg,) if with_config else ())
 
 
 def expected_cells(root: str | Path, scale: str) -> dict[str, int]:
@@ -366,13 +413,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--papers", nargs="*", default=None, help="paper files (default: config/papers/*.yaml)")
     parser.add_argument("--root", default=".", help="repository root: its config gives the cells expected per "
                         "experiment (partial experiments); '' to skip")
+    parser.add_argument("--no-archive", action="store_true", help="read results/ only, not the committed cells "
+                        "of <root>/figures/<scale>/cells")
     args = parser.parse_args(argv)
     files = args.papers or sorted(glob.glob(str(Path(args.root or ".") / "config" / "papers" / "*.yaml")))
     if not files:
         print("error: no paper files (config/papers/*.yaml)", file=sys.stderr)
         return 2
-    expected, artefacts = pipeline_config(args.root, args.scale) if args.root else (None, None)
-    write_report(args.out, args.results, args.scale, files, expected, artefacts=artefacts)
+    expected, artefacts, cfg = pipeline_config(args.root, args.scale, True) if args.root else (None, None, None)
+    archive = None if args.no_archive or cfg is None else (args.root, cfg)
+    write_report(args.out, args.results, args.scale, files, expected, artefacts=artefacts, archive=archive)
     print(f"wrote {args.out}")
     return 0
 

@@ -1,0 +1,146 @@
+"""The committed record of the cells that ran at a scale: `figures/<scale>/cells/<experiment>.jsonl`.
+
+`results/` is not committed (checkpoints, curves, logs, gigabytes at paper scale), so the cells a machine ran
+are gone with the machine; a paper-scale table built over weeks from CPU runs, a lent GPU and a cluster
+needs every one of them. The archive keeps what the reproduction report reads from a cell: one JSON line
+per cell with its metrics.json record (status, coordinates, metrics, info, device and provenance) and the
+settings it ran with (its config.json). Curves stay in results/.
+
+    python -m reprokit.report.archive --scale paper                    # results/paper/* -> figures/paper/cells/
+    python -m reprokit.report.reproduction --scale paper --out figures/paper/reproduction.md   # reads both
+
+Updating merges: a cell found under results/ replaces its archived line (a re-run wins), every other archived
+line is kept. Reading checks each line against HEAD's config: a cell whose settings differ from what the
+config now gives that cell (or that is no longer in the grid) is not used, and `stale` names it and the keys,
+as `benchmarks/run_cells.py` does for a finished cell in results/. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..io import atomic_write_text
+
+FIELDS = ("status", "scale", "experiment", "coords", "datasets", "metrics", "steps", "info", "provenance")
+
+
+def path_of(root: str | Path, scale: str, experiment: str) -> Path:
+    """figures/<scale>/cells/<experiment>.jsonl under `root` (the repository root)."""
+    return Path(root) / "figures" / scale / "cells" / f"{experiment}.jsonl"
+
+
+def _plain(obj):
+    """JSON's view of `obj` (tuples -> lists), so stored and current settings compare equal."""
+    return json.loads(json.dumps(obj, allow_nan=True))
+
+
+def from_results(results: str | Path, scale: str, experiment: str) -> dict[str, dict]:
+    """{cell dir (scale/experiment/axis~value/...): archive line} for every metrics.json under
+    results/<scale>/<experiment>/. A metrics.json without its config.json is an error naming it (the line
+    could not be checked against the config later)."""
+    root = Path(results)
+    out = {}
+    for path in sorted((root / scale / experiment).rglob("metrics.json")):
+        record = json.loads(path.read_text())
+        config_json = path.with_name("config.json")
+        if not config_json.exists():
+            raise FileNotFoundError(f"{config_json}: missing beside {path.name}; cannot record the cell's settings")
+        cell = path.parent.relative_to(root).as_posix()
+        out[cell] = {"cell": cell, "settings": json.loads(config_json.read_text())["settings"],
+                     **{k: record[k] for k in FIELDS if k in record}}
+    return out
+
+
+def load(path: str | Path) -> dict[str, dict]:
+    """{cell dir: line} of an archive file; {} when it does not exist. A line without 'cell' or 'settings'
+    is an error naming the file and line."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    out = {}
+    for i, text in enumerate(path.read_text().splitlines(), 1):
+        if not text.strip():
+            continue
+        line = json.loads(text)
+        missing = {"cell", "settings", "status", "coords", "metrics"} - set(line)
+        if missing:
+            raise ValueError(f"{path}:{i}: lacks {sorted(missing)}: not an archived cell")
+        out[line["cell"]] = line
+    return out
+
+
+def write(path: str | Path, lines: dict[str, dict]) -> None:
+    """One line per cell, sorted by cell dir (a stable diff), written atomically."""
+    text = "".join(json.dumps(lines[c], sort_keys=True, allow_nan=True) + "\n" for c in sorted(lines))
+    atomic_write_text(path, text)
+
+
+def update(root: str | Path, results: str | Path, scale: str, experiments: list[str] | None = None) -> dict:
+    """Merge the cells under results/<scale>/ into the archive; {experiment: (added, replaced, kept)}: cells new
+    to the archive, archived cells whose line changed (re-run), archived cells not under results/ now."""
+    base = Path(results) / scale
+    if experiments is None:
+        experiments = sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    summary = {}
+    for name in experiments:
+        found = from_results(results, scale, name)
+        if not found:
+            raise FileNotFoundError(f"no finished cell (metrics.json) under {base / name}")
+        target = path_of(root, scale, name)
+        old = load(target)
+        replaced = sum(c in old and old[c] != line for c, line in found.items())
+        added = sum(c not in old for c in found)
+        write(target, {**old, **found})
+        summary[name] = (added, replaced, len(old) - (len(found) - added))
+    return summary
+
+
+def current_settings(config: dict, scale: str, experiment: str) -> dict[str, dict]:
+    """{cell dir: settings} the config gives each cell of `experiment` at `scale` now."""
+    from ..config import experiment as grid
+    from ..plan import kind
+
+    return {c.rel_dir: _plain(kind(c.kind).cell_settings(c)) for c in grid(config, experiment, scale).cells()}
+
+
+def split(lines: dict[str, dict], settings: dict[str, dict]) -> tuple[list[dict], list[str]]:
+    """(lines that still describe their cell, why each other line is not used). `settings`: current_settings."""
+    fresh, stale = [], []
+    for cell, line in sorted(lines.items()):
+        if cell not in settings:
+            stale.append(f"{cell}: no longer a cell of the config's grid")
+            continue
+        now, then = settings[cell], line["settings"]
+        keys = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+        if keys:
+            stale.append(f"{cell}: ran with other settings ({', '.join(keys)} differ from the config)")
+        else:
+            fresh.append(line)
+    return fresh, stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reprokit.report.archive", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", default="paper")
+    parser.add_argument("--results", default="results")
+    parser.add_argument("--root", default=".", help="repository root (the archive is <root>/figures/<scale>/cells)")
+    parser.add_argument("--experiment", nargs="*", default=None, help="default: every experiment under results/<scale>")
+    args = parser.parse_args(argv)
+    try:
+        summary = update(args.root, args.results, args.scale, args.experiment)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not summary:
+        print(f"error: nothing under {Path(args.results) / args.scale} to archive", file=sys.stderr)
+        return 2
+    for name, (added, replaced, kept) in summary.items():
+        print(f"{path_of(args.root, args.scale, name)}: {added} cells added, {replaced} replaced, {kept} kept")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The committed cell archive (reprokit.report.archive): cells survive the loss of results/.
+
+Cells are real cells of the paper-scale `bali_uci` grid (their paths and settings from HEAD's config), with
+SYNTHETIC metrics (RMSE 0.5 / 0.7, watermarked "FAKE" in their info): archived, then results/ deleted, the
+reproduction report must still show them with their n; an archived cell whose settings differ from the
+config's must not count and must be named; a re-run under results/ must replace its archived line.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reprokit.budget import load_pipeline_config
+from reprokit.report import archive, reproduction
+
+REPO = Path(__file__).resolve().parents[1]
+PAPERS = sorted((REPO / "config" / "papers").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_pipeline_config(REPO, {"scale": "paper"})
+
+
+def yacht_dropout(cfg, splits):
+    from reprokit.config import experiment
+    from reprokit.plan import kind
+
+    cells = [c for c in experiment(cfg, "bali_uci", "paper").cells()
+             if c.coord_dict["dataset"] == "uci_yacht" and c.coord_dict["method"] == "dropout"
+             and c.coord_dict["seed"] in splits]
+    assert len(cells) == len(splits)
+    return [(c, kind(c.kind).cell_settings(c)) for c in cells]
+
+
+def write_cell(results: Path, cell, settings: dict, rmse: float) -> Path:
+    folder = results / cell.rel_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({**cell.to_dict(), "settings": settings}))
+    (folder / "metrics.json").write_text(json.dumps({
+        "coords": cell.coord_dict, "scale": "paper", "status": "completed", "experiment": "bali_uci",
+        "metrics": {"test_rmse": rmse, "test_ll": -1.0}, "info": {"note": "FAKE synthetic test data"},
+        "provenance": {"device": "cpu", "device_name": "FAKE CPU"}}))
+    return folder
+
+
+def yacht_do_line(text: str) -> str:
+    return next(ln for ln in text.splitlines() if ln.startswith("| Yacht | DO |"))
+
+
+def report(tmp_path, cfg, results, use_archive=True) -> str:
+    expected = {"bali_uci": 480}
+    return reproduction.write_report(tmp_path / "out.md", results, "paper", PAPERS, expected, generated="",
+                                     archive=(tmp_path, cfg) if use_archive else None)
+
+
+def test_archived_cells_survive_results_loss_and_stale_ones_are_named(tmp_path, cfg):
+    results = tmp_path / "results"
+    (c0, s0), (c1, s1) = yacht_dropout(cfg, (0, 1))
+    write_cell(results, c0, s0, 0.5)
+    write_cell(results, c1, s1, 0.7)
+    assert archive.update(tmp_path, results, "paper", ["bali_uci"]) == {"bali_uci": (2, 0, 0)}
+    target = archive.path_of(tmp_path, "paper", "bali_uci")
+    assert len(target.read_text().splitlines()) == 2
+
+    shutil.rmtree(results)
+    assert "| — | 0 |" in yacht_do_line(report(tmp_path, cfg, results, use_archive=False))
+    text = report(tmp_path, cfg, results)
+    row = yacht_do_line(text)
+    assert "| 0.6 ± 0.1 | 2 | paper | cpu (FAKE CPU) |" in row, row
+    assert "2 archived cells (figures/paper/cells)" in text
+    assert "(2 from the archive figures/paper/cells)" in text
+
+    # a cell archived with other settings (e.g. before a config change) does not count, and is named
+    lines = archive.load(target)
+    lines[c1.rel_dir]["settings"]["dropout"]["epochs"] += 1
+    archive.write(target, lines)
+    text = report(tmp_path, cfg, results)
+    assert "| 0.5 | 1 |" in yacht_do_line(text)
+    assert "## Archived cells not used" in text
+    assert f"`bali_uci`: {c1.rel_dir}: ran with other settings (dropout differ from the config)" in text
+
+
+def test_update_merges_a_rerun_replaces_its_line_and_keeps_the_rest(tmp_path, cfg):
+    results = tmp_path / "results"
+    (c0, s0), (c1, s1) = yacht_dropout(cfg, (0, 1))
+    write_cell(results, c0, s0, 0.5)
+    write_cell(results, c1, s1, 0.7)
+    archive.update(tmp_path, results, "paper", ["bali_uci"])
+    shutil.rmtree(results)
+    write_cell(results, c0, s0, 0.9)  # a re-run on another machine
+    assert archive.update(tmp_path, results, "paper", ["bali_uci"]) == {"bali_uci": (0, 1, 1)}
+    lines = archive.load(archive.path_of(tmp_path, "paper", "bali_uci"))
+    assert lines[c0.rel_dir]["metrics"]["test_rmse"] == 0.9 and lines[c1.rel_dir]["metrics"]["test_rmse"] == 0.7
+    # results/ wins over the archive for the same cell: no double count
+    row = yacht_do_line(report(tmp_path, cfg, results))
+    assert "| 0.8 ± 0.1 | 2 |" in row, row
+
+
+def test_errors_name_the_file(tmp_path, cfg):
+    results = tmp_path / "results"
+    ((c0, s0),) = yacht_dropout(cfg, (0,))
+    folder = write_cell(results, c0, s0, 0.5)
+    (folder / "config.json").unlink()
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        archive.update(tmp_path, results, "paper", ["bali_uci"])
+    bad = archive.path_of(tmp_path, "paper", "bali_uci")
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"cell": "x"}\n')
+    with pytest.raises(ValueError, match=r"bali_uci.jsonl:1: lacks"):
+        archive.load(bad)
+    assert archive.main(["--results", str(tmp_path / "none"), "--root", str(tmp_path)]) == 2
