@@ -22,10 +22,12 @@ from pathlib import Path
 
 import torch
 
+from reprokit import seeds
 from reprokit.bali import BaliConfig
 from reprokit.experiments import CellContext
 from reprokit.experiments.uci_regression import load_task
 from reprokit.methods.bali import BaliMethod
+
 
 def parse_splits(text: str) -> list[int]:
     out: list[int] = []
@@ -55,8 +57,9 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--mirror", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     ap.add_argument("--eval-samples", type=int, default=100)
-    ap.add_argument("--seed-offset", type=int, default=0,
-                    help="initialisation / sampling seed = split + offset (the pipeline uses offset 0)")
+    ap.add_argument("--replicate", type=int, default=0,
+                    help="0: the pipeline's seed (the split index); R >= 1: an independent base seed, the named "
+                         "stream 'replicate' of the split's seed, sub-stream R")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
 
@@ -78,11 +81,12 @@ def main(argv=None) -> int:
         bs = n if batch is None else int(batch)
         # BaliConfig's defaults are Table 4 (alpha 0.3, beta 0.2 decayed 5x at 60/80 %, 20000 iterations, ...)
         cfg = BaliConfig(**{"n_eff": n * n_eff_frac, "n_data": n, "batch_size": bs, **overrides})
-        method = BaliMethod(data, hidden, "relu", cfg, bs, split + args.seed_offset, n_eval_samples=args.eval_samples, y_std=y_std)
+        seed = split if args.replicate == 0 else seeds.stream_seed(split, "replicate", keys=(args.replicate,))
+        method = BaliMethod(data, hidden, "relu", cfg, bs, seed, n_eval_samples=args.eval_samples, y_std=y_std)
         for step in range(cfg.n_iterations):
             method.train_step(step)
         r = method.evaluate(cfg.n_iterations)
-        row = {"name": args.name, "dataset": args.dataset, "split": split, "seed": split + args.seed_offset,
+        row = {"name": args.name, "dataset": args.dataset, "split": split, "seed": seed,
                **{k: round(float(r[k]), 4) for k in ("train_rmse", "test_rmse", "test_ll")},
                "noise_sd": round(float(method.noise_cov()[0, 0].sqrt()) * (y_std or 1.0), 4),
                "seconds": round(time.time() - t0)}

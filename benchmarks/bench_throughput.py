@@ -48,6 +48,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from reprokit import seeds
 from reprokit.augment.affine import build_augmentation
 from reprokit.data.task import TaskData
 from reprokit.methods.augmented import SeededAugmentedModel
@@ -96,8 +97,8 @@ def make_steps(model_name: str, rt: Runtime, batch: int, n_aug: int, seed: int) 
     plain_net = rt.model(build_model(model_name))
     plain_aug = rt.to(build_augmentation(aug_kind, init=0.1))
     plain_opt = torch.optim.Adam(plain_net.parameters(), lr=1e-3)
-    plain_gen = rt.generator(seed + 10)
-    perm_gen = rt.generator(seed + 11)
+    plain_gen = rt.generator(seeds.stream_seed(seed, "augment"))
+    perm_gen = rt.generator(seeds.stream_seed(seed, "minibatches"))
 
     def plain():
         idx = torch.randint(0, n, (batch,), device=rt.device, generator=perm_gen)
@@ -114,14 +115,14 @@ def make_steps(model_name: str, rt: Runtime, batch: int, n_aug: int, seed: int) 
     pbase = copy.deepcopy(base)
     aug_std = rt.to(build_augmentation(aug_kind, init=0.1))
     aug_std.set_fixed(aug_std.ranges())
-    std_net = SeededAugmentedModel(rt.model(base), aug_std, n_aug, rt.generator(seed + 3))
+    std_net = SeededAugmentedModel(rt.model(base), aug_std, n_aug, rt.generator(seeds.stream_seed(seed, "augment")))
     std = StandardTraining(std_net, data, optim, 10**6, seed)
 
     # pipeline: partitioned network, psi = augmentation ranges (3 chunks, as Fig. 3)
     props = [0.8, 0.1, 0.1]
     pmodel = rt.model(partition(pbase, props, scheme="random", default="init", seed=seed))
     aug_p = rt.to(build_augmentation(aug_kind, init=0.1))
-    p_net = SeededAugmentedModel(pmodel, aug_p, n_aug, rt.generator(seed + 3))
+    p_net = SeededAugmentedModel(pmodel, aug_p, n_aug, rt.generator(seeds.stream_seed(seed, "augment")))
     chunks = torch.as_tensor([0] * (8 * n // 10) + [1] * (n // 10) + [2] * (n - 8 * n // 10 - n // 10))
     part = PartitionedTraining(p_net, pmodel, list(aug_p.parameters()), data, chunks,
                                PartitionedConfig(chunk_proportions=props, optim=optim), 10**6, seed)
@@ -136,7 +137,7 @@ def make_steps(model_name: str, rt: Runtime, batch: int, n_aug: int, seed: int) 
 
     # pipeline: Diff. Laplace (LILA), psi = augmentation ranges, one prior precision per parameter tensor
     aug_dl = rt.to(build_augmentation(aug_kind, init=0.1))
-    dl_net = SeededAugmentedModel(rt.model(build_model(model_name)), aug_dl, n_aug, rt.generator(seed + 3))
+    dl_net = SeededAugmentedModel(rt.model(build_model(model_name)), aug_dl, n_aug, rt.generator(seeds.stream_seed(seed, "augment")))
     dl = DiffLaplaceTraining(dl_net, data, optim, 10**6, seed, marglik_batch_size=batch, n_aug_marglik=n_aug,
                              evaluate_fn=dict)
 

@@ -52,6 +52,18 @@ def test_no_seed_offsets_left_in_the_package():
     assert hits == []
 
 
+def test_no_seed_offsets_in_the_benchmarks():
+    """The diagnostics draw replicates from a named stream too, not from `split + offset` seeds."""
+    import re
+    from pathlib import Path
+
+    offset = re.compile(r"seed[_-]offset|(?:seed|split)\)?\s*\+\s*(?:\d+|args\.)")
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    hits = [f"{p.name}:{i}: {line.strip()}" for p in sorted(bench.glob("*.py"))
+            for i, line in enumerate(p.read_text().splitlines(), 1) if offset.search(line)]
+    assert hits == []
+
+
 def test_importing_seeds_does_not_import_torch():
     code = "import sys, reprokit.seeds; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

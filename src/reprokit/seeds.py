@@ -49,6 +49,7 @@ STREAMS: dict[str, str] = {
     "schedule_examples": "the virtual chunk assignment of the update-timing kind",
     "clients": "federated: which clients take part in each round",
     "client_chunks": "federated partitioned: which data chunk each client belongs to",
+    "replicate": "diagnostics only (benchmarks/bali_uci_sweep.py --replicate R): the base seed of replicate R >= 1",
 }
 
 
