@@ -21,22 +21,18 @@ from torch import nn
 
 from reprokit.bali import BaliConfig, BaliMLP, BaliTrainer
 from reprokit.bali.activations import LeakyTanh
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from reprokit.runtime import synchronize
 
 
 def _time(fn, device, warmup: int, repeats: int) -> list[float]:
     for _ in range(warmup):
         fn()
-    _sync(device)
+    synchronize(device)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
-        _sync(device)
+        synchronize(device)
         times.append(time.perf_counter() - t0)
     return times
 
@@ -48,7 +44,7 @@ def _profile_shares(fn, device, repeats: int) -> dict:
     with profile(activities=acts) as prof:
         for _ in range(repeats):
             fn()
-        _sync(device)
+        synchronize(device)
     rows = prof.key_averages()
 
     cuda = device.type == "cuda"

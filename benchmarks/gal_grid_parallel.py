@@ -23,22 +23,18 @@ from reprokit.budget import load_pipeline_config
 from reprokit.experiments import CellContext
 from reprokit.experiments.uci_regression import load_task
 from reprokit.methods.gal_dropout import GalDropoutProtocol
+from reprokit.runtime import synchronize
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def seconds_per_step(m: GalDropoutProtocol, steps: int, device: torch.device) -> float:
     m.train_step(0)  # builds the phase (and warms up)
-    _sync(device)
+    synchronize(device)
     t0 = time.perf_counter()
     for step in range(1, steps + 1):
         m.train_step(step)
-    _sync(device)
+    synchronize(device)
     return (time.perf_counter() - t0) / steps
 
 

@@ -136,10 +136,7 @@ class Runtime:
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
 
     def synchronize(self) -> None:
-        import torch
-
-        if self.is_cuda:
-            torch.cuda.synchronize(self.device)
+        synchronize(self.device)
 
     # -- provenance -----------------------------------------------------------------------------
 
@@ -173,6 +170,15 @@ class Runtime:
             "peak_memory_mb": round(self.peak_memory_mb(), 1),
             "peak_memory_kind": "cuda_max_allocated" if self.is_cuda else "process_max_rss",
         }
+
+
+def synchronize(device) -> None:
+    """Wait for `device`'s queued kernels (CUDA); nothing on a CPU. Timings call it before reading a clock."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def generator(seed: int, device=None):
