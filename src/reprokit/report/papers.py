@@ -6,7 +6,9 @@ is `[mean, s.e.]` as printed, `[mean, null]` or a bare mean (no s.e. printed), n
 on the artefact, a row, a column or one number marks literature values the paper only cites. The same
 file says where our cells for each number are (`rows`/`columns`: experiment, `where`, `metric`,
 `factor`, `largest`) and lists the paper's claims in words with the check that decides them
-(reprokit/report/claims.py). Torch-free: the Snakefile reads it to wire artefact inputs.
+(reprokit/report/claims.py). `ours_columns` (same keys as `columns`) are columns of ours the paper does not
+have (e.g. BALI with standardised targets): the report shows them next to the paper's rows, with no paper
+number. Torch-free: the Snakefile reads it to wire artefact inputs.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ def load(path: str | Path) -> dict:
             raise ValueError(f"{path}: missing '{key}' (not a config/papers/<paper>.yaml file)")
     for name, art in doc["artefacts"].items():
         rows, cols = art.get("rows") or {}, art.get("columns") or {}
+        clash = sorted(set(art.get("ours_columns") or {}) & set(cols))
+        if clash:
+            raise ValueError(f"{path}: {name} ours_columns {clash} are also paper columns")
         for row, values in (art.get("numbers") or {}).items():
             if rows and row not in rows:
                 raise ValueError(f"{path}: {name} number row '{row}' is not in its rows")

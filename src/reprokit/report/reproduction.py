@@ -203,8 +203,8 @@ class Context:
 
     def ours(self, artefact: str, row: str, column: str) -> Ours:
         spec = self.arts[artefact]
-        base, r, c = spec.get("ours") or {}, (spec.get("rows") or {}).get(row) or {}, \
-            (spec.get("columns") or {}).get(column) or {}
+        columns = {**(spec.get("columns") or {}), **(spec.get("ours_columns") or {})}
+        base, r, c = spec.get("ours") or {}, (spec.get("rows") or {}).get(row) or {}, columns.get(column) or {}
 
         def pick(key, default=None):
             return r.get(key, c.get(key, base.get(key, default)))
@@ -272,8 +272,13 @@ def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None =
     else:
         lines += ["| row | column | paper | ours | n | scale | device | z_paper | z_comb | note |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
-        for num in nums:
+        extra = spec.get("ours_columns") or {}
+        for i, num in enumerate(nums):
             lines.append(_number_line(ctx, name, num, rows, cols))
+            if extra and (i + 1 == len(nums) or nums[i + 1].row != num.row):  # the row's columns of ours only
+                lines += [_number_line(ctx, name, papers.PaperNumber(name, num.row, str(col), None, None,
+                                                                     "not in the paper", False, "ours only"),
+                                       rows, extra) for col in extra]
         lines.append("")
     mine = [(c, v) for c, v in verdicts or [] if c.artefact == name]
     if mine:
