@@ -12,6 +12,7 @@ from reprokit.augment.affine import (
     AugmentedModel,
     ImmerAffine,
     SchwobelAffine,
+    affine_grid,
     apply_affine,
     augerino_regularizer,
     augmentation_kinds,
@@ -305,3 +306,17 @@ def test_make_dropout_and_parameter_collection():
     assert len(params) == 2 and params[0] is cd.drop_logit
     with pytest.raises(ValueError):
         ConcreteDropout(p=0.0)
+
+
+@pytest.mark.parametrize("height, width", [(28, 28), (5, 7)])
+def test_affine_grid_equals_torch_and_runs_under_vmap_without_fallback(height, width):
+    g = torch.Generator().manual_seed(0)
+    theta = torch.randn(4, 2, 3, generator=g, dtype=torch.float64)
+    ref = F.affine_grid(theta, [4, 1, height, width], align_corners=False)
+    assert torch.allclose(affine_grid(theta, height, width), ref, atol=1e-12)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's affine_grid warns of its slow vmap fallback here
+        out = torch.func.vmap(lambda t: affine_grid(t, height, width))(theta.reshape(2, 2, 2, 3))
+    assert torch.allclose(out.reshape(4, height, width, 2), ref, atol=1e-12)

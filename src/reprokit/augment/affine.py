@@ -80,8 +80,22 @@ def apply_affine(x: torch.Tensor, matrices: torch.Tensor) -> torch.Tensor:
     ``align_corners=False``.
     """
     theta = matrices[..., :2, :].to(dtype=x.dtype, device=x.device)
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-    return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    return F.grid_sample(x, affine_grid(theta, x.shape[-2], x.shape[-1]), mode="bilinear", padding_mode="zeros",
+                         align_corners=False)
+
+
+def affine_grid(theta: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """``F.affine_grid(theta, (M, C, height, width), align_corners=False)`` as one batched matmul.
+
+    Written by hand because torch has no vmap batching rule for ``affine_grid`` (federated clients run under
+    ``torch.func.vmap``, where it falls back to a slow per-sample loop and warns); tests/test_augment.py checks
+    it equals ``F.affine_grid``. ``theta`` (M, 2, 3) -> sampling grid (M, height, width, 2).
+    """
+    xs = (2 * torch.arange(width, dtype=theta.dtype, device=theta.device) + 1) / width - 1
+    ys = (2 * torch.arange(height, dtype=theta.dtype, device=theta.device) + 1) / height - 1
+    base = torch.stack([xs.expand(height, width), ys[:, None].expand(height, width),
+                        torch.ones(height, width, dtype=theta.dtype, device=theta.device)], dim=-1)
+    return (base.reshape(1, height * width, 3) @ theta.transpose(-1, -2)).reshape(-1, height, width, 2)
 
 
 def rotation_matrix(angle: torch.Tensor | float) -> torch.Tensor:
