@@ -112,3 +112,13 @@ def test_errors_name_the_file(tmp_path, cfg):
     with pytest.raises(ValueError, match=r"bali_uci.jsonl:1: lacks"):
         archive.load(bad)
     assert archive.main(["--results", str(tmp_path / "none"), "--root", str(tmp_path)]) == 2
+
+
+def test_cells_both_archived_and_in_results_count_once_and_not_as_archived(tmp_path, cfg):
+    results = tmp_path / "results"
+    ((c0, s0),) = yacht_dropout(cfg, (0,))
+    write_cell(results, c0, s0, 0.5)
+    archive.update(tmp_path, results, "paper", ["bali_uci"])
+    text = report(tmp_path, cfg, results)
+    assert "| 0.5 | 1 |" in yacht_do_line(text)
+    assert "archived cells" not in text and "from the archive" not in text

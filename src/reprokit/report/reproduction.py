@@ -387,7 +387,7 @@ def write_report(out: str | Path, results: str | Path, scale: str, paper_files: 
                      + (" (config/ modified)" if dirty else "") + ".")
     ctx = Context(results, scale, docs, expected, artefacts, archive)
     text = render(ctx, generated)
-    if archive is not None and ctx.archived:
+    if sum(ctx.archived.values()):
         text = text.replace(f"Results: `{ctx.results / scale}`.", f"Results: `{ctx.results / scale}` and "
                             f"{sum(ctx.archived.values())} archived cells (figures/{scale}/cells).", 1)
     atomic_write_text(out, text)
