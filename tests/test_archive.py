@@ -122,3 +122,15 @@ def test_cells_both_archived_and_in_results_count_once_and_not_as_archived(tmp_p
     text = report(tmp_path, cfg, results)
     assert "| 0.5 | 1 |" in yacht_do_line(text)
     assert "archived cells" not in text and "from the archive" not in text
+
+
+def test_every_committed_archived_cell_still_matches_heads_config():
+    """As for a committed artefact's provenance: a config change that touches archived cells must re-run them
+    (or drop their lines, saying so in the commit), not leave lines the report silently cannot use."""
+    files = sorted((REPO / "figures").glob("*/cells/*.jsonl"))
+    stale = []
+    for path in files:
+        scale, experiment = path.parent.parent.name, path.stem
+        config = load_pipeline_config(REPO, {"scale": scale})
+        stale += archive.split(archive.load(path), archive.current_settings(config, scale, experiment))[1]
+    assert stale == [], "archived cells whose settings differ from HEAD's config:\n" + "\n".join(stale)
