@@ -32,6 +32,7 @@ from reprokit.budget import load_pipeline_config
 from reprokit.config import experiment, format_value
 from reprokit.data.variant_names import variant_path
 from reprokit.plan import kind as plan_of_kind
+from reprokit.report.archive import differing_keys
 from reprokit.runtime import RuntimeSettings
 
 
@@ -63,8 +64,7 @@ def changed_settings(config_json: Path, settings: dict) -> list[str]:
         stored = json.loads(config_json.read_text())["settings"]
     except (OSError, ValueError, KeyError):
         return [NO_CONFIG]
-    now = json.loads(json.dumps(settings))  # tuples -> lists, as config.json holds them
-    return sorted(k for k in set(stored) | set(now) if stored.get(k) != now.get(k))
+    return differing_keys(stored, settings)
 
 
 def main(argv=None) -> int:

@@ -55,8 +55,8 @@ def from_results(results: str | Path, scale: str, experiment: str) -> dict[str, 
 
 
 def load(path: str | Path) -> dict[str, dict]:
-    """{cell dir: line} of an archive file; {} when it does not exist. A line without 'cell' or 'settings'
-    is an error naming the file and line."""
+    """{cell dir: line} of an archive file; {} when it does not exist. A line lacking a key the report needs
+    (cell, settings, status, coords, metrics) is an error naming the file and line."""
     path = Path(path)
     if not path.exists():
         return {}
@@ -103,7 +103,14 @@ def current_settings(config: dict, scale: str, experiment: str) -> dict[str, dic
     from ..config import experiment as grid
     from ..plan import kind
 
-    return {c.rel_dir: _plain(kind(c.kind).cell_settings(c)) for c in grid(config, experiment, scale).cells()}
+    return {c.rel_dir: kind(c.kind).cell_settings(c) for c in grid(config, experiment, scale).cells()}
+
+
+def differing_keys(then: dict, now: dict) -> list[str]:
+    """Top-level settings keys whose values differ between a cell's recorded settings and the config's now
+    (both in JSON's view: tuples as lists)."""
+    then, now = _plain(then), _plain(now)
+    return sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
 
 
 def split(lines: dict[str, dict], settings: dict[str, dict]) -> tuple[list[dict], list[str]]:
@@ -113,8 +120,7 @@ def split(lines: dict[str, dict], settings: dict[str, dict]) -> tuple[list[dict]
         if cell not in settings:
             stale.append(f"{cell}: no longer a cell of the config's grid")
             continue
-        now, then = settings[cell], line["settings"]
-        keys = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+        keys = differing_keys(line["settings"], settings[cell])
         if keys:
             stale.append(f"{cell}: ran with other settings ({', '.join(keys)} differ from the config)")
         else:

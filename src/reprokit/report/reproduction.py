@@ -127,7 +127,7 @@ class Context:
             if df.empty and csv.exists():  # the tidy aggregate holds every cell: no archive needed
                 df = pd.read_csv(csv)
             else:
-                extra = self._archived(experiment, folder)
+                extra = self._archived(experiment)
                 if extra:
                     df = pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
                 if csv.exists() and "status" in (agg := pd.read_csv(csv)):
@@ -135,7 +135,7 @@ class Context:
             self._tables[experiment] = None if df.empty else df
         return self._tables[experiment]
 
-    def _archived(self, experiment: str, folder: Path) -> list[dict]:
+    def _archived(self, experiment: str) -> list[dict]:
         """Rows of the archived cells of `experiment` that are not under results/ and still match the config."""
         if self.archive is None:
             return []
@@ -143,9 +143,7 @@ class Context:
         lines = cell_archive.load(cell_archive.path_of(root, self.scale, experiment))
         if not lines:
             return []
-        here = {p.parent.relative_to(self.results).as_posix() for p in folder.rglob("metrics.json")} \
-            if folder.is_dir() else set()
-        lines = {c: line for c, line in lines.items() if c not in here}
+        lines = {c: line for c, line in lines.items() if not (self.results / c / "metrics.json").exists()}
         fresh, stale = cell_archive.split(lines, cell_archive.current_settings(config, self.scale, experiment))
         if stale:
             self.stale[experiment] = stale
@@ -334,7 +332,7 @@ def _artefact_order(ctx: Context, doc: dict) -> list[str]:
 def render(ctx: Context, generated: str = "") -> str:
     scale_note = SCALE_NOTE.get(ctx.scale, ctx.scale)
     lines = [f"# Reproduction report: {ctx.scale} scale", "",
-             f"Scale: **{scale_note}**. Results: `{ctx.results / ctx.scale}`. {generated}".rstrip(), "",
+             "",  # the results line: set once the body has read every experiment (archived cells counted)
              "Paper numbers from config/papers/<paper>.yaml (\"(quoted)\": a literature value the paper only cites, "
              "not the paper's own run). Ours: mean ± s.e. over the n seeds / splits that ran. "
              "z_paper = (ours − paper) / s.e.(paper); z_comb = (ours − paper) / sqrt(s.e.(paper)² + s.e.(ours)²); "
@@ -371,6 +369,10 @@ def render(ctx: Context, generated: str = "") -> str:
         lines.append("| " + " | ".join(_cell(x) for x in (
             claim.paper, claim.id, claim.artefact, claim.words, f"**{v.status}**", v.measured, v.n,
             ctx.scale, why_not_here(ctx.scale, claim, v) or "—")) + " |")
+    archived = sum(ctx.archived.values())
+    where = f"`{ctx.results / ctx.scale}`" + (f" and {archived} archived cells (figures/{ctx.scale}/cells)"
+                                              if archived else "")
+    lines[2] = f"Scale: **{scale_note}**. Results: {where}. {generated}".rstrip()
     return "\n".join(lines) + "\n"
 
 
@@ -385,11 +387,7 @@ def write_report(out: str | Path, results: str | Path, scale: str, paper_files: 
         commit, dirty = provenance.git_state()
         generated = (f"Generated {_dt.datetime.now().isoformat(timespec='seconds')} at commit {commit[:12]}"
                      + (" (config/ modified)" if dirty else "") + ".")
-    ctx = Context(results, scale, docs, expected, artefacts, archive)
-    text = render(ctx, generated)
-    if sum(ctx.archived.values()):
-        text = text.replace(f"Results: `{ctx.results / scale}`.", f"Results: `{ctx.results / scale}` and "
-                            f"{sum(ctx.archived.values())} archived cells (figures/{scale}/cells).", 1)
+    text = render(Context(results, scale, docs, expected, artefacts, archive), generated)
     atomic_write_text(out, text)
     return text
 
