@@ -83,7 +83,7 @@ def test_archived_cells_survive_results_loss_and_stale_ones_are_named(tmp_path, 
     assert f"`bali_uci`: {c1.rel_dir}: ran with other settings (dropout differ from the config)" in text
 
 
-def test_update_merges_a_rerun_replaces_its_line_and_keeps_the_rest(tmp_path, cfg):
+def test_update_merges_a_rerun_replaces_its_line_and_keeps_the_rest(tmp_path, cfg, capsys):
     results = tmp_path / "results"
     (c0, s0), (c1, s1) = yacht_dropout(cfg, (0, 1))
     write_cell(results, c0, s0, 0.5)
@@ -92,6 +92,9 @@ def test_update_merges_a_rerun_replaces_its_line_and_keeps_the_rest(tmp_path, cf
     shutil.rmtree(results)
     write_cell(results, c0, s0, 0.9)  # a re-run on another machine
     assert archive.update(tmp_path, results, "paper", ["bali_uci"]) == {"bali_uci": (0, 1, 1)}
+    assert archive.main(["--results", str(results), "--root", str(tmp_path), "--experiment", "bali_uci"]) == 0
+    assert "0 cells added, 0 replaced (re-run), 1 unchanged, 1 kept (archived only); 2 cells in all" in (
+        capsys.readouterr().out)
     lines = archive.load(archive.path_of(tmp_path, "paper", "bali_uci"))
     assert lines[c0.rel_dir]["metrics"]["test_rmse"] == 0.9 and lines[c1.rel_dir]["metrics"]["test_rmse"] == 0.7
     # results/ wins over the archive for the same cell: no double count

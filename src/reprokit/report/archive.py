@@ -144,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: nothing under {Path(args.results) / args.scale} to archive", file=sys.stderr)
         return 2
     for name, (added, replaced, kept) in summary.items():
-        print(f"{path_of(args.root, args.scale, name)}: {added} cells added, {replaced} replaced, {kept} kept")
+        total = len(load(path_of(args.root, args.scale, name)))
+        print(f"{path_of(args.root, args.scale, name)}: {added} cells added, {replaced} replaced (re-run), "
+              f"{total - added - replaced - kept} unchanged, {kept} kept (archived only); {total} cells in all")
     return 0
 
 
