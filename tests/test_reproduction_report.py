@@ -81,6 +81,7 @@ def test_report_shows_paper_ours_n_and_z(tmp_path):
     fedavg = [c.strip() for c in line_of(text, "| mnist_1250 | FedAvg |").strip("|").split("|")]
     assert float(fedavg[7]) == pytest.approx((90.0 - 95.4) / 0.1, rel=1e-3)  # z_paper
     assert float(fedavg[8]) == pytest.approx((90.0 - 95.4) / 0.1, rel=1e-3)  # our s.e. is 0 (identical seeds)
+    assert fedavg[3] == "90 (all 3 the same)"  # identical seeds: no float-noise "± 1e-17"
     assert "not paper-scale numbers" in text
     # a quoted literature value stays marked as quoted
     assert "(quoted)" in line_of(text, "| Yacht | PBP |")

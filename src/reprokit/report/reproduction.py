@@ -99,6 +99,7 @@ class Ours:
     n: int = 0
     device: str = ""
     note: str = ""  # "not run", "dataset unavailable", "OOM", "no run of ours (quoted)", "partial"...
+    same: bool = False  # every cell gave the same value (a setting): shown without a float-noise s.e.
 
 
 class Context:
@@ -234,7 +235,7 @@ class Context:
         note = "diverged (NaN)" if "diverged" in set(rows["status"]) else ""
         if self.state(experiment).startswith("partial"):
             note = ", ".join(filter(None, [note, "partial"]))
-        return Ours(m, se, n, device or "not recorded", note)
+        return Ours(m, se, n, device or "not recorded", note, same=len(set(map(float, values))) == 1)
 
 
 def _f(x: float, digits: int = 4) -> str:
@@ -295,7 +296,8 @@ def _number_line(ctx: Context, name: str, num, rows: dict, cols: dict) -> str:
     col_label = (cols.get(num.column) or {}).get("label", num.column)
     paper_text = num.shown() + (" (quoted)" if num.quoted else "")
     if ours.n and math.isfinite(ours.mean):
-        ours_text = f"{_f(ours.mean)} ± {_f(ours.se, 2)}" if ours.n > 1 else _f(ours.mean)
+        ours_text = (f"{_f(ours.mean)} (all {ours.n} the same)" if ours.same and ours.n > 1 else
+                     f"{_f(ours.mean)} ± {_f(ours.se, 2)}" if ours.n > 1 else _f(ours.mean))
     else:
         ours_text = "OOM" if ours.note == "OOM" else ("NaN" if ours.n else "—")
     z_p = z_c = math.nan
