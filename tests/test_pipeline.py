@@ -130,10 +130,11 @@ def test_paper_scale_dag_builds_in_bounded_cpu_time(paper_dag_plan):
     assert paper_dag_plan["cpu_s"] < 10, paper_dag_plan["cpu_s"]
 
 
-def test_paper_scale_dag_plans_each_cell_once(paper_dag_plan):
+def test_paper_scale_dag_plans_each_cell_once(paper_dag_plan, shared_data):
     """The work behind the DAG, counted: the config validated once, each grid built at most once per
     place that needs it, each cell path parsed at most twice (as a job and as another cell's upstream),
-    each kind and each dataset looked up once. Losing one of the rule-side caches multiplies a count."""
+    each kind and each dataset looked up once. Losing one of the rule-side caches multiplies a count.
+    Needs the data mirror: without it the plans leave out the cells of unavailable datasets."""
     by_name = {}
     for (name, *key), n in paper_dag_plan["calls"]:
         by_name.setdefault(name, {})[tuple(key)] = n
