@@ -61,6 +61,26 @@ def test_grid_search_picks_the_known_best_tau():
     assert set(out) >= {"test_rmse", "test_ll", "train_rmse", "val_ll_p0.01_tau2"}
 
 
+def test_streamed_scores_equal_scoring_all_passes_at_once():
+    """predict_metrics accumulates LL (log-sum-exp) and the MC mean chunk by chunk; with chunks of 3 passes
+    (7 chunks, the last one short) it must give what the T passes held at once give, and draw the same
+    passes (same generator order)."""
+    data = _toy(n_train=60, n_test=20)
+    m = gd.GalDropoutProtocol(data, [8], rates=[0.1], taus=[2.0], epochs=3, seed=0, batch_size=16,
+                              predictive_samples=20, eval_samples=4, sample_chunk=3)
+    run_loop(m, LoopConfig(n_steps=m.n_steps, eval_every=0))
+    x, y = data.x_test, data.y_test
+    s = m.sample_outputs(x, 20, torch.Generator().manual_seed(5))
+    assert s.shape == (20, 20) and len(list(m.sample_chunks(x, 20, torch.Generator().manual_seed(5)))) == 7
+    got = m.predict_metrics(x, y, 20, torch.Generator().manual_seed(5))
+    ll = float(gd.tau_log_likelihood(s, y, m.tau).mean())
+    rmse = float((s.double().mean(0) - y.reshape(-1).double()).square().mean().sqrt())
+    assert got["ll"] == pytest.approx(ll, rel=1e-12) and got["nll"] == -got["ll"]
+    assert got["rmse"] == pytest.approx(rmse, rel=1e-12)
+    other = m.predict_metrics(x, y, 20, torch.Generator().manual_seed(6))  # other passes: other numbers
+    assert other["ll"] != pytest.approx(ll, rel=1e-9)
+
+
 def test_input_dropout_is_active():
     """With p on the inputs, masking reaches the first layer: zeroing one input changes the MC output only
     through it, and one dropout pass differs from the mean network; with dropout on inputs only (no hidden
