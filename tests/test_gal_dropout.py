@@ -61,10 +61,10 @@ def test_grid_search_picks_the_known_best_tau():
     assert set(out) >= {"test_rmse", "test_ll", "train_rmse", "val_ll_p0.01_tau2"}
 
 
-def test_streamed_scores_equal_scoring_all_passes_at_once():
+def test_streamed_scores_equal_scoring_all_passes_at_once(caplog, monkeypatch):
     """predict_metrics accumulates LL (log-sum-exp) and the MC mean chunk by chunk; with chunks of 3 passes
     (7 chunks, the last one short) it must give what the T passes held at once give, and draw the same
-    passes (same generator order)."""
+    passes (same generator order). A long scoring logs its progress (here: after every chunk)."""
     data = _toy(n_train=60, n_test=20)
     m = gd.GalDropoutProtocol(data, [8], rates=[0.1], taus=[2.0], epochs=3, seed=0, batch_size=16,
                               predictive_samples=20, eval_samples=4, sample_chunk=3)
@@ -79,6 +79,11 @@ def test_streamed_scores_equal_scoring_all_passes_at_once():
     assert got["rmse"] == pytest.approx(rmse, rel=1e-12)
     other = m.predict_metrics(x, y, 20, torch.Generator().manual_seed(6))  # other passes: other numbers
     assert other["ll"] != pytest.approx(ll, rel=1e-9)
+    monkeypatch.setattr(gd.GalDropoutProtocol, "progress_seconds", 0.0)
+    with caplog.at_level("INFO", logger=gd.log.name):
+        assert m.predict_metrics(x, y, 20, torch.Generator().manual_seed(5)) == got  # logging changes nothing
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("scoring:")]
+    assert lines[0] == "scoring: 3/20 dropout passes over 20 rows" and lines[-1].startswith("scoring: 20/20")
 
 
 def test_input_dropout_is_active():

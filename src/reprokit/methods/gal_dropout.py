@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 
 import torch
@@ -120,6 +121,8 @@ def glorot_init(net: nn.Module, generator: torch.Generator | None = None) -> Non
 
 class GalDropoutProtocol:
     """Gal's grid search + retraining as one method for the shared training loop (see the module doc)."""
+
+    progress_seconds = 30.0  # a scoring log line at most this often (the training loop's cadence)
 
     def __init__(self, data: TaskData, hidden: list[int], rates, taus, epochs: int, seed: int,
                  batch_size: int = 128, lengthscale: float = 1e-2, lr: float = 1e-3, val_fraction: float = 0.2,
@@ -282,12 +285,16 @@ class GalDropoutProtocol:
         ~15 GB); the same passes as `sample_outputs`, equal to scoring them at once up to float64 rounding."""
         yy = y.to(torch.float64).reshape(-1)
         lse, total, t = None, torch.zeros_like(yy), 0
+        last_log = time.monotonic()
         for s in self.sample_chunks(x, n_samples, generator):
             s = s.to(torch.float64)
             part = torch.logsumexp(-0.5 * self.tau * (yy - s).square(), dim=0)
             lse = part if lse is None else torch.logaddexp(lse, part)
             total += s.sum(0)
             t += s.shape[0]
+            if time.monotonic() - last_log >= self.progress_seconds:  # protein's final scoring runs for minutes
+                last_log = time.monotonic()
+                log.info("scoring: %d/%d dropout passes over %d rows", t, int(n_samples), yy.shape[0])
         ll_i = lse - math.log(t) - 0.5 * math.log(2 * math.pi) + 0.5 * math.log(self.tau)
         rmse = float((total / t - yy).square().mean().sqrt())
         ll = float(ll_i.mean())
