@@ -288,14 +288,14 @@ class GalDropoutProtocol:
         last_log = time.monotonic()
         for s in self.sample_chunks(x, n_samples, generator):
             s = s.to(torch.float64)
-            part = torch.logsumexp(-0.5 * self.tau * (yy - s).square(), dim=0)
+            part = tau_log_likelihood(s, yy, self.tau) + math.log(s.shape[0])  # the chunk's log-sum-exp term
             lse = part if lse is None else torch.logaddexp(lse, part)
             total += s.sum(0)
             t += s.shape[0]
             if time.monotonic() - last_log >= self.progress_seconds:  # protein's final scoring runs for minutes
                 last_log = time.monotonic()
                 log.info("scoring: %d/%d dropout passes over %d rows", t, int(n_samples), yy.shape[0])
-        ll_i = lse - math.log(t) - 0.5 * math.log(2 * math.pi) + 0.5 * math.log(self.tau)
+        ll_i = lse - math.log(t)
         rmse = float((total / t - yy).square().mean().sqrt())
         ll = float(ll_i.mean())
         return {"ll": ll, "nll": -ll, "rmse": rmse}
