@@ -32,6 +32,7 @@ include: "workflow/rules/report.smk"
 # (artefact rules are declared local where they are made, in workflow/rules/artefacts.smk).
 localrules:
     all,
+    dataset,
     variant,
     aggregate,
 

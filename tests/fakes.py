@@ -149,10 +149,26 @@ def record_as_verified(cache_dir, root, dataset: str) -> list[str]:
     return done
 
 
+def serve_folder(root):
+    """Serve the folder ``root`` over HTTP on 127.0.0.1 (a free port) from a daemon thread; returns the
+    server (``shutdown()`` and ``server_close()`` it) and its base URL."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
 def checksums_of(sums: dict) -> dict[str, str]:
     """The ``{path: md5}`` part of a writer's return value (drops the ``_``-prefixed extras)."""
     return {k: v for k, v in sums.items() if not k.startswith("_")}
 
 
 __all__ = ["CIFAR_CLASSES", "checksums_of", "class_value", "make_fake_cifar10", "make_fake_tinyimagenet",
-           "record_as_verified"]
+           "record_as_verified", "serve_folder"]

@@ -1,19 +1,16 @@
 """Dataset registry: real MNIST / Fashion-MNIST / UCI from the offline mirror, checksums, errors, downloads."""
 
 import dataclasses
-import functools
 import hashlib
-import http.server
 import os
 import shutil
-import threading
 from pathlib import Path
 
+import fakes
 import numpy as np
 import pytest
 import torch
 
-import fakes
 from reprokit.data import checksums, registry, specs
 from reprokit.data.registry import ChecksumMismatch, DatasetUnavailable
 
@@ -292,14 +289,8 @@ def http_dir(tmp_path):
     """Serve a folder on 127.0.0.1 (the download path is torchvision's download_url over HTTP)."""
     root = tmp_path / "served"
     root.mkdir()
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield root, f"http://127.0.0.1:{srv.server_address[1]}"
+    srv, url = fakes.serve_folder(root)
+    yield root, url
     srv.shutdown()
     srv.server_close()
 

@@ -25,8 +25,12 @@ def make_workdir(tmp_path: Path, **overrides) -> Path:
     shutil.copytree(REPO / "config", work / "config")
     cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
     cfg["data"]["mirrors"] = [str(SHARED_DATA)]
+    cfg["data"]["download"] = False  # tests never reach the internet; the download tests serve a mirror
     for key, value in overrides.items():
-        cfg[key] = value
+        if key == "data":  # merged: a test names only the data keys it changes
+            cfg["data"].update(value)
+        else:
+            cfg[key] = value
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     return work
 

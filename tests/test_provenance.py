@@ -117,3 +117,19 @@ def test_publish_refuses_a_report_of_another_scale(tmp_path):
     _fake_build(tmp_path / "figures", "test")
     with pytest.raises(FileNotFoundError, match="reproduction.md"):
         provenance.publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
+
+
+def test_cells_of_an_unavailable_dataset_do_not_stale_a_record():
+    """A build where a dataset was n/a names it; its cells' settings then shaped nothing in the artefact,
+    so changing them leaves the record valid, while changing a cell that ran stales it."""
+    from reprokit.budget import load_pipeline_config
+
+    cfg = load_pipeline_config(REPO, {"scale": "quick"})
+    rec = provenance.record(cfg, "table1", "quick", ["cpu"], root=REPO, unavailable=["cifar10", "tinyimagenet"])
+    assert rec["unavailable_datasets"] == ["cifar10", "tinyimagenet"]
+    assert provenance.mismatch(rec, cfg) is None
+    cfg["experiments"]["fig3b"]["settings"] = {**cfg["experiments"]["fig3b"]["settings"], "lr": 0.5}
+    assert provenance.mismatch(rec, cfg) is None  # fig3b (CIFAR-10) did not run in that build
+    full = provenance.record(cfg, "table1", "quick", ["cpu"], root=REPO)  # a build with CIFAR-10 present
+    cfg["experiments"]["fig3b"]["settings"] = {**cfg["experiments"]["fig3b"]["settings"], "lr": 0.25}
+    assert "rebuild it" in provenance.mismatch(full, cfg)

@@ -6,11 +6,12 @@
 `run` writes DIR/config.json (the resolved cell config) first, DIR/curve.csv, and last, atomically,
 DIR/metrics.json. The checkpoint lives outside DIR because Snakemake deletes a job's declared outputs
 before it starts; a cell killed by SIGTERM exits with 143 after checkpointing and, started again,
-resumes to bit-identical metrics. A diverged run (non-finite loss) ends with status 'diverged', NaN
-metrics and exit code 0; a CUDA out-of-memory error ends with status 'oom', NaN metrics and exit code 0
-(tables print "OOM"). The context's `run` block (device, precision, deterministic) decides where the
-cell computes (reprokit/runtime.py); metrics.json records the device, precision, torch/CUDA versions,
-peak device memory and seconds per step.
+resumes to bit-identical metrics; a checkpoint that cannot be read (truncated, corrupt) is moved aside
+to `<checkpoint>.unreadable-<time>` with a warning and the cell starts afresh. A diverged run
+(non-finite loss) ends with status 'diverged', NaN metrics and exit code 0; a CUDA out-of-memory error
+ends with status 'oom', NaN metrics and exit code 0 (tables print "OOM"). The context's `run` block
+(device, precision, deterministic) decides where the cell computes (reprokit/runtime.py); metrics.json
+records the device, precision, torch/CUDA versions, peak device memory and seconds per step.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def context_from_dict(d: dict, variant_paths: dict | None = None) -> CellContext
     """The cell's context: data mirrors, the `run` block (device, precision) and the variant files the
     pipeline resolved for it ({name: path}, as its plan's required_variants() declared them)."""
     return CellContext(mirrors=list(d["mirrors"]), cache_dir=d.get("cache_dir"), variants_dir=d["variants_dir"],
-                       download=bool(d.get("download", False)), runtime_settings=dict(d.get("run") or {"device": "auto"}),
+                       download=bool(d.get("download", False)), checksums=dict(d.get("checksums") or {}),
+                       runtime_settings=dict(d.get("run") or {"device": "auto"}),
                        variant_paths=dict(variant_paths or {}))
 
 
@@ -83,12 +85,17 @@ def _cell_fingerprint(cell: Cell) -> str:
 
 def _guard_checkpoint(cell: Cell, checkpoint: Path) -> None:
     """A checkpoint resumes only the cell that wrote it: its sidecar `<checkpoint>.cell` holds the cell's
-    fingerprint (coordinates and settings). A checkpoint without one, or of other settings (the config
-    changed since a run was killed), is removed with a warning and the cell starts afresh."""
+    fingerprint (coordinates and settings). A checkpoint without one (or with an unreadable one), or of
+    other settings (the config changed since a run was killed), is removed with a warning and the cell
+    starts afresh. A checkpoint of this cell that cannot be read is moved aside by the training loop
+    (reprokit.train.load_checkpoint)."""
     sidecar = checkpoint.with_name(checkpoint.name + ".cell")
     fingerprint = _cell_fingerprint(cell)
     if checkpoint.exists():
-        found = sidecar.read_text().strip() if sidecar.exists() else None
+        try:
+            found = sidecar.read_text().strip() if sidecar.exists() else None
+        except (OSError, UnicodeDecodeError):  # a corrupt sidecar names no cell
+            found = None
         if found != fingerprint:
             log.warning("%s: checkpoint %s was written by %s; starting afresh", cell.rel_dir, checkpoint,
                         "other settings" if found else "an unknown cell")
@@ -181,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     p_var.add_argument("--dataset", required=True)
     p_var.add_argument("--out", required=True)
     p_var.add_argument("--context", required=True)
+    p_fetch = sub.add_parser("fetch", help="make a dataset available (verify, or download) and write its status")
+    p_fetch.add_argument("--dataset", required=True)
+    p_fetch.add_argument("--out", required=True, help="status JSON: available, or the reason it is not")
+    p_fetch.add_argument("--context", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.command == "run":
@@ -196,8 +207,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "variant":
         from .data import variants
 
+        from .data.checksums import overrides_for
+        from .data.specs import dataset_info
+
         ctx = context_from_dict(json.loads(args.context))
-        variants.build_variant(args.dataset, Path(args.out).name, args.out, ctx.mirrors, ctx.cache_dir)
+        checksums = overrides_for(dataset_info(args.dataset), ctx.checksums) or None
+        load_kw = {} if dataset_info(args.dataset).synthetic else {"download": ctx.download, "checksums": checksums}
+        variants.build_variant(args.dataset, Path(args.out).name, args.out, ctx.mirrors, ctx.cache_dir, **load_kw)
+        return 0
+    if args.command == "fetch":
+        from .data.mirrors import fetch_status
+
+        ctx = context_from_dict(json.loads(args.context))
+        status = fetch_status(args.dataset, ctx.mirrors, ctx.cache_dir, download=ctx.download, checksums=ctx.checksums)
+        status["checked"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        if status["available"]:
+            log.info("dataset %s: available at %s", args.dataset, status["path"])
+        else:
+            log.warning("dataset %s: n/a (%s)\n%s", args.dataset, status["reason"], status["detail"])
+        atomic_write_json(Path(args.out), status)
         return 0
     return 2
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -226,9 +227,166 @@ def load_config(paths, schema_path: str | Path, overrides: dict | None = None) -
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
         with open(path) as f:
             config = deep_merge(config, yaml.safe_load(f) or {})
-    config = deep_merge(config, overrides or {})
+    config = coerce_config(deep_merge(config, overrides or {}), schema_path)
     validate_config(config, schema_path)
     return config
+
+
+_TRUE = {"true", "yes", "on"}
+_FALSE = {"false", "no", "off"}
+
+
+def _resolve(schema: dict, root: dict) -> dict:
+    ref = schema.get("$ref") if isinstance(schema, dict) else None
+    if not ref:
+        return schema if isinstance(schema, dict) else {}
+    if not ref.startswith("#"):
+        return {}
+    node = root
+    for part in [p for p in ref[1:].split("/") if p]:
+        node = node.get(part, {})
+    return _resolve(node, root)
+
+
+def _scalar_from_text(text: str, types: set[str]):
+    """The value a YAML file would give for `text`, when the schema allows that type; else `text` unchanged."""
+    low = text.strip().lower()
+    if "boolean" in types and low in _TRUE | _FALSE:
+        return low in _TRUE
+    if "null" in types and low in ("", "~", "null", "none"):
+        return None
+    if "integer" in types and re.fullmatch(r"[+-]?\d+", text.strip()):
+        return int(text)
+    if "number" in types:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    if "array" in types or "object" in types:
+        import yaml
+
+        try:
+            parsed = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return text
+        if isinstance(parsed, list) and "array" in types or isinstance(parsed, dict) and "object" in types:
+            return parsed
+    return text
+
+
+def coerce_strings(value, schema: dict, root: dict | None = None):
+    """`value` with every string leaf that its JSON schema types otherwise (boolean, integer, number,
+    null, array, object) read as YAML would read it; everything else as it is.
+
+    Snakemake parses a nested `--config key='{a: true, b: 100}'` with YAML's BaseLoader, so its leaves
+    arrive as strings ('true', '100'); the schema says what they were meant to be."""
+    root = schema if root is None else root
+    schema = _resolve(schema, root)
+    for key in ("oneOf", "anyOf"):
+        if key in schema:  # the first branch under which the value validates
+            import jsonschema
+
+            for branch in schema[key]:
+                candidate = coerce_strings(value, branch, root)
+                if jsonschema.Draft202012Validator({**_resolve(branch, root), "$defs": root.get("$defs", {})}).is_valid(candidate):
+                    return candidate
+            return value
+    types = schema.get("type", [])
+    types = {types} if isinstance(types, str) else set(types)
+    if "enum" in schema and isinstance(value, str) and value not in schema["enum"]:
+        for option in schema["enum"]:
+            if not isinstance(option, str) and str(option).lower() == value.strip().lower():
+                return option
+        return value
+    if isinstance(value, str) and types and "string" not in types:
+        value = _scalar_from_text(value, types)
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [coerce_strings(v, items, root) if isinstance(items, dict) else v for v in value]
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        out = {}
+        for k, v in value.items():
+            sub = props.get(k, extra if isinstance(extra, dict) else None)
+            out[k] = coerce_strings(v, sub, root) if sub else v
+        return out
+    return value
+
+
+def _coerce_grid(grid: dict, settings_schema: dict) -> dict:
+    """Grid axes given on the command line: each string value read as its setting's type where the kind's
+    settings schema types it, else as YAML would read it ('0' -> 0, 'partitioned' stays a string)."""
+    import yaml
+
+    out = {}
+    props = settings_schema.get("properties", {})
+    for axis, values in grid.items():
+        if isinstance(values, list):
+            sub = props.get(axis)
+            fixed = []
+            for v in values:
+                if sub is not None:
+                    fixed.append(coerce_strings(v, sub, settings_schema))
+                elif isinstance(v, str):
+                    try:
+                        fixed.append(yaml.safe_load(v) if v.strip() else v)
+                    except yaml.YAMLError:
+                        fixed.append(v)
+                else:
+                    fixed.append(v)
+            values = fixed
+        out[axis] = values
+    return out
+
+
+def coerce_config(config: dict, schema_path: str | Path) -> dict:
+    """The config with command-line strings typed by the schemas: the top-level schema, then each
+    experiment's settings and grid by its kind's schema (see :func:`coerce_strings`). Values that are
+    already typed (from the YAML files) are returned as they are."""
+    schema = _load_yaml(schema_path)
+    config = coerce_strings(config, schema)
+    experiments = dict(config.get("experiments") or {})
+    for name, spec in experiments.items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+            continue
+        kind_file = Path(schema_path).parent / "kinds" / f"{spec['kind']}.schema.yaml"
+        if not kind_file.exists():
+            continue
+        settings_schema = _load_yaml(kind_file).get("settings", {})
+        spec = dict(spec)
+        if isinstance(spec.get("settings"), dict):
+            spec["settings"] = coerce_strings(spec["settings"], settings_schema)
+        if isinstance(spec.get("grid"), dict):
+            spec["grid"] = _coerce_grid(spec["grid"], settings_schema)
+        scales = {}
+        for scale, override in (spec.get("scales") or {}).items():
+            override = dict(override or {})
+            if isinstance(override.get("settings"), dict):
+                override["settings"] = coerce_strings(override["settings"], settings_schema)
+            if isinstance(override.get("grid"), dict):
+                override["grid"] = _coerce_grid(override["grid"], settings_schema)
+            scales[scale] = override
+        if scales:
+            spec["scales"] = scales
+        experiments[name] = spec
+    if experiments:
+        config = {**config, "experiments": experiments}
+    return config
+
+
+_YAML_CACHE: dict[str, dict] = {}
+
+
+def _load_yaml(path: str | Path) -> dict:
+    import yaml
+
+    key = str(path)
+    if key not in _YAML_CACHE:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        with open(path) as f:
+            _YAML_CACHE[key] = yaml.load(f, Loader=loader)
+    return _YAML_CACHE[key]
 
 
 def _first_error(validator, instance, prefix: str):

@@ -1,5 +1,6 @@
-# One job per grid cell. Ask for a cell's metrics.json to (re-)run exactly that cell, e.g.
-#   snakemake --cores 1 results/quick/fig2a/method~partitioned/n_inputs~15/seed~0/metrics.json
+# One job per grid cell. Ask for a cell's metrics.json to run exactly that cell (add --force to run a
+# finished one again), e.g.
+#   snakemake --cores 1 --force results/quick/fig2a/method~partitioned/n_inputs~15/seed~0/metrics.json
 # A cell may depend on other cells' results (its plan's `required_cells`): they run first.
 # Everything here asks the kind's plan (reprokit.plan, torch-free); the cell itself gets the resolved
 # variant paths and upstream results and recomputes nothing.

@@ -3,17 +3,20 @@ import json
 import shlex
 from pathlib import Path
 
-from reprokit.config import ConfigError, experiment, validate_config
+from reprokit.config import ConfigError, coerce_config, experiment, validate_config
 from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data.mirrors import is_available
-from reprokit.data.specs import dataset_names
 from reprokit.data.variant_names import variant_path
 from reprokit.plan import kind as plan_of_kind
 from reprokit.report.papers import load as load_paper
 from reprokit.runtime import RuntimeSettings
 
+_SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 try:
-    validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+    # nested `--config key='{a: true}'` arrives as strings (snakemake reads it with YAML's BaseLoader):
+    # typed by the schemas first, then validated
+    config.update(coerce_config(config, _SCHEMA))
+    validate_config(config, _SCHEMA)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
@@ -25,11 +28,15 @@ VARIANTS = config["data"]["variants_dir"]
 MIRRORS = config["data"]["mirrors"]
 EXPERIMENTS = sorted(config["experiments"])
 
+CACHE = config["data"]["cache_dir"]
+DOWNLOAD = config["data"]["download"]
+
 CONTEXT = {
     "mirrors": MIRRORS,
-    "cache_dir": config["data"]["cache_dir"],
+    "cache_dir": CACHE,
     "variants_dir": VARIANTS,
-    "download": config["data"]["download"],
+    "download": DOWNLOAD,
+    "checksums": config["data"].get("checksums") or {},
 }
 # Training cells also get the `run:` block's device / precision / determinism (reprokit/runtime.py
 # decides what they mean; checked here, torch-free, before any job starts).
@@ -45,7 +52,7 @@ wildcard_constraints:
 
 
 _GRIDS = {}
-_AVAILABLE = {}
+_STATUS = {}
 
 
 def grid(name, scale):
@@ -54,13 +61,35 @@ def grid(name, scale):
     return _GRIDS[name, scale]
 
 
-def dataset_available(name):
-    # Decided once, before any job runs (cheap: file presence and sizes, no hashing).
-    if name not in _AVAILABLE:
-        _AVAILABLE[name] = is_available(name, MIRRORS) or (
-            config["data"]["download"] and name in dataset_names()
-        )
-    return _AVAILABLE[name]
+def dataset_status_file(name):
+    return f"{CACHE}/status/{name}.json"
+
+
+def dataset_status(name, wait=True):
+    """(available, reason) of a dataset. Found in a local mirror or the cache: available, no job (file
+    presence and sizes, no hashing). Else, with data.download on, the `dataset` checkpoint fetches it
+    once and records how it went; `wait` makes the caller (an input function) wait for that job
+    (snakemake re-evaluates the DAG after it). With download off: n/a, saying so."""
+    if name in _STATUS:
+        return _STATUS[name]
+    if is_available(name, MIRRORS, CACHE):
+        status = (True, "")
+    elif not DOWNLOAD:
+        where = ", ".join(map(str, MIRRORS)) or "no mirrors"
+        status = (False, f"not in the mirrors ({where}) or {CACHE}, and data.download is false")
+    else:
+        if wait:
+            checkpoints.dataset.get(dataset=name)
+        path = Path(dataset_status_file(name))
+        if not path.exists():
+            return (False, "not fetched yet")
+        record = json.loads(path.read_text())
+        reason = record.get("reason", "")
+        if not record["available"] and reason.startswith("download failed"):
+            reason += f"; to try again: snakemake --forcerun dataset (or delete {path})"
+        status = (bool(record["available"]), reason)
+    _STATUS[name] = status
+    return status
 
 
 _CELLS = {}
@@ -81,8 +110,14 @@ def cell_dir(cell):
     return f"{RESULTS}/{cell.rel_dir}"
 
 
-def unavailable_cells(name, scale):
-    return find_unavailable(grid(name, scale), dataset_available)
+def unavailable_cells(name, scale, wait=True):
+    return find_unavailable(grid(name, scale), lambda d: dataset_status(d, wait)[0])
+
+
+def unavailable_reasons(name, scale):
+    """{dataset: why it is n/a} for the experiment's unavailable datasets (after their fetch)."""
+    missing = {d for ds in unavailable_cells(name, scale, wait=False).values() for d in ds}
+    return {d: dataset_status(d, wait=False)[1] for d in sorted(missing)}
 
 
 def available_cell_outputs(name, scale):

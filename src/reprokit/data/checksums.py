@@ -104,6 +104,12 @@ def check_override_keys(spec, overrides: Mapping[str, str] | None) -> None:
                          f"its files are: {sorted(known)}")
 
 
+def overrides_for(spec, overrides: Mapping[str, str] | None) -> dict[str, str]:
+    """The entries of a config-wide override table (``data.checksums``) that name ``spec``'s files."""
+    known = {fc.relpath for lay in spec.layouts for fc in lay.files}
+    return {k: v for k, v in (overrides or {}).items() if k in known}
+
+
 class VerifiedCache:
     """(path, size, mtime_ns, algo, digest) of files already hashed, in <cache_dir>/verified-checksums.json,
     so that a file is hashed once rather than on every job."""

@@ -12,7 +12,7 @@ class DatasetUnavailable(RuntimeError):
     """The dataset's files are in none of the mirror folders (and were not or could not be downloaded)."""
 
     def __init__(self, name: str, tried: Sequence[str], url: str | None, reason: str = ""):
-        self.name, self.tried, self.url = name, list(tried), url
+        self.name, self.tried, self.url, self.reason = name, list(tried), url, reason
         lines = [f"dataset '{name}' is not available" + (f": {reason}" if reason else "")]
         lines.append("looked in:" if self.tried else "looked in: (no mirror folders given)")
         lines += [f"  - {t}" for t in self.tried]

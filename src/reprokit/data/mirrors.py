@@ -1,9 +1,12 @@
-"""Where a dataset's files are: the mirror folders and the cache folder, searched in order.
+"""Where a dataset's files are: the mirror folders and the cache folder, searched in order, as
+torchvision does it: found locally, else fetched into the cache.
 
-``cache_dir`` (if given) is searched after the mirrors, receives downloads (same layout as a mirror),
-and holds ``verified-checksums.json`` (see :class:`.checksums.VerifiedCache`). :func:`is_available`
-is the cheap test the pipeline runs on every DAG build (presence and sizes, no hashing, no torch);
-:func:`locate` verifies the checksums (and downloads when asked).
+``mirrors`` are local folders in the original layout, or http(s) URLs of web folders laid out the same
+way (a site's internal mirror). ``cache_dir`` (if given) is searched after the local mirrors, receives
+downloads (same layout as a mirror), and holds ``verified-checksums.json`` (see
+:class:`.checksums.VerifiedCache`). :func:`is_available` is the cheap local test the pipeline runs on
+every DAG build (presence and sizes, no hashing, no network, no torch); :func:`locate` verifies the
+checksums and, when asked, downloads: from each URL mirror in turn, then from the official URLs.
 """
 
 from __future__ import annotations
@@ -12,20 +15,29 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from .checksums import VerifiedCache, apply_overrides, check_override_keys, missing_files, verify_layout
-from .download import DOWNLOADERS
+from .checksums import VerifiedCache, apply_overrides, check_override_keys, missing_files, overrides_for, verify_layout
+from .download import fetch, is_url
 from .errors import DatasetUnavailable
 from .specs import dataset_info
 
-__all__ = ["is_available", "locate"]
+__all__ = ["fetch_status", "is_available", "locate", "url_mirrors"]
 
 
-def _as_dirs(mirrors) -> list[Path]:
+def _as_list(mirrors) -> list:
     if mirrors is None:
         return []
     if isinstance(mirrors, (str, os.PathLike)):
-        mirrors = [mirrors]
-    return [Path(m).expanduser() for m in mirrors]
+        return [mirrors]
+    return list(mirrors)
+
+
+def _as_dirs(mirrors) -> list[Path]:
+    return [Path(m).expanduser() for m in _as_list(mirrors) if not is_url(m)]
+
+
+def url_mirrors(mirrors) -> list[str]:
+    """The http(s) entries of ``mirrors``, in order."""
+    return [str(m) for m in _as_list(mirrors) if is_url(m)]
 
 
 def _search_roots(mirrors, cache_dir) -> list[Path]:
@@ -52,10 +64,11 @@ def locate(name: str, mirrors, cache_dir=None, download: bool = False,
            checksums: Mapping[str, str] | None = None) -> Path:
     """Path of the dataset's files (a folder or an archive, see :mod:`.specs`), verified.
 
-    Searches each mirror and then ``cache_dir``, in order; the first location holding every file of
-    a layout is verified (raises :class:`ChecksumMismatch` on a bad file) and returned. If none is
-    found and ``download`` is true, the files are downloaded into ``cache_dir`` from the official
-    URL, verified and (CIFAR-10) extracted; otherwise :class:`DatasetUnavailable` is raised.
+    Searches each local mirror and then ``cache_dir``, in order; the first location holding every file
+    of a layout is verified (raises :class:`ChecksumMismatch` on a bad file) and returned. If none is
+    found and ``download`` is true, the files are downloaded into ``cache_dir`` (from each URL mirror,
+    then the official URLs), verified and (CIFAR-10) extracted; otherwise, or when no source answers,
+    :class:`DatasetUnavailable` is raised.
     ``checksums`` replaces the expected digest of the named files (mirror-relative paths).
     """
     spec = dataset_info(name)
@@ -77,12 +90,13 @@ def locate(name: str, mirrors, cache_dir=None, download: bool = False,
                 return root / layout.root
         if not download:
             raise DatasetUnavailable(name, tried, spec.urls[0] if spec.urls else None,
-                                     "not found (pass download=True with a cache_dir to fetch it)")
+                                     "not found, and downloading is off (data.download: false; "
+                                     "download=True with a cache_dir fetches it)")
         if cache_dir is None:
             raise DatasetUnavailable(name, tried, spec.urls[0] if spec.urls else None,
                                      "download=True needs a cache_dir to download into")
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        DOWNLOADERS[spec.loader](spec, Path(cache_dir), layouts, tried)
+        fetch(spec, Path(cache_dir), layouts, tried, url_mirrors(mirrors))
         root = Path(cache_dir)
         for layout in layouts:
             if not missing_files(root, layout, check_size=False):
@@ -91,3 +105,21 @@ def locate(name: str, mirrors, cache_dir=None, download: bool = False,
         raise DatasetUnavailable(name, tried, spec.urls[0], "download finished but the files are not complete")
     finally:
         cache.save()
+
+
+def fetch_status(name: str, mirrors, cache_dir=None, download: bool = False,
+                 checksums: Mapping[str, str] | None = None) -> dict:
+    """Make ``name`` available (verify it where it is, or fetch it when ``download``) and say how it went:
+    ``{"dataset", "available": True, "path"}``, or ``{"dataset", "available": False, "reason"}`` when it is
+    nowhere and could not be fetched (no network, HTTP error, downloading off); the pipeline turns the
+    reason into the dataset's n/a rows. A file that is present or arrives with the wrong checksum is not
+    a status: :class:`ChecksumMismatch` propagates, naming the file. ``checksums``: a config-wide
+    override table; the entries naming this dataset's files apply."""
+    spec = dataset_info(name)
+    if spec.synthetic:
+        return {"dataset": name, "available": True, "path": None}
+    try:
+        path = locate(name, mirrors, cache_dir, download=download, checksums=overrides_for(spec, checksums))
+    except DatasetUnavailable as err:
+        return {"dataset": name, "available": False, "reason": err.reason, "detail": str(err)}
+    return {"dataset": name, "available": True, "path": str(path)}

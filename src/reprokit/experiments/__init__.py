@@ -22,6 +22,7 @@ class CellContext:
     cache_dir: str | None
     variants_dir: str
     download: bool = False
+    checksums: dict = field(default_factory=dict)  # data.checksums: {mirror-relative path: digest} overrides
     variant_paths: dict = field(default_factory=dict)  # name -> Path of required variants
     runtime_settings: dict = field(default_factory=lambda: {"device": "cpu"})  # the `run:` block (device, precision)
     _runtime: object = field(default=None, repr=False, compare=False)
@@ -35,6 +36,17 @@ class CellContext:
 
             self._runtime = Runtime(RuntimeSettings.from_dict(self.runtime_settings))
         return self._runtime
+
+    def load(self, name: str, **kw):
+        """Dataset ``name`` as a :class:`reprokit.data.bundle.Bundle`, from this context's mirrors and cache
+        (downloaded when the context allows it), checked against its checksums (and the overrides that
+        name its files). ``kw`` go to :func:`reprokit.data.registry.load` (split, dtype, ...)."""
+        from ..data import registry
+        from ..data.checksums import overrides_for
+
+        checksums = overrides_for(registry.dataset_info(name), self.checksums) or None
+        return registry.load(name, self.mirrors, cache_dir=self.cache_dir, download=self.download,
+                             checksums=checksums, **kw)
 
     def variant(self, name: str) -> Path:
         if name not in self.variant_paths:

@@ -57,7 +57,7 @@ import torch
 from torch import nn
 
 from .. import seeds
-from ..data import registry, variants
+from ..data import variants
 from ..data.task import TaskData
 from ..plan.affine_invariance import CHUNKED, PLAN, AffineSettings
 from . import CellContext, Evaluation, Run
@@ -68,7 +68,7 @@ from . import CellContext, Evaluation, Run
 
 def load_data(st: AffineSettings, ctx: CellContext) -> tuple[TaskData, torch.Tensor | None]:
     """Training (sub)set, test (sub)set, and chunk ids for chunked methods."""
-    bundle = registry.load(str(st.dataset), ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
+    bundle = ctx.load(str(st.dataset))
     rotated = variants.load_variant(ctx.variant("rotated")) if st.rotated else None
     key = "chunks" if st.method in CHUNKED else "subset"
     bundle = variants.apply_variants(bundle, subset=variants.load_variant(ctx.variant(key)), rotated=rotated)

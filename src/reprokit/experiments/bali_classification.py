@@ -58,7 +58,7 @@ def load_task(st: ClassificationSettings, ctx: CellContext) -> tuple[TaskData, d
     from ..data.task import TaskData
     seed = int(st.seed)
     split = {"split": seed} if st.dataset in UCI else {}  # images: the standard split
-    bundle = registry.load(st.dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download, **split)
+    bundle = ctx.load(st.dataset, **split)
     n_total = bundle.n_train + bundle.n_test
     xtr, ytr = bundle.x_train.reshape(bundle.n_train, -1), bundle.y_train
     xte, yte = bundle.x_test.reshape(bundle.n_test, -1), bundle.y_test
@@ -82,7 +82,7 @@ def load_task(st: ClassificationSettings, ctx: CellContext) -> tuple[TaskData, d
 
 def load_ood(st: ClassificationSettings, ctx: CellContext) -> torch.Tensor:
     """Test images of the OOD dataset `ood_dataset`, flattened like the ID data (test_subset applies)."""
-    bundle = registry.load(st.ood_dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
+    bundle = ctx.load(st.ood_dataset)
     x = bundle.x_test.reshape(bundle.n_test, -1)
     idx = _subset(len(x), st.test_subset, seeds.stream_seed(int(st.seed), "ood_subset"))
     return (x if idx is None else x[idx]).contiguous()

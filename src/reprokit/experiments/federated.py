@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from .. import seeds
-from ..data import registry, variants
+from ..data import variants
 from ..plan.federated import PLAN, FederatedSettings
 from . import CellContext, Run
 
@@ -33,7 +33,7 @@ from . import CellContext, Run
 def load_data(st: FederatedSettings, ctx: CellContext):
     """(FedData without device placement, n_classes)."""
     from ..methods.federated import FedData
-    bundle = registry.load(str(st.dataset), ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download)
+    bundle = ctx.load(str(st.dataset))
     rotated = variants.load_variant(ctx.variant("rotated")) if st.rotated else None
     split = variants.load_variant(ctx.variant("federated"))
     b = variants.apply_variants(bundle, subset=split, rotated=rotated)

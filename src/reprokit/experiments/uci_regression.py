@@ -27,7 +27,7 @@ from . import CellContext, Evaluation, Run
 def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool, ctx: CellContext):
     """(TaskData, y_std or None, info) for one standard split; y_std is set iff the targets were standardised."""
     from ..data.task import TaskData
-    raw = registry.load(dataset, ctx.mirrors, cache_dir=ctx.cache_dir, download=ctx.download, split=split)
+    raw = ctx.load(dataset, split=split)
     z, stats = registry.standardize(raw)
     xb = z if standardize_x else raw
     yb = z if standardize_y else raw

@@ -24,11 +24,18 @@ def device_of(record: dict) -> str | None:
     return str(prov["device"]) + (f" ({name})" if name and name != prov["device"] else "")
 
 
-def _row(cell, record: dict | None, missing_datasets: list[str]) -> dict:
+def unavailable_note(missing_datasets: list[str], reasons: dict | None = None) -> str:
+    """'dataset unavailable: mnist (download failed: ...)': each missing dataset with why, where known."""
+    reasons = reasons or {}
+    return "dataset unavailable: " + ", ".join(
+        f"{d} ({reasons[d]})" if reasons.get(d) else d for d in missing_datasets)
+
+
+def _row(cell, record: dict | None, missing_datasets: list[str], reasons: dict | None = None) -> dict:
     row = {"scale": cell.scale, "experiment": cell.experiment, **cell.coord_dict}
     if record is None:
         row["status"] = "unavailable"
-        row["note"] = "dataset unavailable: " + ", ".join(missing_datasets)
+        row["note"] = unavailable_note(missing_datasets, reasons)
         return row
     row["status"] = record["status"]
     row["note"] = ""
@@ -42,18 +49,21 @@ def _row(cell, record: dict | None, missing_datasets: list[str]) -> dict:
     return row
 
 
-def aggregate(cells: list, results_dir: str | Path, unavailable: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`cells`: every Cell of the experiment; `unavailable`: {cell.rel_dir: [dataset, ...]}.
+def aggregate(cells: list, results_dir: str | Path, unavailable: dict | None = None,
+              reasons: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`cells`: every Cell of the experiment; `unavailable`: {cell.rel_dir: [dataset, ...]}; `reasons`:
+    {dataset: why it is unavailable} (e.g. "download failed: ..."), shown in those rows' note.
 
     Returns (metrics table, curves table). A cell that should have run but has no metrics.json is
-    an error: nothing is silently skipped.
+    an error: nothing is silently skipped. Without any curve (e.g. every dataset unavailable) the curves
+    table has no rows but still the grid's axes as columns, so its CSV reads as an empty table.
     """
     unavailable = unavailable or {}
     rows, curves = [], []
     for cell in cells:
         folder = Path(results_dir) / cell.rel_dir
         if cell.rel_dir in unavailable:
-            rows.append(_row(cell, None, unavailable[cell.rel_dir]))
+            rows.append(_row(cell, None, unavailable[cell.rel_dir], reasons))
             continue
         metrics_path = folder / "metrics.json"
         if not metrics_path.exists():
@@ -66,11 +76,16 @@ def aggregate(cells: list, results_dir: str | Path, unavailable: dict | None = N
                 curve.insert(0, axis, value if not isinstance(value, list) else "-".join(map(str, value)))
             curves.append(curve)
     table = pd.DataFrame(rows)
-    curve_table = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
+    if curves:
+        curve_table = pd.concat(curves, ignore_index=True)
+    else:  # the columns a curve would lead with (each axis is inserted first, so the last axis leads)
+        axes = list(dict.fromkeys(axis for cell in cells for axis in cell.coord_dict))
+        curve_table = pd.DataFrame(columns=axes[::-1])
     return table, curve_table
 
 
-def write_aggregate(cells: list, results_dir, out_csv, out_curves_csv, unavailable: dict | None = None) -> None:
-    table, curves = aggregate(cells, results_dir, unavailable)
+def write_aggregate(cells: list, results_dir, out_csv, out_curves_csv, unavailable: dict | None = None,
+                    reasons: dict | None = None) -> None:
+    table, curves = aggregate(cells, results_dir, unavailable, reasons)
     atomic_write_text(out_csv, table.to_csv(index=False))
     atomic_write_text(out_curves_csv, curves.to_csv(index=False))

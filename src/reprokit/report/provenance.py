@@ -22,22 +22,26 @@ from ..io import atomic_write_json
 SUFFIX = ".provenance.json"
 
 
-def resolved_config(config: dict, artefact: str, scale: str) -> dict:
-    """What the artefact's numbers depend on in the config: its entry and every cell's settings."""
+def resolved_config(config: dict, artefact: str, scale: str, unavailable=()) -> dict:
+    """What the artefact's numbers depend on in the config: its entry and the settings of every cell that
+    could run (cells of the `unavailable` datasets were n/a in the build: their settings shaped nothing)."""
     from ..config import experiment
     from ..plan import kind
 
     spec = config["artefacts"][artefact]
+    skip = set(unavailable)
     cells = {}
     for name in spec["experiments"]:
         for cell in experiment(config, name, scale).cells():
+            if skip.intersection(cell.datasets):
+                continue
             cells[cell.rel_dir] = kind(cell.kind).cell_settings(cell)
     entry = {k: spec.get(k) for k in ("paper", "notebook", "experiments", "data", "outputs")}
     return {"artefact": entry, "cells": cells}
 
 
-def fingerprint(config: dict, artefact: str, scale: str) -> str:
-    blob = json.dumps(resolved_config(config, artefact, scale), sort_keys=True, default=str)
+def fingerprint(config: dict, artefact: str, scale: str, unavailable=()) -> str:
+    blob = json.dumps(resolved_config(config, artefact, scale, unavailable), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -66,11 +70,28 @@ def devices_of(csv_paths) -> list[str]:
     return sorted(found)
 
 
-def record(config: dict, artefact: str, scale: str, devices: list[str], root: str | Path = ".") -> dict:
+def unavailable_datasets(config: dict, artefact: str, scale: str) -> list[str]:
+    """The artefact's datasets that are in no local mirror nor the cache now (their cells were n/a rows)."""
+    from ..config import experiment
+    from ..data.mirrors import is_available
+
+    data = config.get("data") or {}
+    names = {d for e in config["artefacts"][artefact]["experiments"] for c in experiment(config, e, scale).cells()
+             for d in c.datasets}
+    return sorted(d for d in names if not is_available(d, data.get("mirrors"), data.get("cache_dir")))
+
+
+def record(config: dict, artefact: str, scale: str, devices: list[str], root: str | Path = ".",
+           unavailable=()) -> dict:
+    """`unavailable`: datasets whose cells were n/a in this build (named in the record; the fingerprint
+    covers the cells that could run)."""
     commit, dirty = git_state(root)
-    return {"artefact": artefact, "commit": commit, "config_dirty": dirty, "scale": scale,
-            "devices": devices or ["not recorded"], "date": _dt.datetime.now().isoformat(timespec="seconds"),
-            "fingerprint": fingerprint(config, artefact, scale)}
+    rec = {"artefact": artefact, "commit": commit, "config_dirty": dirty, "scale": scale,
+           "devices": devices or ["not recorded"], "date": _dt.datetime.now().isoformat(timespec="seconds"),
+           "fingerprint": fingerprint(config, artefact, scale, unavailable)}
+    if unavailable:
+        rec["unavailable_datasets"] = sorted(unavailable)
+    return rec
 
 
 def write(path: str | Path, rec: dict) -> None:
@@ -82,7 +103,7 @@ def mismatch(rec: dict, config_at_head: dict) -> str | None:
     name = rec["artefact"]
     if name not in config_at_head.get("artefacts", {}):
         return f"artefact {name} (built at commit {rec['commit']}) is no longer in the config"
-    now = fingerprint(config_at_head, name, rec["scale"])
+    now = fingerprint(config_at_head, name, rec["scale"], rec.get("unavailable_datasets", ()))
     if now != rec["fingerprint"]:
         return (f"artefact {name}: its provenance names commit {rec['commit']} (scale {rec['scale']}), whose config "
                 f"for it differs from HEAD's (fingerprint {rec['fingerprint']} != {now}): rebuild it")
@@ -109,7 +130,7 @@ def publish(src: str | Path, dst: str | Path, scale: str) -> list[Path]:
             continue
         name = rec["artefact"]
         for path in sorted(src.glob(f"{name}.*")):
-            if path.name == f"{name}{SUFFIX}" or path.suffix in (".pdf", ".png", ".tex", ".csv"):
+            if path.name == f"{name}{SUFFIX}" or path.suffix in (".pdf", ".png", ".tex", ".html", ".csv"):
                 target = dst / path.name
                 target.write_bytes(path.read_bytes())
                 copied.append(target)
