@@ -164,3 +164,68 @@ def test_a_checkpoint_resumes_only_the_cell_that_wrote_it(tmp_path, monkeypatch,
     assert record["metrics"]["n"] == 10.0  # 4 restored + 6 more, or 10 from scratch
     assert ("starting afresh" in caplog.text) == (not same_settings)
     assert not ckpt.exists() and not Path(str(ckpt) + ".cell").exists()
+
+
+def _fig2a_test_cell(tmp_path):
+    """A real test-scale cell (Fig. 2a, partitioned, 60 steps, under a second) and its context as JSON."""
+    import glob
+
+    from reprokit.config import experiment, load_config
+    from reprokit.data import variants
+    from reprokit.data.variants import variant_path
+
+    files = [str(REPO / "config" / "config.yaml"), *sorted(glob.glob(str(REPO / "config" / "experiments" / "*.yaml")))]
+    cfg = load_config(files, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    cell = next(c for c in experiment(cfg, "fig2a", "test").cells() if c.coord_dict["method"] == "partitioned")
+    paths = {}
+    for name, (ds, fn) in cell_mod.kind(cell.kind).required_variants(cell).items():
+        paths[name] = str(variant_path(tmp_path / "variants", ds, fn))
+        variants.build_variant(ds, fn, paths[name], [])  # generated data: no mirror needed
+    ctx = {"mirrors": [], "cache_dir": None, "variants_dir": str(tmp_path / "variants"), "run": {"device": "cpu"}}
+    return cell, ctx, paths
+
+
+def test_an_unreadable_checkpoint_is_moved_aside_and_the_cell_completes_afresh(tmp_path):
+    """A checkpoint cut short (e.g. on a shared filesystem) must not fail every retry of its cell: the
+    cell moves it aside, names it in its log, starts afresh and ends with a clean run's metrics."""
+    import subprocess
+    import sys
+
+    from reprokit.train import save_checkpoint
+
+    cell, ctx, paths = _fig2a_test_cell(tmp_path)
+
+    def args(out, ckpt):
+        a = ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--variants", json.dumps(paths),
+             "--out", str(out)]
+        return a + (["--checkpoint", str(ckpt)] if ckpt else [])
+
+    assert cell_mod.main(args(tmp_path / "clean", None)) == 0
+    clean = json.loads((tmp_path / "clean" / "metrics.json").read_text())
+    assert clean["status"] == "completed" and clean["steps"] > 10
+
+    # This cell's own checkpoint (fingerprint sidecar written as run_cell writes it) after 10 steps, cut in half
+    ckpt = tmp_path / "ckpt" / "checkpoint.pt"
+    ckpt.parent.mkdir()
+    cell_mod._guard_checkpoint(cell, ckpt)
+    run = cell_mod.kind(cell.kind).build(cell, cell_mod.context_from_dict(ctx, paths))
+    for step in range(10):
+        run.method.train_step(step)
+    save_checkpoint(ckpt, 10, run.method, [])
+    whole = ckpt.read_bytes()
+    ckpt.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(RuntimeError):  # the premise: torch cannot read it
+        torch.load(ckpt, weights_only=False)
+
+    res = subprocess.run([sys.executable, "-m", "reprokit.cell", *args(tmp_path / "healed", ckpt)],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    healed = json.loads((tmp_path / "healed" / "metrics.json").read_text())
+    assert healed["status"] == "completed" and healed["resumed_from_step"] == 0
+    assert healed["metrics"] == clean["metrics"]
+    assert (tmp_path / "healed" / "curve.csv").read_text() == (tmp_path / "clean" / "curve.csv").read_text()
+    aside = list(ckpt.parent.glob("checkpoint.pt.unreadable-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == whole[: len(whole) // 2]  # kept for inspection
+    assert not ckpt.exists()  # the fresh run's own checkpoint went with its finished cell
+    warning = next(line for line in res.stderr.splitlines() if "cannot be read" in line)
+    assert "WARNING" in warning and str(ckpt) in warning and str(aside[0]) in warning

@@ -90,3 +90,70 @@ def test_resume_without_rng_restore_would_differ(tmp_path):
 def test_nan_loss_ends_as_diverged():
     result = run_loop(ToyRegression(nan_at=5), CFG)
     assert result.status == "diverged" and result.steps == 6
+
+
+def _truncated(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+
+
+def _garbage(path):
+    path.write_bytes(b"\x00not a checkpoint" * 100)
+
+
+def _without_curve(path):
+    ckpt = torch.load(path, weights_only=False)
+    del ckpt["curve"]
+    torch.save(ckpt, path)
+
+
+def _method_state_without_sampler(path):
+    """The net and optimiser load, then the sampler's key is missing: a half-loaded method."""
+    ckpt = torch.load(path, weights_only=False)
+    del ckpt["method"]["sampler"]
+    torch.save(ckpt, path)
+
+
+def _bad_numpy_state(path):
+    """torch's global random state is restored, then numpy's fails: half-restored random states."""
+    ckpt = torch.load(path, weights_only=False)
+    ckpt["rng"]["numpy"] = "not a state"
+    torch.save(ckpt, path)
+
+
+@pytest.mark.parametrize("spoil", [_truncated, _garbage, _without_curve, _method_state_without_sampler, _bad_numpy_state])
+def test_an_unreadable_checkpoint_is_moved_aside_and_the_run_starts_afresh(tmp_path, caplog, spoil):
+    """The run ends as an uninterrupted one would: whatever was loaded before the error is undone."""
+    ref = ToyRegression()
+    ref_result = run_loop(ref, CFG)
+    ckpt = tmp_path / "ckpt.pt"
+    with pytest.raises(Preempted):
+        run_loop(ToyRegression(kill_at=37), CFG, ckpt)
+    spoil(ckpt)
+    spoiled = ckpt.read_bytes()
+    fresh = ToyRegression()
+    with caplog.at_level("WARNING", logger="reprokit.train"):
+        result = run_loop(fresh, CFG, ckpt)
+    assert result.status == "completed" and result.resumed_from == 0
+    assert result.curve == ref_result.curve
+    for a, b in zip(fresh.net.parameters(), ref.net.parameters()):
+        assert torch.equal(a, b)
+    aside = list(tmp_path.glob("ckpt.pt.unreadable-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == spoiled
+    assert any(str(ckpt) in r.getMessage() and str(aside[0]) in r.getMessage() for r in caplog.records)
+
+
+def test_a_cuda_checkpoint_on_a_machine_without_cuda_is_not_moved_aside(tmp_path, monkeypatch):
+    """A sound checkpoint in the wrong place is an error to fix (resume it on a GPU node), not a bad file."""
+    from reprokit import train
+
+    ckpt = tmp_path / "ckpt.pt"
+    with pytest.raises(Preempted):
+        run_loop(ToyRegression(kill_at=37), CFG, ckpt)
+    state = torch.load(ckpt, weights_only=False)
+    state["rng"]["cuda"] = [torch.zeros(16, dtype=torch.uint8)]
+    torch.save(state, ckpt)
+    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(train.CheckpointNeedsCuda):
+        run_loop(ToyRegression(), CFG, ckpt)
+    assert ckpt.exists() and not list(tmp_path.glob("*.unreadable-*"))

@@ -3,14 +3,18 @@
 Responsibilities: step counting, periodic evaluation into a per-step curve, checkpoints (periodic and
 on SIGTERM, e.g. SLURM preemption or time limit), resuming bit-identically, divergence detection
 (non-finite loss => status 'diverged'), and progress (a tqdm bar on a terminal, log lines otherwise).
+A checkpoint that cannot be read (truncated, corrupt, missing keys) is moved aside and the run starts
+afresh (`load_checkpoint`), so a retried job succeeds instead of failing on the same file again.
 Steps and evaluations run under the runtime's precision context (bf16 autocast, or nothing); the
 checkpoint holds the global CPU and CUDA random states next to the method's own generators.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import math
+import os
 import random
 import signal
 import sys
@@ -64,14 +68,19 @@ def _rng_state() -> dict:
     return state
 
 
+class CheckpointNeedsCuda(RuntimeError):
+    """A sound checkpoint written on a CUDA device, resumed where there is none: not healed (the file is
+    fine; resume it on a GPU node)."""
+
+
 def _set_rng_state(state: dict) -> None:
+    if state.get("cuda") is not None and not torch.cuda.is_available():
+        raise CheckpointNeedsCuda("checkpoint was written on a CUDA device; resume it where CUDA is available "
+                                  "(or delete the checkpoint to restart the cell)")
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
     if state.get("cuda") is not None:
-        if not torch.cuda.is_available():
-            raise RuntimeError("checkpoint was written on a CUDA device; resume it where CUDA is available "
-                               "(or delete the checkpoint to restart the cell)")
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
@@ -138,22 +147,77 @@ def save_checkpoint(path: Path, step: int, method: Method, curve: list) -> None:
     )
 
 
+def move_aside(path: Path) -> Path:
+    """Rename `path` to `<path>.unreadable-<YYYYmmdd-HHMMSS>` (a new name if that exists) and return it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.unreadable-{stamp}")
+    n = 1
+    while target.exists():
+        target = path.with_name(f"{path.name}.unreadable-{stamp}-{n}")
+        n += 1
+    os.replace(path, target)
+    return target
+
+
+def load_checkpoint(path: Path, method: Method, label: str = "train") -> tuple[int, list] | None:
+    """Resume `method` and the global random states from the checkpoint at `path`; (step, curve), or None
+    when there is no checkpoint to resume.
+
+    The one place a checkpoint is read. One that cannot be read - a truncated or corrupt file (e.g. cut
+    short on a shared filesystem), any error of torch.load, a version this code does not know, missing
+    keys, a method state that does not load - is moved aside to `<path>.unreadable-<time>` (kept for
+    inspection) with a warning naming the file and the error, `method` and the random states are left
+    as they were before the attempt, and None is returned: the run starts afresh, and a retried job
+    succeeds instead of failing on the same file every time. A sound CUDA checkpoint resumed where there
+    is no CUDA still raises (CheckpointNeedsCuda), as does running out of memory."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    rng_before = _rng_state()
+    method_before = None  # serialised, so a GPU method's snapshot sits in host memory and loads back in place
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(ckpt, dict):
+            raise TypeError(f"holds a {type(ckpt).__name__}, not a checkpoint")
+        if ckpt.get("version") not in (1, CHECKPOINT_VERSION):  # 1: CPU-only, readable as is
+            raise ValueError(f"has version {ckpt.get('version')}, expected {CHECKPOINT_VERSION}")
+        missing = [k for k in ("step", "method", "rng", "curve") if k not in ckpt]
+        if missing:
+            raise ValueError(f"missing keys {missing}")
+        step, curve = int(ckpt["step"]), list(ckpt["curve"])
+        buf = io.BytesIO()
+        torch.save(method.state_dict(), buf)
+        method_before = buf
+        method.load_state_dict(ckpt["method"])
+        _set_rng_state(ckpt["rng"])
+        return step, curve
+    except Exception as err:  # noqa: BLE001 - any read error heals; CUDA-needed and OOM re-raise
+        if isinstance(err, CheckpointNeedsCuda) or is_oom(err):
+            raise
+        if method_before is not None:  # a half-loaded state must not leak into the fresh run
+            method_before.seek(0)
+            method.load_state_dict(torch.load(method_before, weights_only=False))
+        _set_rng_state(rng_before)
+        reason = (str(err).strip().splitlines() or [""])[0][:300]
+        aside = move_aside(path)
+        log.warning("%s: checkpoint %s cannot be read (%s: %s); moved it aside to %s (kept for inspection) "
+                    "and starting afresh", label, path, type(err).__name__, reason, aside)
+        return None
+
+
 def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = None,
              precision: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
              evaluate: Callable[[int], dict] | None = None) -> LoopResult:
     """Train `method` for cfg.n_steps, resuming from `checkpoint_path` when it exists. `precision()` is
     the context every step and evaluation runs in (`Runtime.autocast`: bf16 autocast, or nothing);
-    `evaluate(step)` makes a curve row (default: `method.evaluate`; a cell passes its Evaluation's)."""
+    `evaluate(step)` makes a curve row (default: `method.evaluate`; a cell passes its Evaluation's).
+    An unreadable checkpoint is moved aside and the run starts from step 0 (see `load_checkpoint`)."""
     evaluate = evaluate or method.evaluate
     t0 = time.monotonic()
     start, curve = 0, []
-    if checkpoint_path is not None and Path(checkpoint_path).exists():
-        ckpt = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-        if ckpt.get("version") not in (1, CHECKPOINT_VERSION):  # 1: CPU-only, readable as is
-            raise RuntimeError(f"checkpoint {checkpoint_path} has version {ckpt.get('version')}, expected {CHECKPOINT_VERSION}")
-        method.load_state_dict(ckpt["method"])
-        _set_rng_state(ckpt["rng"])
-        start, curve = int(ckpt["step"]), list(ckpt["curve"])
+    resumed = load_checkpoint(Path(checkpoint_path), method, cfg.label) if checkpoint_path is not None else None
+    if resumed is not None:
+        start, curve = resumed
         log.info("%s: resumed from checkpoint at step %d", cfg.label, start)
     resumed_from = start
     status = "completed"

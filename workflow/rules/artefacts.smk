@@ -3,7 +3,8 @@
 # notebook gets `snakemake.input[<experiment>]`, `snakemake.input[<experiment>_curves]`,
 # `snakemake.input[<name>]` for each `data: {name: path}` file of the artefact,
 # `snakemake.input["paper_numbers"]` (config/papers/<paper>.yaml) when that file has numbers for the
-# artefact, and `snakemake.output[pdf|png|tex]`. Each notebook starts with `style.start_log(snakemake)`, which writes
+# artefact, and `snakemake.output[pdf|png|tex]` (a table's `html`, its rendering for the report, is written
+# by write_table beside its tex). Each notebook starts with `style.start_log(snakemake)`, which writes
 # the rule's `log:` file (inputs, scale, outputs, warnings, a failure's traceback).
 
 
@@ -18,16 +19,17 @@ def artefact_inputs(name):
 
 
 def artefact_outputs(name):
+    # Figures go into the HTML report (`snakemake --report`) as they are; a table as the HTML rendering its
+    # notebook's write_table (reprokit.report.tables) writes next to the .tex. Each needs workflow/report/<name>.rst.
     spec = config["artefacts"][name]
     category = "Partitioned networks" if spec["paper"] == "partitioned" else "BALI"
+    caption = workflow.source_path(f"../report/{name}.rst")
     outs = {}
     for ext in spec["outputs"]:
         path = f"figures/{name}.{ext}"
-        if ext in ("pdf", "png"):  # only figures go into the HTML report and need a caption file
-            caption = workflow.source_path(f"../report/{name}.rst")
-            outs[ext] = report(path, category=category, caption=caption)
-        else:
-            outs[ext] = path
+        outs[ext] = report(path, category=category, caption=caption) if ext in ("pdf", "png") else path
+    if "tex" in spec["outputs"]:
+        outs["html"] = report(f"figures/{name}.html", category=category, caption=caption)
     return outs
 
 

@@ -5,10 +5,14 @@ and marks test scale; plain text is escaped with `latex_escape`, and with ``esca
 LaTeX math such as ``$\\mathcal{O}(N_B P S)$`` (multi-level column headers are supported).
 Every table states the scale it was built at: tables that do not depend on the scale (transcribed or
 rendered from code) say so, and are still marked at test scale like every CI build.
+Next to each `<name>.tex` it writes `<name>.html`, the same table, caption and footnotes as an HTML page:
+the rendering Snakemake's report shows beside the figures (workflow/rules/artefacts.smk declares it).
 """
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -48,6 +52,7 @@ def write_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, no
 
     With ``escape=False`` the caption, cells, headers and footnotes are written as given (LaTeX);
     escape their plain-text parts with `latex_escape`. The provenance `note` is always escaped.
+    Also writes the HTML rendering `path` with suffix .html (`write_table_html`).
     """
     multicol = isinstance(df.columns, pd.MultiIndex)
     body = df.to_latex(index=False, escape=escape, na_rep="n/a", multicolumn=multicol,
@@ -62,6 +67,51 @@ def write_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, no
         lines.append(rf"\par\footnotesize{{{latex_escape(fn) if escape else fn}}}")
     lines.append(r"\end{table}")
     atomic_write_text(path, "\n".join(lines) + "\n")
+    write_table_html(df, Path(path).with_suffix(".html"), caption, scale, note, footnotes, latex=not escape)
+
+
+_LATEX_MARKUP = [  # (pattern on HTML-escaped LaTeX, replacement): the few commands the tables' LaTeX cells use
+    (re.compile(r"\\textcolor\{([a-zA-Z]+)\}\{((?:[^{}]|\{[^{}]*\})*)\}"), r'<span style="color:\1">\2</span>'),
+    (re.compile(r"\\textbf\{((?:[^{}]|\{[^{}]*\})*)\}"), r"<b>\1</b>"),
+    (re.compile(r"\\([%&#_{}])"), r"\1"),
+    (re.compile(r"\\ "), " "),
+    (re.compile(r"(?<!\\)~"), "&nbsp;"),
+]
+
+
+def _latex_html(text) -> str:
+    """HTML of a LaTeX cell: colour and bold become HTML, escaped specials plain text; math stays as written."""
+    out = html.escape(str(text), quote=False)
+    for pattern, repl in _LATEX_MARKUP:
+        out = pattern.sub(repl, out)
+    return out
+
+
+def write_table_html(df: pd.DataFrame, path: str | Path, caption: str, scale: str, note: str,
+                     footnotes: list[str] | None = None, latex: bool = False) -> None:
+    """The table as an HTML page: caption (marked TEST DATA at test scale) with the provenance `note`, the
+    table (missing values n/a) and the footnotes. `latex`: caption, cells, headers and footnotes hold LaTeX
+    (`write_table(escape=False)`); its colour, bold and escaped characters are rendered, math is shown as written."""
+    text = _latex_html if latex else (lambda t: html.escape(str(t), quote=False))
+    shown = df.copy()
+    if latex:
+        for i in range(shown.shape[1]):
+            shown.isetitem(i, shown.iloc[:, i].map(_latex_html, na_action="ignore"))
+        shown.columns = shown.columns.map(
+            lambda c: tuple(map(_latex_html, c)) if isinstance(c, tuple) else _latex_html(c))
+    body = shown.to_html(index=False, na_rep="n/a", escape=not latex, border=0)
+    mark = '<b style="color:red">TEST DATA</b> ' if scale == "test" else ""
+    notes = "".join(f"<p class=\"footnote\">{text(fn)}</p>\n" for fn in footnotes or [])
+    page = (
+        "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{html.escape(Path(path).stem)}</title>\n"
+        "<style>body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse}"
+        "th,td{padding:2px 8px;text-align:left;border-bottom:1px solid #ddd}.footnote{font-size:12px;color:#444}"
+        "</style>\n</head>\n<body>\n"
+        f"<p class=\"caption\">{mark}{text(caption)} ({html.escape(note, quote=False)})</p>\n{body}\n{notes}"
+        "</body>\n</html>\n"
+    )
+    atomic_write_text(path, page)
 
 
 # -- Tables 5-7: transcribed complexity tables --------------------------------------------------------
