@@ -92,3 +92,19 @@ def test_partial_comparison_names_missing_folder_and_foreign_json(tmp_path, caps
     (tmp_path / "x" / "metrics.json").write_text(json.dumps({"metrics": {}}))
     with pytest.raises(ValueError, match="lacks"):
         partial.finished_cells(tmp_path / "x")
+
+
+def test_reasons_reach_the_note_and_an_experiment_without_cells_reads_as_an_empty_table(tmp_path):
+    from reprokit.report.aggregate import write_aggregate
+
+    grid = ExperimentGrid("t1", SPEC, "test")
+    missing = unavailable_cells(grid, lambda name: False)
+    table, curves = aggregate(list(grid.cells()), tmp_path, missing,
+                              reasons={"cifar10": "download failed: HTTP 404 Not Found"})
+    assert table[table.dataset == "cifar10"].note.str.contains("cifar10 (download failed: HTTP 404", regex=False).all()
+    assert table[table.dataset == "mnist"].note.eq("dataset unavailable: mnist").all()
+    # a grid with no cell at this scale (every point excluded: "paper scale only") still has columns
+    write_aggregate([], tmp_path, tmp_path / "e.csv", tmp_path / "e_curves.csv", axes=list(grid.axes))
+    empty = pd.read_csv(tmp_path / "e.csv")
+    assert empty.empty and {"dataset", "method", "seed", "status", "note"} <= set(empty.columns)
+    assert pd.read_csv(tmp_path / "e_curves.csv").empty

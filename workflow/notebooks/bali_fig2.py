@@ -35,8 +35,8 @@ for ax, d in zip(axes, order):
     rows = df[df["dataset"] == d]
     ax.set_title(bc.DATASETS[d])
     ax.set_xlabel("iteration")
-    if rows.empty or (rows["status"] == "unavailable").all():
-        ax.text(0.5, 0.5, "n/a (dataset unavailable)", ha="center", va="center", transform=ax.transAxes)
+    if rows.empty or (rows["status"] == "unavailable").all():  # the cells' notes and how to get the data
+        style.na_panel(ax, rows, otherwise="not in this scale's grid", width=40, fontsize=6)
         continue
     for m in bc.METHODS:
         c = bc.nll_curves(curves, d, m) if not curves.empty else None
@@ -48,14 +48,16 @@ for ax, d in zip(axes, order):
     ran = rows[rows["status"] != "unavailable"]
     ax.text(0.98, 0.98, f"eval every {int(ran['eval_every'].iloc[0])} it., "
             f"{int(ran['eval_samples'].iloc[0])} samples", ha="right", va="top", fontsize=6, transform=ax.transAxes)
-axes[0].set_ylabel("NLL (log scale)")
+if not style.na_texts(axes[0]):
+    axes[0].set_ylabel("NLL (log scale)")
 handles, labels = axes[0].get_legend_handles_labels()
 if not handles:
     for ax in axes[1:]:
         handles, labels = ax.get_legend_handles_labels()
         if handles:
             break
-fig.legend(handles, labels, loc="upper center", ncol=6, bbox_to_anchor=(0.5, 1.06))
+if handles:  # none when every panel is n/a
+    fig.legend(handles, labels, loc="upper center", ncol=6, bbox_to_anchor=(0.5, 1.06))
 fig.tight_layout(rect=(0, 0.07, 1, 1))
 note = bc.provenance(df) + "; curve NLL: test set (or a fixed random subset of it) and random training points"
 note = textwrap.fill(note, 230)

@@ -35,7 +35,6 @@ pairs = [("mnist", "fashion_mnist"), ("fashion_mnist", "mnist")]
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
 summary = []
 for ax, (id_set, ood_set) in zip(axes, pairs):
-    ax.plot([0, 1], [0, 1], color="0.6", ls=":", lw=0.8)
     ax.set_title(f"ID: {bc.DATASETS[id_set]}, OOD: {bc.DATASETS[ood_set]}")
     ax.set_xlabel("false positive rate (OOD classified as ID)")
     ax.set_ylabel("true positive rate (ID classified as ID)")
@@ -51,14 +50,17 @@ for ax, (id_set, ood_set) in zip(axes, pairs):
         summary.append(f"{bc.DATASETS[id_set]} {bc.METHODS[m]} {auc}")
         drawn = True
     if drawn:
+        ax.plot([0, 1], [0, 1], color="0.6", ls=":", lw=0.8, zorder=1)  # chance, behind the curves
         ax.legend(loc="lower right")
-    else:
-        ax.text(0.5, 0.5, "n/a (dataset unavailable)", ha="center", va="center", transform=ax.transAxes)
+    else:  # the notes of the unavailable ID / OOD cells and how to get the data
+        style.na_panel(ax, df[df["dataset"].isin([id_set, ood_set])] if len(df) else df,
+                       otherwise="no cell completed", width=50)
 fig.tight_layout(rect=(0, 0.08, 1, 1))
 ran = df[df["status"] != "unavailable"]
 n_ood = sorted({int(v) for v in ran["n_ood"].dropna()}) if "n_ood" in ran else []
-note = (bc.provenance(df) + f"; OOD set: the other dataset's test split ({'/'.join(map(str, n_ood))} images); "
-        f"{'/'.join(str(int(v)) for v in sorted(set(ran['final_samples'])))} predictive samples")
+samples = sorted({int(v) for v in ran["final_samples"].dropna()}) if "final_samples" in ran else []
+note = (bc.provenance(df) + f"; OOD set: the other dataset's test split ({'/'.join(map(str, n_ood)) or 'n/a'} images); "
+        f"{'/'.join(map(str, samples)) or 'n/a'} predictive samples")
 note = textwrap.fill(note, 170)
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
 log.info("AUROC: %s", "; ".join(summary))

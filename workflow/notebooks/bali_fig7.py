@@ -24,9 +24,9 @@ from reprokit.report import style
 log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 style.setup()
-w = pd.read_csv(snakemake.input["bali_cls_uci_curves"])  # noqa: F821
-w = w[w["method"] == "bali"].assign(variant="BALI-W")
-l = pd.read_csv(snakemake.input["bali_fig7_local_curves"]).assign(variant="BALI-L")  # noqa: F821
+w = style.read_results(snakemake.input["bali_cls_uci_curves"])  # noqa: F821
+w = (w[w["method"] == "bali"] if "method" in w else w).assign(variant="BALI-W")
+l = style.read_results(snakemake.input["bali_fig7_local_curves"]).assign(variant="BALI-L")  # noqa: F821
 tables = pd.concat([pd.read_csv(snakemake.input["bali_cls_uci"]), pd.read_csv(snakemake.input["bali_fig7_local"])])  # noqa: F821
 scale = style.scale_of(tables)
 curves = pd.concat([w, l], ignore_index=True)
@@ -52,6 +52,8 @@ for ax, d in zip(axes[0], datasets):
     ax.set_yscale("log")
 if datasets:
     axes[0, 0].legend(fontsize=6)
+else:  # no curve: the unavailable cells' notes and how to get the data
+    style.na_panel(axes[0, 0], tables[tables.method == "bali"], "BALI-W vs BALI-L", width=60)
 note = style.provenance(tables[tables.method == "bali"], "UCI classification (Spambase, MAGIC telescope, CDC diabetes), "
                         "random 80/20 splits; settings of the classification benchmark (Table 5)")
 fig.tight_layout(rect=(0, 0.05, 1, 1))

@@ -33,12 +33,13 @@ iters = ", ".join(f"{bc.DATASETS[d]} {int(ran.loc[ran.dataset == d, 'n_steps'].m
 samples = ", ".join(f"{bc.DATASETS[d]} {int(ran.loc[ran.dataset == d, 'final_samples'].max())}"
                     for d in bc.DATASETS if d in set(ran["dataset"]))
 footnotes = [
-    f"Iterations: {iters}. Predictive samples (BALI posterior / DO dropout masks): {samples}; MAP one "
-    "deterministic pass. ECE: 15 equal-width confidence bins (not stated in the paper). AUC: score p(y=1), binary "
-    "sets only. UCI features z-scored with training statistics; images: pixels in [0, 1].",
+    f"Iterations: {iters or 'n/a'}. Predictive samples (BALI posterior / DO dropout masks): {samples or 'n/a'}; "
+    "MAP one deterministic pass. ECE: 15 equal-width confidence bins (not stated in the paper). AUC: score p(y=1), "
+    "binary sets only. UCI features z-scored with training statistics; images: pixels in [0, 1].",
 ]
 if (ran["status"] == "diverged").any():
     footnotes.append("NaN: a run diverged (non-finite loss or metrics).")
+footnotes += style.na_footnotes(df)
 write_table(
     table, snakemake.output["tex"],  # noqa: F821
     caption="BALI Table 2: classification accuracy (ACC), expected calibration error (ECE) and AUC (binary "

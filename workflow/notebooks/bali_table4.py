@@ -30,7 +30,7 @@ footnotes = [
     "training points of the split; B = N means the whole training split.",
     "Not in the paper's Table 4, chosen here: σ_init = 1 (App. H.2), u_0 = D_y (the paper never gives it); "
     + br.bali_scaling_note(df) + ".",
-]
+] + style.na_footnotes(df)
 write_table(
     table, snakemake.output["tex"],  # noqa: F821
     caption="BALI Table 4: hyperparameters of BALI for the UCI regression benchmark as run: step size α, "

@@ -31,4 +31,5 @@ write_table(
     caption="BALI Table 5: hyperparameters of BALI for the classification benchmark as run: step size α, "
             "initial update rate β, prior R_0 = σ_r² I and U_0 = σ_u² I, effective dataset size N_eff "
             "(N = number of training points), batch size B",
-    scale=scale, note=bc.provenance(df), footnotes=bc.table5_footnotes(df), label="tab:bali_table5")
+    scale=scale, note=bc.provenance(df), footnotes=bc.table5_footnotes(df) + style.na_footnotes(df),
+    label="tab:bali_table5")

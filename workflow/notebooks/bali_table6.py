@@ -29,4 +29,4 @@ write_table(
     table, snakemake.output["tex"],  # noqa: F821
     caption="BALI Table 6: hyperparameters of Monte Carlo dropout (DO) and MAP for the classification "
             "benchmark as run (Adam optimiser, weight decay as Adam's L2 term)",
-    scale=scale, note=bc.provenance(df), label="tab:bali_table6")
+    scale=scale, note=bc.provenance(df), footnotes=style.na_footnotes(df), label="tab:bali_table6")

@@ -29,7 +29,7 @@ style.setup()
 METHODS = {"fedavg": ("FedAvg", "tab:gray"), "augerino": ("FedAvg + Augerino", "tab:blue"),
            "partitioned": ("FedAvg + Partitioned", "tab:red")}
 cells = pd.read_csv(snakemake.input["table4_mnist"])  # noqa: F821
-curves = pd.read_csv(snakemake.input["table4_mnist_curves"])  # noqa: F821
+curves = style.read_results(snakemake.input["table4_mnist_curves"])  # noqa: F821
 scale = style.scale_of(cells)
 cells["rotated"] = inv.as_bool(cells["rotated"])
 ok = inv.completed(cells[~cells["rotated"]])
@@ -61,8 +61,8 @@ for ax, n in zip(axes[0], sizes):
     ax.set_xlabel("total communication (GB, up + down, measured)")
     ax.set_ylabel("validation accuracy (%)")
     ax.legend(loc="lower right")
-if not sizes:
-    axes[0][0].text(0.5, 0.5, "no completed cells", ha="center", va="center")
+if not sizes:  # no cell completed: the unavailable cells' notes and how to get the data
+    style.na_panel(axes[0][0], cells[~cells["rotated"]], "MNIST", width=60)
 fig.tight_layout(rect=(0, 0.07, 1, 1))  # room for the provenance footer
 rounds = inv.steps_text(cells[~cells["rotated"]], "rounds")
 note = style.provenance(cells, f"MNIST, 100 non-i.i.d. clients (Dirichlet label skew 0.1), 10k validation hold-out; "

@@ -32,12 +32,12 @@ style.setup()
 rand = pd.read_csv(snakemake.input["fig9_random"])  # noqa: F821 (injected by Snakemake)
 retr = pd.read_csv(snakemake.input["fig9_retrain"])  # noqa: F821
 part_all = pd.read_csv(snakemake.input["fig3a"])  # noqa: F821
-curves_all = pd.read_csv(snakemake.input["fig3a_curves"])  # noqa: F821
+curves_all = style.read_results(snakemake.input["fig3a_curves"])  # noqa: F821
 scale = style.scale_of(rand)
 
 # the partitioned runs: fig3a cells on RotMNIST with the largest training set
 part_all["rotated"] = as_bool(part_all["rotated"])
-n_full = int(retr["n_train"].max())
+n_full = int(retr["n_train"].max()) if len(retr) else None
 sel = (part_all["rotated"]) & (part_all["method"] == "partitioned") & (part_all["n_train"] == n_full)
 part = completed(part_all[sel])
 curves = curves_all.copy()
@@ -50,25 +50,35 @@ rand_ok, retr_ok = completed(rand), completed(retr)
 fig, axes = plt.subplots(2, 3, figsize=(11, 6), sharey=True)
 for ax, name in zip(axes.flat, AUG_NAMES):
     col = f"aug_{name}"
-    ax.scatter(rand_ok[col], 100 * rand_ok["test_acc"], marker="+", color="tab:gray", s=30, label="Random sampling")
+    title = AUG_LABELS[name] + (" (rad)" if name == "rotation" else "")
+    if rand_ok.empty and retr_ok.empty and part.empty:  # no cell ran: the unavailable cells' notes
+        style.na_panel(ax, [rand, retr, part_all[sel]], title, width=55)
+        continue
+    if len(rand_ok):
+        ax.scatter(rand_ok[col], 100 * rand_ok["test_acc"], marker="+", color="tab:gray", s=30, label="Random sampling")
     for i, (seed, g) in enumerate(curves.groupby("seed") if len(curves) else []):
         g = g.dropna(subset=[col, "test_acc"]).sort_values("step")
         ax.plot(g[col], 100 * g["test_acc"], marker=".", ms=3, lw=0.8, color="tab:red", alpha=0.6,
                 label="Partitioned runs" if i == 0 else None)
-    ax.scatter(part[col], 100 * part["test_acc"], marker="*", s=90, color="tab:red", edgecolor="k", zorder=3,
-               label="Partitioned runs final")
-    ax.scatter(retr_ok[col], 100 * retr_ok["test_acc"], marker="D", s=35, color="tab:blue", edgecolor="k", zorder=3,
-               label="Partitioned runs final - retrained")
-    ax.set_xlabel(AUG_LABELS[name] + (" (rad)" if name == "rotation" else ""))
+    if len(part):
+        ax.scatter(part[col], 100 * part["test_acc"], marker="*", s=90, color="tab:red", edgecolor="k", zorder=3,
+                   label="Partitioned runs final")
+    if len(retr_ok):
+        ax.scatter(retr_ok[col], 100 * retr_ok["test_acc"], marker="D", s=35, color="tab:blue", edgecolor="k",
+                   zorder=3, label="Partitioned runs final - retrained")
+    ax.set_xlabel(title)
     if name == "rotation":
         ax.set_xticks([0, math.pi / 2, math.pi], ["0", "π/2", "π"])
 for ax in axes[:, 0]:
-    ax.set_ylabel("Test accuracy (%)")
+    if not style.na_texts(ax):
+        ax.set_ylabel("Test accuracy (%)")
 handles, labels = axes.flat[0].get_legend_handles_labels()
-fig.legend(handles, labels, loc="upper center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 1.02))
+if labels:
+    fig.legend(handles, labels, loc="upper center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 1.02))
 
 # %%
-steps = sorted(set(pd.concat([rand_ok, retr_ok, part])["n_steps"].dropna().astype(int)))
+ran = pd.concat([rand_ok, retr_ok, part])
+steps = sorted(set(ran["n_steps"].dropna().astype(int))) if "n_steps" in ran else []
 best = rand_ok["test_acc"].max() if len(rand_ok) else float("nan")
 note = (style.provenance(pd.concat([rand, part_all[sel], retr]), f"RotMNIST, {n_full} training / "
                          + (f"{int(rand_ok['n_test'].max())}" if len(rand_ok) else "?") + " test examples")

@@ -13,4 +13,5 @@ rule aggregate:
         cells = list(grid(wildcards.experiment, wildcards.scale).cells())
         write_aggregate(cells, RESULTS, output.table, output.curves,
                         unavailable_cells(wildcards.experiment, wildcards.scale, wait=False),
-                        reasons=unavailable_reasons(wildcards.experiment, wildcards.scale))
+                        reasons=unavailable_reasons(wildcards.experiment, wildcards.scale),
+                        axes=list(grid(wildcards.experiment, wildcards.scale).axes))

@@ -50,9 +50,10 @@ def _row(cell, record: dict | None, missing_datasets: list[str], reasons: dict |
 
 
 def aggregate(cells: list, results_dir: str | Path, unavailable: dict | None = None,
-              reasons: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+              reasons: dict | None = None, axes: list | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`cells`: every Cell of the experiment; `unavailable`: {cell.rel_dir: [dataset, ...]}; `reasons`:
-    {dataset: why it is unavailable} (e.g. "download failed: ..."), shown in those rows' note.
+    {dataset: why it is unavailable} (e.g. "download failed: ..."), shown in those rows' note; `axes`: the
+    grid's axes, the columns of an experiment with no cell at this scale (e.g. "paper scale only").
 
     Returns (metrics table, curves table). A cell that should have run but has no metrics.json is
     an error: nothing is silently skipped. Without any curve (e.g. every dataset unavailable) the curves
@@ -75,17 +76,17 @@ def aggregate(cells: list, results_dir: str | Path, unavailable: dict | None = N
             for axis, value in cell.coord_dict.items():
                 curve.insert(0, axis, value if not isinstance(value, list) else "-".join(map(str, value)))
             curves.append(curve)
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["scale", "experiment", *(axes or []), "status", "note"])
     if curves:
         curve_table = pd.concat(curves, ignore_index=True)
     else:  # the columns a curve would lead with (each axis is inserted first, so the last axis leads)
-        axes = list(dict.fromkeys(axis for cell in cells for axis in cell.coord_dict))
-        curve_table = pd.DataFrame(columns=axes[::-1])
+        names = list(dict.fromkeys(axis for cell in cells for axis in cell.coord_dict)) or list(axes or [])
+        curve_table = pd.DataFrame(columns=names[::-1])
     return table, curve_table
 
 
 def write_aggregate(cells: list, results_dir, out_csv, out_curves_csv, unavailable: dict | None = None,
-                    reasons: dict | None = None) -> None:
-    table, curves = aggregate(cells, results_dir, unavailable, reasons)
+                    reasons: dict | None = None, axes: list | None = None) -> None:
+    table, curves = aggregate(cells, results_dir, unavailable, reasons, axes)
     atomic_write_text(out_csv, table.to_csv(index=False))
     atomic_write_text(out_curves_csv, curves.to_csv(index=False))

@@ -75,10 +75,8 @@ def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tu
         ns = set()
         for method, label in methods.items():
             s = summary[(summary.dataset == d) & (summary.method == method)]
-            if s.empty or s.iloc[0]["status"] == "unavailable":
+            if s.empty or s.iloc[0]["status"] == "unavailable":  # uci_artefact's footnote says why (the cells' note)
                 row[f"{label} (ours)"] = "n/a"
-                if not s.empty:
-                    notes.append(f"{NAMES[d]} {label}: dataset unavailable")
                 continue
             r = s.iloc[0]
             row[f"{label} (ours)"] = "OOM" if r["status"] == "oom" else format_pm(r["mean"], r["se"], digits)
@@ -113,11 +111,16 @@ def within_two_se(df: pd.DataFrame, paper: dict, metric: str) -> pd.DataFrame:
 
 
 def table4(df: pd.DataFrame) -> pd.DataFrame:
-    """Table 4 rendered from what the BALI cells recorded (values that ran)."""
+    """Table 4 rendered from what the BALI cells recorded (values that ran); a dataset of the grid none of whose
+    BALI cells ran is a row of n/a (its cells' note: `style.na_footnotes`)."""
     b = df[(df["method"] == "bali") & df["status"].isin(["completed", "diverged"])]
+    columns = ["Dataset", "size", "α", "β", "σ_r²", "σ_u²", "N_eff", "B", "# iterations"]
     rows = []
-    for d in [x for x in DATASETS if x in set(b["dataset"])]:
+    for d in [x for x in DATASETS if x in set(df.loc[df["method"] == "bali", "dataset"])]:
         g = b[b["dataset"] == d]
+        if g.empty:
+            rows.append({"Dataset": NAMES[d], **{c: "n/a" for c in columns[1:]}})
+            continue
 
         def one(col, f=lambda v: f"{v:g}"):
             vals = sorted({f(v) for v in g[col].dropna()}) if col in g else []
@@ -132,7 +135,7 @@ def table4(df: pd.DataFrame) -> pd.DataFrame:
             "N_eff": "N" if div == 1 else f"N/{div:g}",
             "B": one("batch_size", lambda v: f"{int(v)}"), "# iterations": one("n_steps", lambda v: f"{int(v)}"),
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def bali_scaling_note(df: pd.DataFrame, method: str = "bali") -> str:
@@ -247,7 +250,7 @@ def uci_artefact(inputs, tex_path, metric: str) -> tuple[pd.DataFrame, pd.DataFr
         "standardise inputs and targets. All metrics in original units.",
         do_note(df) + "; our BBB: N(0,1) prior, KL factor 1, learned noise, Adam "
         "(config/experiments/bali_regression.yaml).",
-    ] + notes
+    ] + notes + style.na_footnotes(df)
     if len(check):
         footnotes.append("Our mean minus the paper's, in units of the paper's s.e.: " + "; ".join(
             f"{NAMES.get(r.dataset, r.dataset)} {r.method} {r.z_paper_se:+.1f}" for r in check.itertuples()) + ".")

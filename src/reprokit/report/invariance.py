@@ -147,8 +147,10 @@ def heatmap(ax, table: pd.DataFrame, value: str = "test_acc", vmin=None, vmax=No
 
 
 def sensitivity_figure(tables: list[pd.DataFrame], value: str = "test_acc"):
-    """One heatmap per chunk count (tables in order of 2, 3, 4 chunks), shared colour scale."""
-    vals = pd.concat([completed(t)[value] for t in tables if len(t)], ignore_index=True)
+    """One heatmap per chunk count (tables in order of 2, 3, 4 chunks), shared colour scale. A chunk count none
+    of whose cells ran is an n/a panel (`style.na_panel`: the unavailable cells' notes)."""
+    done = [completed(t)[value] for t in tables if value in t and len(completed(t))]
+    vals = pd.concat(done, ignore_index=True) if done else pd.Series(dtype=float)
     vmin, vmax = (float(vals.min()), float(vals.max())) if len(vals) else (0.0, 1.0)
     if vmin == vmax:
         vmin, vmax = vmin - 0.005, vmax + 0.005
@@ -157,8 +159,12 @@ def sensitivity_figure(tables: list[pd.DataFrame], value: str = "test_acc"):
     fig.subplots_adjust(left=0.08, right=0.88, bottom=0.3, top=0.9, wspace=0.55)
     im = None
     for i, (ax, t) in enumerate(zip(axes, tables)):
-        c = len(as_tuple(t["chunk_proportions"].iloc[0]))
-        im = heatmap(ax, t, value, vmin, vmax, f"({chr(97 + i)}) {c} chunks")
+        c = len(as_tuple(t["chunk_proportions"].iloc[0])) if len(t) else i + 2
+        title = f"({chr(97 + i)}) {c} chunks"
+        if value not in t or not t["status"].isin(style.RAN_STATUSES).any():  # no cell ran: nothing to map
+            style.na_panel(ax, t, title)
+            continue
+        im = heatmap(ax, t, value, vmin, vmax, title)
     if im is not None:
         cax = fig.add_axes((0.9, 0.3, 0.015, 0.6))
         fig.colorbar(im, cax=cax, label="Test accuracy")

@@ -36,7 +36,7 @@ from . import claims as claim_checks
 from . import papers, provenance
 from .aggregate import device_of
 from .stats import mean_se
-from .style import RAN_STATUSES, SCALE_NOTE
+from .style import GET_DATA, RAN_STATUSES, SCALE_NOTE, unavailable_notes
 
 PAPER_NAMES = {"partitioned": "Partitioned networks (Mlodozeniec et al., ICLR 2023)",
                "bali": "BALI (Kurle, Klushyn, Herbrich)"}
@@ -166,6 +166,12 @@ class Context:
             text += f" ({self.archived[experiment]} from the archive figures/{self.scale}/cells)"
         return text
 
+    def missing(self, experiment: str) -> list[str]:
+        """The notes of the experiment's cells whose dataset is unavailable ("dataset unavailable: mnist (...)"),
+        each once, as the aggregation wrote them; [] when none is."""
+        df = self.table(experiment)
+        return [] if df is None else unavailable_notes(df)
+
     def cells(self, experiment: str, where: dict) -> pd.DataFrame:
         """The cells of `experiment` that ran with the coordinates `where`."""
         df = self.table(experiment)
@@ -191,7 +197,10 @@ class Context:
                     frames.append(pd.read_csv(curve).assign(**record["coords"]))
             csv = self.results / self.scale / f"{experiment}_curves.csv"
             if not frames and csv.exists() and csv.stat().st_size:
-                frames = [pd.read_csv(csv)]
+                try:
+                    frames = [pd.read_csv(csv)]
+                except pd.errors.EmptyDataError:  # no cell had a curve (older aggregations wrote no header)
+                    frames = []
             self._curves[experiment] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         df = self._curves[experiment]
         for key, value in where.items():
@@ -226,7 +235,8 @@ class Context:
             for key, value in where.items():
                 if key in unavailable:
                     unavailable = unavailable[matches(unavailable[key], value)]
-            return Ours(note="dataset unavailable" if len(unavailable) else "not run at this scale")
+            return Ours(note="; ".join(unavailable_notes(unavailable)) or "dataset unavailable"
+                        if len(unavailable) else "not run at this scale")
         device = ", ".join(sorted(set(rows["device"].dropna().astype(str)))) if "device" in rows else ""
         if "oom" in set(rows["status"]):
             return Ours(n=len(rows), device=device, note="OOM")
@@ -261,6 +271,10 @@ def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None =
         lines.append(f"Unit: {spec['unit']}.")
     lines += ["Our experiments: " + ("; ".join(f"`{e}` {ctx.state(e)}" for e in exps) or "none (rendered from the "
                                      "library or a data file)") + ".", ""]
+    missing = list(dict.fromkeys(n for e in exps for n in ctx.missing(e)))
+    if missing:
+        lines += ["Missing data (its cells are n/a; how to get it: Missing datasets, above): "
+                  + "; ".join(missing) + ".", ""]
     nums = papers.numbers(doc, name) if name in doc["artefacts"] else []
     if spec.get("transcribed"):
         lines += [(f"Transcribed from the paper, not measured: {len(nums)} entries ({spec['transcribed']}), rendered "
@@ -331,6 +345,17 @@ def _artefact_order(ctx: Context, doc: dict) -> list[str]:
     return names + [a for a, spec in ctx.artefacts.items() if spec.get("paper") == doc["paper"] and a not in names]
 
 
+def missing_data(ctx: Context) -> dict[str, list[str]]:
+    """{note of unavailable cells: the experiments with such cells} over the experiments read so far and those of
+    the pipeline's artefacts, e.g. {"dataset unavailable: mnist (...)": ["fig3a", "fig9_random"]}."""
+    experiments = set(ctx._tables) | {e for spec in ctx.artefacts.values() for e in spec.get("experiments") or []}
+    out: dict[str, list[str]] = {}
+    for experiment in sorted(experiments):
+        for note in ctx.missing(experiment):
+            out.setdefault(note, []).append(experiment)
+    return out
+
+
 def render(ctx: Context, generated: str = "") -> str:
     scale_note = SCALE_NOTE.get(ctx.scale, ctx.scale)
     lines = [f"# Reproduction report: {ctx.scale} scale", "",
@@ -352,10 +377,18 @@ def render(ctx: Context, generated: str = "") -> str:
               + (f" ({counts[claim_checks.FAILS] - unexplained} of those that do not hold with the reason "
                  f"recorded below the claim, {unexplained} unexplained)" if counts[claim_checks.FAILS] else "")
               + ".", ""]
+    insert_at = len(lines)  # the missing datasets go here, once the sections below have read every experiment
     for doc in ctx.docs:
         lines += [f"## {PAPER_NAMES.get(doc['paper'], doc['paper'])}: numbers", ""]
         for name in _artefact_order(ctx, doc):
             lines += artefact_section(ctx, doc, name, verdicts)
+    missing = missing_data(ctx)
+    if missing:
+        lines[insert_at:insert_at] = (
+            ["## Missing datasets", "",
+             (f"These datasets were unavailable to this {ctx.scale}-scale build, so the cells that need them are n/a "
+              f"(the artefacts build without them and say so). {GET_DATA}."), ""]
+            + [f"- {note}: " + ", ".join(f"`{e}`" for e in exps) for note, exps in missing.items()] + [""])
     if ctx.stale:
         lines += ["## Archived cells not used", "",
                   (f"These cells of figures/{ctx.scale}/cells ran with settings the config no longer gives them "

@@ -2,6 +2,10 @@
 
 Each artefact states the scale it was built at, how many seeds, and which data. Test-scale outputs get
 a visible "TEST DATA" watermark; quick-scale ones say they are not paper-scale numbers.
+
+Cells whose dataset is unavailable are rows with status 'unavailable' and a `note` (report/aggregate.py).
+Every artefact still builds then: a figure panel without data is an n/a panel (`na_panel`: "n/a: <note>"
+and how to get the data), a table shows n/a entries and says why in a footnote (`na_footnotes`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import io
 import logging
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -43,6 +48,81 @@ def outcome_text(statuses) -> str | None:
     if "diverged" in statuses:
         return "NaN"
     return None
+
+
+# How to get a dataset that is not in the mirrors: said next to every n/a that a missing dataset causes.
+GET_DATA = ("To get a missing dataset: set data.download: true in config/config.yaml (fetches it from its official "
+            "URL into data.cache_dir), or add a folder holding it in its original layout to data.mirrors")
+NA_GID = "reprokit-na"  # the gid of an n/a panel's text (finish_figure puts those texts in the file's metadata)
+
+
+def read_results(path) -> pd.DataFrame:
+    """An experiment's tidy CSV or curves CSV (report/aggregate.py); a file without even a header (a curves CSV
+    of an experiment none of whose cells ran, as older aggregations wrote it) reads as an empty frame."""
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def unavailable_notes(*frames) -> list[str]:
+    """The `note` of every cell that did not run because its dataset is unavailable (status 'unavailable'), each
+    once, in order and as written ("dataset unavailable: mnist (...)")."""
+    notes = []
+    for df in frames:
+        if df is None or "status" not in df or "note" not in df:
+            continue
+        notes += [str(n) for n in df.loc[df["status"] == "unavailable", "note"].dropna() if str(n).strip()]
+    return list(dict.fromkeys(notes))
+
+
+def na_text(notes, otherwise: str = "no cell completed", width: int | None = None) -> str:
+    """ "n/a: <note>" per note, then how to get the data (GET_DATA); "n/a: <otherwise>" without notes. `width`:
+    wrap each part at that many characters."""
+    parts = [f"n/a: {n}" for n in notes] + [GET_DATA] if notes else [f"n/a: {otherwise}"]
+    if width:
+        parts = [textwrap.fill(p, width) for p in parts]
+    return "\n".join(parts)
+
+
+def na_footnotes(*frames, notes: bool = True) -> list[str]:
+    """A table's footnote for the n/a entries that missing datasets cause: their notes as written and how to get the
+    data ([] when no cell is unavailable). `notes=False`: only how to get the data (a table whose own footnote
+    already quotes the notes)."""
+    found = unavailable_notes(*frames)
+    if not found:
+        return []
+    return [(f"n/a: {'; '.join(found)}. " if notes else "") + GET_DATA + "."]
+
+
+def na_panel(ax, rows, title: str | None = None, otherwise: str = "no cell completed", width: int = 50,
+             fontsize: float = 6.5) -> str:
+    """Make `ax` an n/a panel: a centred "n/a: <note>" for each unavailable cell's note and how to get the data
+    (or "n/a: <otherwise>" when no cell of the panel is unavailable, e.g. none is in this scale's grid), no ticks.
+    `rows`: the panel's cells (a frame, or several) or the notes themselves. Returns the text (also logged)."""
+    if isinstance(rows, pd.DataFrame):
+        notes = unavailable_notes(rows)
+    elif isinstance(rows, (list, tuple)) and all(isinstance(r, pd.DataFrame) for r in rows):
+        notes = unavailable_notes(*rows)
+    else:
+        notes = list(dict.fromkeys(str(r) for r in rows or []))
+    text = na_text(notes, otherwise, width)
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2",
+            gid=NA_GID)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.grid(False)
+    if title is not None:
+        ax.set_title(title)
+    logging.getLogger("reprokit.artefact").info("n/a panel %s: %s", repr(ax.get_title()), text.replace("\n", " "))
+    return text
+
+
+def na_texts(artist) -> list[str]:
+    """The texts of the n/a panels (`na_panel`) in a figure or an axes, each on one line."""
+    return [t.get_text().replace("\n", " ") for t in artist.findobj(lambda a: a.get_gid() == NA_GID)]
 
 
 def _named(files) -> list[tuple[str, str]]:
@@ -142,13 +222,16 @@ def annotate_figure(fig, scale: str, note: str) -> None:
 
 
 def finish_figure(fig, scale: str, note: str, pdf: str | Path | None, png: str | Path | None) -> None:
-    """Annotate (provenance, test watermark), then save atomically."""
+    """Annotate (provenance, test watermark), then save atomically. The texts of n/a panels (`na_panel`) also go
+    into the files' metadata (PDF Subject, PNG Description), so a reader or a test can find them without OCR."""
     annotate_figure(fig, scale, note)
+    missing = " | ".join(na_texts(fig))
     for path, fmt in ((pdf, "pdf"), (png, "png")):
         if path is None:
             continue
         buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, bbox_inches="tight")
+        meta = {"Subject" if fmt == "pdf" else "Description": missing} if missing else None
+        fig.savefig(buf, format=fmt, bbox_inches="tight", metadata=meta)
         atomic_write_bytes(path, buf.getvalue())
     plt.close(fig)
 
