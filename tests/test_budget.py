@@ -103,6 +103,59 @@ def test_every_priced_step_of_the_cpu_profile_was_measured(paper_config):
     assert not missing, missing
 
 
+QUICK_BUDGET_CPU_HOURS = 3.5  # the quick build's cells on a 2-core CPU in about 2 h with start-up (README)
+IMAGE_DATASETS_NOT_HERE = ("cifar10", "tinyimagenet")  # a researcher with internet downloads them and runs these
+
+
+@pytest.fixture(scope="module")
+def quick_config():
+    return budget.load_pipeline_config(REPO, {"scale": "quick"})
+
+
+def quick_cpu_hours(config) -> tuple[float, list[dict]]:
+    """The cost model's total over every cell of every experiment's quick grid, with the cpu profile. The cells
+    are counted whatever data is on disk (budget() never asks which datasets are available)."""
+    rows = budget.budget(config, CostTable(read_costs(), "cpu"))
+    return sum(r["device_hours"] for r in rows), rows
+
+
+def test_quick_scale_fits_the_cpu_budget_with_every_dataset_present(quick_config):
+    """A cost-model assertion, not a timed run: the quick scale with CIFAR-10 and TinyImageNet on disk fits."""
+    total, rows = quick_cpu_hours(quick_config)
+    for r in rows:  # every grid cell is priced, none left out (absent data included)
+        assert r["cells"] == len(list(experiment(quick_config, r["experiment"], "quick").cells())), r["experiment"]
+        assert not r["fallback_cells"], (r["experiment"], r["notes"])
+    image_cells = [c for name in quick_config["experiments"]
+                   for c in experiment(quick_config, name, "quick").cells()
+                   if set(c.datasets) & set(IMAGE_DATASETS_NOT_HERE)]
+    assert image_cells, "the quick grid has no CIFAR-10 / TinyImageNet cell: the budget would not cover them"
+    costly = ", ".join(f"{r['experiment']} {r['device_hours']:.2f}"
+                       for r in sorted(rows, key=lambda r: -r["device_hours"])[:8])
+    assert total <= QUICK_BUDGET_CPU_HOURS, (
+        f"quick scale costs {total:.2f} CPU-hours (cpu profile, every dataset present), more than "
+        f"{QUICK_BUDGET_CPU_HOURS}: {costly} (python -m reprokit.budget --config scale=quick --profile cpu)")
+
+
+def test_quick_budget_check_fails_when_a_quick_cell_is_made_long(quick_config):
+    """The check above is live: Fig. 3b's quick 1k cells at 5000 iterations (CIFAR-10, absent here) break it,
+    and so do Fig. 3c's ResNet-50 cells back in the quick grid (its exclude removed)."""
+    total, _ = quick_cpu_hours(quick_config)
+    assert total <= QUICK_BUDGET_CPU_HOURS
+
+    def with_quick(name, **changes):  # a new config, new dicts along the changed path (anchors are shared)
+        spec = quick_config["experiments"][name]
+        quick = {**spec["scales"]["quick"], **changes}
+        return {**quick_config, "experiments": {**quick_config["experiments"],
+                                                name: {**spec, "scales": {**spec["scales"], "quick": quick}}}}
+
+    fig3b = quick_config["experiments"]["fig3b"]["scales"]["quick"]["settings"]
+    long_steps = with_quick("fig3b", settings={**fig3b, "per_n_train": {**fig3b["per_n_train"],
+                                                                        "1000": {"n_steps": 5000}}})
+    assert quick_cpu_hours(long_steps)[0] > QUICK_BUDGET_CPU_HOURS
+    assert quick_cpu_hours(with_quick("fig3c", exclude=[]))[0] > QUICK_BUDGET_CPU_HOURS
+    assert quick_cpu_hours(quick_config)[0] == pytest.approx(total)  # the original config is untouched
+
+
 def test_runtime_minutes_covers_the_estimate(paper_config):
     table = h100()
     for name in ("fig3a", "fig2a", "bali_cls_image", "bali_uci", "table8_timing", "bali_bbb_synthetic"):

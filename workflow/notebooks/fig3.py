@@ -43,12 +43,9 @@ for t in (a, b, c):
 def panel(ax, df, title):
     """Mean ± s.e. over seeds of test accuracy vs subset size, one line per method."""
     ok = completed(df)
-    if ok.empty:
-        notes = sorted(set(df.get("note", pd.Series(dtype=str)).dropna()) - {""})
-        ax.text(0.5, 0.5, "n/a\n" + "\n".join(notes), ha="center", va="center", transform=ax.transAxes, fontsize=7)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.set_title(title)
+    if ok.empty:  # n/a: the unavailable cells' notes and how to get the data, or why no cell is here
+        style.na_panel(ax, df, title, otherwise="no cell completed" if len(df) else "no cell in this scale's grid",
+                       width=45)
         return
     for method, (label, color, marker) in METHOD_STYLE.items():
         sub = ok[ok["method"] == method]
@@ -74,7 +71,8 @@ for row, rot in enumerate((False, True)):
     panel(axes[row, 1], b[b["rotated"] == rot], f"(b) {prefix}CIFAR10, fixup ResNet-8")
     panel(axes[row, 2], c[c["rotated"] == rot], f"(c) {prefix}TinyImagenet, ResNet-50 GN")
 handles, labels = axes[0, 0].get_legend_handles_labels()
-fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False, bbox_to_anchor=(0.5, 1.02))
+if labels:  # none when panel (a) is n/a
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False, bbox_to_anchor=(0.5, 1.02))
 
 # %% [markdown]
 # Footer: scale, seeds, data, the subset sizes and iterations (a choice: the paper does not state
@@ -116,7 +114,8 @@ steps = ", ".join(f"{n}: {int(s)}" for n, s in ok.groupby("n_train")["n_steps"].
 missing = []
 for name, t in (("CIFAR-10", b), ("TinyImageNet", c)):
     if completed(t).empty:
-        missing.append(f"{name}: " + (", ".join(sorted(set(t["note"].dropna()) - {""})) or "not run"))
+        missing.append(f"{name}: " + (", ".join(sorted(set(t["note"].dropna()) - {""}))
+                                      or ("paper scale only (no cell in this scale's grid)" if t.empty else "not run")))
 note = "\n".join([
     style.provenance(a, "MNIST (60k train / 10k test; RotMNIST: each image rotated once by U[-pi, pi])")
     + f"; test examples {int(ok['n_test'].max()) if len(ok) else '?'}; training-set sizes and iterations per size "

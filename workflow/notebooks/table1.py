@@ -78,12 +78,16 @@ note = style.provenance(whole, "CIFAR-10 and TinyImageNet (its validation set as
                         "U[-pi, pi]")
 footnotes = [
     "Our rows: " + "; ".join(sizes) + ". The (Rot)CIFAR10 ResNet-8 and (Rot)TinyImagenet rows are the Fig. 3b / 3c "
-    "cells of the largest subset; Partitioned: chunks [0.8, 0.1, 0.1] (CIFAR) / [0.8, 0.2] (TinyImagenet); rotated "
-    "CIFAR runs twice the iterations (App. I.4). CHOICE (the paper is silent): ResNet-14 iterations as ResNet-8 at "
-    "50k; Diff. Laplace's hyper-step schedule in iterations (config/experiments/mnist_invariance.yaml).",
-    "n/a: no cell ran (" + (inv.unavailable_text(whole) or "not in this scale's grid") + "); OOM: a cell ran out of "
+    "cells of the largest subset; Partitioned: chunks [0.8, 0.1, 0.1] (CIFAR) / [0.8, 0.2] (TinyImagenet); at paper "
+    "scale rotated CIFAR runs twice the iterations (App. I.4; each row's iterations above). CHOICE (the paper is "
+    "silent): ResNet-14 iterations as ResNet-8 at 50k; Diff. Laplace's hyper-step schedule in iterations "
+    "(config/experiments/mnist_invariance.yaml).",
+    "n/a: no cell ran (" + (inv.unavailable_text(whole) or "not in this scale's grid") + ")"
+    + ("; (Rot)TinyImagenet: paper scale only, no Fig. 3c cell in this scale's grid" if tables["fig3c"].empty else "")
+    + "; OOM: a cell ran out of "
     "device memory (its recorded outcome; the paper's OOM was on a 32 GB V100); NaN: a cell diverged.",
 ]
 if notes:
     footnotes.append("Outcomes: " + "; ".join(dict.fromkeys(notes)) + ".")
+footnotes += style.na_footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table1")  # noqa: F821

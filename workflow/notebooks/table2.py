@@ -21,6 +21,7 @@
 # %%
 import pandas as pd
 
+from reprokit.config import experiment
 from reprokit.report import invariance as inv
 from reprokit.report import papers, style
 from reprokit.report.tables import write_table
@@ -60,7 +61,13 @@ log.info("table:\n%s", table.to_string())
 # %%
 part, val = cells[cells["method"] == "partitioned"], cells[cells["method"] == "validation_opt"]
 n_train = sorted({int(v) for v in cells["n_train"]})
-caption = (f"Learning affine augmentations with fixup ResNet-14 on a subset of CIFAR-10 ({'/'.join(map(str, n_train))} "
+# the network of this scale's cells (quick: a fixup ResNet-8, cheaper than the paper's ResNet-14; the config says so)
+cfg = snakemake.config  # noqa: F821
+net = (str(experiment(cfg, "table2_valopt", scale).settings["model"]) if "table2_valopt" in cfg.get("experiments", {})
+       else "fixup_resnet14")
+net = net.replace("fixup_resnet", "fixup ResNet-") + ("" if net == "fixup_resnet14" else
+                                                      " (a smaller network at this scale; the paper: fixup ResNet-14)")
+caption = (f"Learning affine augmentations with {net} on a subset of CIFAR-10 ({'/'.join(map(str, n_train))} "
            "examples): test accuracy (%), mean ± s.e. over seeds, per [train, validation] chunk proportions; NaN "
            "denotes that a run crashed (diverged). Each 'ours' row is followed by the paper's numbers "
            f"('paper (cited)', {cited_from['source']}, Table 2; quoted, not ours)")
@@ -78,4 +85,5 @@ footnotes = [
 ]
 if notes:
     footnotes.append("Outcomes: " + "; ".join(notes) + ".")
+footnotes += style.na_footnotes(cells, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table2")  # noqa: F821

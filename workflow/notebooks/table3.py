@@ -77,4 +77,5 @@ footnotes = [
 ]
 if notes:
     footnotes.append("Outcomes: " + "; ".join(notes) + ".")
+footnotes += style.na_footnotes(cells, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table3")  # noqa: F821

@@ -122,6 +122,9 @@ footnotes = [
     "no augmentation for FedAvg. Clients of a round run one after another on a CPU and batched by torch.func.vmap "
     "on a GPU (client_batching auto; the same weights to rounding, each client's draws its own)."),
 ]
+absent = [blabel for exp, _, blabel, _, rot in BLOCKS if not (tables[exp]["rotated"] == rot).any()]
+if absent:  # quick: RotCIFAR10 (config/experiments/federated.yaml)
+    footnotes.append("Paper scale only (n/a here, not in this scale's grid): " + ", ".join(absent) + ".")
 if scale != "paper":
     footnotes.append("Not paper scale: Partitioned learns more slowly in early rounds than FedAvg (each partition is "
                      "trained by a share of the clients only), so with this scale's few rounds it can trail FedAvg; "
@@ -131,4 +134,5 @@ if ranges:
     footnotes.append("Learned by Partitioned (mean over cells): " + "; ".join(ranges) + ".")
 if notes:
     footnotes.append("Outcomes: " + "; ".join(dict.fromkeys(notes)) + ".")
+footnotes += style.na_footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table4")  # noqa: F821
