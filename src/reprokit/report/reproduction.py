@@ -453,12 +453,18 @@ def main(argv: list[str] | None = None) -> int:
                         "experiment (partial experiments); '' to skip")
     parser.add_argument("--no-archive", action="store_true", help="read results/ only, not the committed cells "
                         "of <root>/figures/<scale>/cells")
+    parser.add_argument("--expected", default=None, help="JSON {experiment: cells in its grid} (the pipeline's "
+                        "report rule hands it over; default: from --root's config)")
+    parser.add_argument("--artefacts", default=None, help="JSON: the config's artefacts: (with --expected)")
     args = parser.parse_args(argv)
     files = args.papers or sorted(glob.glob(str(Path(args.root or ".") / "config" / "papers" / "*.yaml")))
     if not files:
         print("error: no paper files (config/papers/*.yaml)", file=sys.stderr)
         return 2
-    expected, artefacts, cfg = pipeline_config(args.root, args.scale, True) if args.root else (None, None, None)
+    if args.expected is not None:
+        expected, artefacts, cfg = json.loads(args.expected), json.loads(args.artefacts or "null"), None
+    else:
+        expected, artefacts, cfg = pipeline_config(args.root, args.scale, True) if args.root else (None, None, None)
     archive = None if args.no_archive or cfg is None else (args.root, cfg)
     write_report(args.out, args.results, args.scale, files, expected, artefacts=artefacts, archive=archive)
     print(f"wrote {args.out}")
