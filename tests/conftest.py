@@ -17,3 +17,16 @@ def shared_data():
     if not os.path.isdir(SHARED_DATA):
         pytest.skip(f"offline data mirror not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture
+def http_dir(tmp_path):
+    """A folder served over HTTP on 127.0.0.1: (folder, base URL); the download tests' mirror."""
+    import fakes
+
+    root = tmp_path / "served"
+    root.mkdir()
+    srv, url = fakes.serve_folder(root)
+    yield root, url
+    srv.shutdown()
+    srv.server_close()

@@ -165,10 +165,20 @@ def serve_folder(root):
     return srv, f"http://127.0.0.1:{srv.server_address[1]}"
 
 
+def point_spec(monkeypatch, name, **changes):
+    """Replace fields of dataset ``name``'s spec (e.g. its official ``urls``) for one test."""
+    import dataclasses
+
+    from reprokit.data import specs
+
+    specs.dataset_info(name)  # fills the table
+    monkeypatch.setitem(specs._SPECS, name, dataclasses.replace(specs._SPECS[name], **changes))
+
+
 def checksums_of(sums: dict) -> dict[str, str]:
     """The ``{path: md5}`` part of a writer's return value (drops the ``_``-prefixed extras)."""
     return {k: v for k, v in sums.items() if not k.startswith("_")}
 
 
 __all__ = ["CIFAR_CLASSES", "checksums_of", "class_value", "make_fake_cifar10", "make_fake_tinyimagenet",
-           "record_as_verified", "serve_folder"]
+           "point_spec", "record_as_verified", "serve_folder"]

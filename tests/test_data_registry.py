@@ -284,26 +284,10 @@ def test_magic_and_cdc_labels(shared_data):
 # ---------------------------------------------------------------------------------------------- downloads
 
 
-@pytest.fixture
-def http_dir(tmp_path):
-    """Serve a folder on 127.0.0.1 (the download path is torchvision's download_url over HTTP)."""
-    root = tmp_path / "served"
-    root.mkdir()
-    srv, url = fakes.serve_folder(root)
-    yield root, url
-    srv.shutdown()
-    srv.server_close()
-
-
-def _point_spec(monkeypatch, name, **changes):
-    specs.dataset_info(name)  # fills the table
-    monkeypatch.setitem(specs._SPECS, name, dataclasses.replace(specs._SPECS[name], **changes))
-
-
 def test_download_verifies_and_extracts(http_dir, tmp_path, monkeypatch):
     served, base = http_dir
     sums = fakes.make_fake_cifar10(served, archive=True)
-    _point_spec(monkeypatch, "cifar10", urls=(f"{base}/cifar-10-python.tar.gz",))
+    fakes.point_spec(monkeypatch, "cifar10", urls=(f"{base}/cifar-10-python.tar.gz",))
     cache = tmp_path / "cache"
     with pytest.raises(DatasetUnavailable):
         registry.locate("cifar10", [tmp_path / "empty"], cache_dir=cache, checksums=sums)
@@ -317,7 +301,7 @@ def test_download_verifies_and_extracts(http_dir, tmp_path, monkeypatch):
 def test_download_with_wrong_checksum_leaves_nothing(http_dir, tmp_path, monkeypatch):
     served, base = http_dir
     fakes.make_fake_cifar10(served, archive=True)
-    _point_spec(monkeypatch, "cifar10", urls=(f"{base}/cifar-10-python.tar.gz",))
+    fakes.point_spec(monkeypatch, "cifar10", urls=(f"{base}/cifar-10-python.tar.gz",))
     cache = tmp_path / "cache"
     with pytest.raises(ChecksumMismatch) as e:  # the fake cannot match the official md5
         registry.locate("cifar10", [], cache_dir=cache, download=True)
@@ -329,7 +313,7 @@ def test_download_with_wrong_checksum_leaves_nothing(http_dir, tmp_path, monkeyp
 
 def test_download_failure_names_url(http_dir, tmp_path, monkeypatch):
     _served, base = http_dir
-    _point_spec(monkeypatch, "cifar10", urls=(f"{base}/missing.tar.gz",))
+    fakes.point_spec(monkeypatch, "cifar10", urls=(f"{base}/missing.tar.gz",))
     with pytest.raises(DatasetUnavailable) as e:
         registry.locate("cifar10", [], cache_dir=tmp_path / "cache", download=True)
     assert f"{base}/missing.tar.gz" in str(e.value) and "404" in str(e.value)
@@ -339,7 +323,7 @@ def test_download_failure_names_url(http_dir, tmp_path, monkeypatch):
 def test_download_uci_file_by_file(shared_data, http_dir, tmp_path, monkeypatch):
     served, base = http_dir
     shutil.copytree(Path(shared_data) / "UCI" / "yacht", served / "yacht")
-    _point_spec(monkeypatch, "uci_yacht", urls=(f"{base}/yacht/data.txt",))
+    fakes.point_spec(monkeypatch, "uci_yacht", urls=(f"{base}/yacht/data.txt",))
     b = registry.load("uci_yacht", [], cache_dir=tmp_path / "cache", download=True, split=0)
     assert b.n_train == 277
     assert (tmp_path / "cache" / "UCI" / "yacht" / "index_test_19.txt").is_file()

@@ -26,7 +26,7 @@ import yaml
 from test_pipeline import make_workdir, snakemake
 
 from reprokit.config import ConfigError, coerce_config, validate_config
-from reprokit.data import mirrors, specs
+from reprokit.data import mirrors
 from reprokit.data.errors import ChecksumMismatch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,39 +41,22 @@ def dead_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-@pytest.fixture
-def http_mirror(tmp_path):
-    root = tmp_path / "served"
-    root.mkdir()
-    srv, url = fakes.serve_folder(root)
-    yield root, url
-    srv.shutdown()
-    srv.server_close()
-
-
 def link_from_mirror(shared: str, served: Path, *relpaths: str) -> None:
     for rel in relpaths:
         (served / rel).parent.mkdir(parents=True, exist_ok=True)
         os.symlink(Path(shared) / rel, served / rel)
 
 
-def _point_official(monkeypatch, name, url):
-    specs.dataset_info(name)
-    import dataclasses
-
-    monkeypatch.setitem(specs._SPECS, name, dataclasses.replace(specs._SPECS[name], urls=(url,)))
-
-
 # ------------------------------------------------------------------------------------ in-process
 
 
-def test_url_mirror_is_fetched_in_mirror_layout_before_the_official_source(shared_data, http_mirror, tmp_path,
+def test_url_mirror_is_fetched_in_mirror_layout_before_the_official_source(shared_data, http_dir, tmp_path,
                                                                            monkeypatch):
-    served, url = http_mirror
+    served, url = http_dir
     link_from_mirror(shared_data, served, *(f"MNIST/raw/{f}" for f in (
         "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
         "t10k-labels-idx1-ubyte.gz")))
-    _point_official(monkeypatch, "mnist", dead_url() + "/")  # the official source would fail
+    fakes.point_spec(monkeypatch, "mnist", urls=(dead_url() + "/",))  # the official source would fail
     cache = tmp_path / "cache"
     status = mirrors.fetch_status("mnist", [str(tmp_path / "empty"), url], cache, download=True)
     assert status["available"], status
@@ -88,7 +71,7 @@ def test_url_mirror_is_fetched_in_mirror_layout_before_the_official_source(share
 
 def test_dead_sources_give_a_status_with_each_reason_not_an_error(tmp_path, monkeypatch):
     dead = dead_url()
-    _point_official(monkeypatch, "uci_yacht", f"{dead}/official/yacht/data.txt")
+    fakes.point_spec(monkeypatch, "uci_yacht", urls=(f"{dead}/official/yacht/data.txt",))
     status = mirrors.fetch_status("uci_yacht", [dead + "/site-mirror"], tmp_path / "cache", download=True)
     assert status["available"] is False
     assert status["reason"].startswith("download failed:")
@@ -97,9 +80,9 @@ def test_dead_sources_give_a_status_with_each_reason_not_an_error(tmp_path, monk
     assert not list((tmp_path / "cache").rglob("*.part"))
 
 
-def test_http_error_is_named(http_mirror, tmp_path, monkeypatch):
-    _served, url = http_mirror  # serves an empty folder: every file is a 404
-    _point_official(monkeypatch, "spambase", dead_url() + "/spambase.zip")
+def test_http_error_is_named(http_dir, tmp_path, monkeypatch):
+    _served, url = http_dir  # serves an empty folder: every file is a 404
+    fakes.point_spec(monkeypatch, "spambase", urls=(dead_url() + "/spambase.zip",))
     status = mirrors.fetch_status("spambase", [url], tmp_path / "cache", download=True)
     assert not status["available"]
     assert "HTTP 404" in status["reason"] and "UCI-classification/spambase/spambase.data" in status["reason"]
@@ -110,22 +93,22 @@ def test_download_off_says_so(tmp_path):
     assert not status["available"] and "data.download: false" in status["reason"]
 
 
-def test_corrupted_served_file_is_a_checksum_error_naming_file_and_url(shared_data, http_mirror, tmp_path,
+def test_corrupted_served_file_is_a_checksum_error_naming_file_and_url(shared_data, http_dir, tmp_path,
                                                                        monkeypatch):
-    served, url = http_mirror
+    served, url = http_dir
     rel = "UCI/yacht/data.txt"
     link_from_mirror(shared_data, served, *(f"UCI/yacht/{p.name}" for p in (Path(shared_data) / "UCI/yacht").iterdir()))
     (served / rel).unlink()
     (served / rel).write_text((Path(shared_data) / rel).read_text().replace("0", "1", 1))
-    _point_official(monkeypatch, "uci_yacht", dead_url() + "/yacht/data.txt")
+    fakes.point_spec(monkeypatch, "uci_yacht", urls=(dead_url() + "/yacht/data.txt",))
     with pytest.raises(ChecksumMismatch) as err:
         mirrors.fetch_status("uci_yacht", [url], tmp_path / "cache", download=True)
     assert rel in str(err.value) and f"{url}/{rel}" in str(err.value)
     assert not (tmp_path / "cache" / rel).exists()
 
 
-def test_fetch_command_fails_on_a_corrupted_file_and_records_a_failed_download(shared_data, http_mirror, tmp_path):
-    served, url = http_mirror
+def test_fetch_command_fails_on_a_corrupted_file_and_records_a_failed_download(shared_data, http_dir, tmp_path):
+    served, url = http_dir
     rel = "UCI-classification/magic/magic04.data"
     (served / rel).parent.mkdir(parents=True)
     (served / rel).write_bytes(b"not the magic data\n")
@@ -210,8 +193,8 @@ LOOPBACK_TARGETS = ["figures/table1.tex", "figures/bali_table1.tex", "results/te
 
 
 @pytest.mark.slow
-def test_test_scale_build_from_a_url_mirror_only(shared_data, http_mirror, tmp_path):
-    served, url = http_mirror
+def test_test_scale_build_from_a_url_mirror_only(shared_data, http_dir, tmp_path):
+    served, url = http_dir
     shared = Path(shared_data)
     rels = [str(p.relative_to(shared)) for sub in ("MNIST", "FashionMNIST", "UCI", "UCI-classification")
             for p in (shared / sub).rglob("*") if p.is_file()]
