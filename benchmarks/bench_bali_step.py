@@ -2,9 +2,10 @@
 
     python benchmarks/bench_bali_step.py [--batch 2048] [--device cpu|cuda] [--threads N] [--out result.json]
 
-Reports the median wall time per step of each, their ratio, and (from torch.profiler, a separate run)
-the share of the BALI step spent in Cholesky factorisations and in triangular solves. Standalone
-script, not a test.
+Reports the median wall time per step of Adam, of BALI with the batch Gram products in float64 (the
+library default) and in float32 (`gram_dtype`, the EMAs stay float64), side by side in one process, their
+ratios, and (from torch.profiler, a separate run) the share of the float64 BALI step spent in Cholesky
+factorisations, triangular solves and matrix products. Standalone script, not a test.
 """
 
 from __future__ import annotations
@@ -109,18 +110,20 @@ def main(argv=None) -> dict:
         F.cross_entropy(mlp(x), y).backward()
         opt.step()
 
-    cfg = BaliConfig(
-        alpha=0.25, beta=0.1, sigma_r2=10.0, n_eff=70000 / 50, n_iterations=30000, batch_size=args.batch,
-        reparam=args.reparam, stats_dtype=args.stats_dtype,
-    )
-    model = BaliMLP(args.in_features, args.hidden, args.classes, "leaky_tanh", "classification", cfg).to(device)
-    trainer = BaliTrainer(model)
+    def bali_stepper(gram_dtype: str):
+        cfg = BaliConfig(
+            alpha=0.25, beta=0.1, sigma_r2=10.0, n_eff=60000 / 50, n_iterations=30000, batch_size=args.batch,
+            reparam=args.reparam, stats_dtype=args.stats_dtype, gram_dtype=gram_dtype,
+        )
+        torch.manual_seed(args.seed)
+        model = BaliMLP(args.in_features, args.hidden, args.classes, "leaky_tanh", "classification", cfg).to(device)
+        trainer = BaliTrainer(model)
+        return lambda: trainer.step(x, y)
 
-    def bali_step():
-        trainer.step(x, y)
-
+    bali_step, bali_step32 = bali_stepper(args.stats_dtype), bali_stepper("float32")
     t_adam = _time(adam_step, device, args.warmup, args.repeats)
     t_bali = _time(bali_step, device, args.warmup, args.repeats)
+    t_bali32 = _time(bali_step32, device, args.warmup, args.repeats)
     shares = _profile_shares(bali_step, device, max(3, args.repeats // 2))
 
     res = {
@@ -135,8 +138,11 @@ def main(argv=None) -> dict:
         "repeats": args.repeats,
         "adam_ms": 1e3 * statistics.median(t_adam),
         "bali_ms": 1e3 * statistics.median(t_bali),
+        "bali_gram32_ms": 1e3 * statistics.median(t_bali32),
     }
     res["ratio_bali_over_adam"] = res["bali_ms"] / res["adam_ms"]
+    res["ratio_bali_gram32_over_adam"] = res["bali_gram32_ms"] / res["adam_ms"]
+    res["speedup_gram32"] = res["bali_ms"] / res["bali_gram32_ms"]
     res.update(shares)
 
     print(f"device {res['device']}, {res['threads']} threads, torch {res['torch']}, batch {res['batch']}, "
@@ -144,7 +150,10 @@ def main(argv=None) -> dict:
     print(f"{'':<28}{'value':>12}")
     print(f"{'Adam step [ms]':<28}{res['adam_ms']:>12.2f}")
     print(f"{'BALI step [ms]':<28}{res['bali_ms']:>12.2f}")
+    print(f"{'BALI step, float32 Gram [ms]':<28}{res['bali_gram32_ms']:>12.2f}")
     print(f"{'ratio BALI / Adam':<28}{res['ratio_bali_over_adam']:>12.2f}")
+    print(f"{'ratio BALI f32 Gram / Adam':<28}{res['ratio_bali_gram32_over_adam']:>12.2f}")
+    print(f"{'speed-up of float32 Gram':<28}{res['speedup_gram32']:>12.2f}")
     print(f"{'Cholesky share of BALI':<28}{100 * res['cholesky_share']:>11.1f}%")
     print(f"{'tri. solve share of BALI':<28}{100 * res['triangular_solve_share']:>11.1f}%")
     print(f"{'matmul share of BALI':<28}{100 * res['matmul_share']:>11.1f}%")

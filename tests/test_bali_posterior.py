@@ -251,3 +251,33 @@ def test_wishart_n_scales_sigma_by_the_closed_form_factor(n_data):
         BaliConfig(wishart_n="N")
     # without n_data both choices count N_eff (the library's callers that know only N_eff)
     assert BaliConfig(n_eff=7.0).wishart_count == BaliConfig(n_eff=7.0, wishart_n="n_eff").wishart_count == 7.0
+
+
+def test_float32_gram_products_feed_float64_emas_and_stay_close_to_float64():
+    """gram_dtype float32: the batch products are formed in float32 and accumulated into float64 EMAs; the
+    posterior then agrees with the float64 one to float32 round-off, and differs from it (the option acts).
+    Sigma's tolerance is wider: U = Psi_yy - S^T S cancels (here |Psi_yy| / |U| ~ 300), which multiplies the
+    products' ~1e-7 relative round-off."""
+    n, dx, dy = 256, 30, 4
+    x, y = _data(n, dx, dy)
+    x, y = x.float(), y.float()  # the same float32 inputs for both: only the products' precision differs
+    ref, f32 = _layer(dx, dy, n_eff=n), _layer(dx, dy, n_eff=n)
+    f32.gram_dtype = torch.float32
+    for beta, b in ((1.0, 1.0), (0.3, 0.51), (0.3, 0.657)):
+        ref.update(x, y, beta=beta, b=b)
+        f32.update(x, y, beta=beta, b=b)
+    assert f32.psi_xx.dtype == torch.float64 and f32.mean.dtype == torch.float64
+    tolerance = {"psi_xx": 1e-6, "psi_xy": 1e-6, "psi_yy": 1e-6, "mean": 1e-5, "sigma": 3e-4}
+    for name, tol in tolerance.items():
+        a, c = getattr(ref, name), getattr(f32, name)
+        rel = float((a - c).norm() / a.norm())
+        assert 0.0 < rel < tol, (name, rel)
+
+
+def test_bali_config_gram_dtype_reaches_every_layer_and_rejects_unknown():
+    cfg = BaliConfig(n_eff=100.0, gram_dtype="float32")
+    model = BaliMLP(3, [8], 2, "tanh", "regression", cfg)
+    assert all(layer.gram_dtype == torch.float32 and layer.stats_dtype == torch.float64 for layer in model.layers)
+    assert all(layer.gram_dtype == torch.float64 for layer in BaliMLP(3, [8], 2, config=BaliConfig()).layers)
+    with pytest.raises(ValueError, match="gram_dtype 'float16'"):
+        BaliConfig(gram_dtype="float16")

@@ -23,6 +23,10 @@ Implementation notes
   is scaled by N_eff / B and can be ill-conditioned, and U is a difference of large Gram terms
   (Psi_yy - S^T S) whose cancellation loses about half the float32 digits when the fit is good.
   Layer outputs are returned in the input's dtype.
+* The batch's Gram products X^T X, X^T Y, Y^T Y may be formed in a cheaper `gram_dtype` (float32) and then
+  added to the float64 EMAs: each product is then rounded once to ~1e-7 relative, while the running sums,
+  the factorisations and the Schur complement stay in float64. On CPU this is the largest cost of a step
+  (the 785 x 2048 x 785 product of an MNIST first layer); benchmarks/bench_bali_step.py times both.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class BaliLinear(nn.Module):
         n_wishart: float | None = None,
         scale_input: bool = True,
         stats_dtype: torch.dtype = torch.float64,
+        gram_dtype: torch.dtype | None = None,
         generator: torch.Generator | None = None,
     ):
         super().__init__()
@@ -72,6 +77,7 @@ class BaliLinear(nn.Module):
         self.n_eff = float(n_eff)
         self.n_wishart = float(self.n_eff if n_wishart is None else n_wishart)  # N in u = u_0 + N (16d)
         self.stats_dtype = stats_dtype
+        self.gram_dtype = stats_dtype if gram_dtype is None else gram_dtype
         if self.prior_var_r <= 0 or self.prior_var_u <= 0:
             raise ValueError("prior variances sigma_r^2 and sigma_u^2 must be positive")
 
@@ -96,6 +102,7 @@ class BaliLinear(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, sigma_r2={self.prior_var_r:g}, "
             f"sigma_u2={self.prior_var_u:g}, u0={self.u0:g}, n_eff={self.n_eff:g}, n_wishart={self.n_wishart:g}"
+            + ("" if self.gram_dtype == self.stats_dtype else f", gram_dtype={self.gram_dtype}")
         )
 
     # ------------------------------------------------------------------ features and outputs
@@ -149,13 +156,14 @@ class BaliLinear(nn.Module):
         """EMA of the natural-parameter terms (Eq. 17) with scale N_eff / B, then recompute the posterior."""
         if x.shape[1] != self.dx or y.shape[1] != self.dy or x.shape[0] != y.shape[0]:
             raise ValueError(f"update expects x [B, {self.dx}] and y [B, {self.dy}], got {tuple(x.shape)}, {tuple(y.shape)}")
-        xd = x.detach().to(self.stats_dtype)
-        yd = y.detach().to(self.stats_dtype)
+        xg = x.detach().to(self.gram_dtype)
+        yg = y.detach().to(self.gram_dtype)
         s = beta * self.n_eff / x.shape[0]
-        # Psi <- (1 - beta) Psi + beta (N_eff / B) X^T Y, fused in place.
-        self.psi_xx.addmm_(xd.mT, xd, beta=1.0 - beta, alpha=s)
-        self.psi_xy.addmm_(xd.mT, yd, beta=1.0 - beta, alpha=s)
-        self.psi_yy.addmm_(yd.mT, yd, beta=1.0 - beta, alpha=s)
+        for psi, a, c in ((self.psi_xx, xg, xg), (self.psi_xy, xg, yg), (self.psi_yy, yg, yg)):
+            if self.gram_dtype == self.stats_dtype:  # Psi <- (1 - beta) Psi + beta (N_eff / B) A^T C, fused
+                psi.addmm_(a.mT, c, beta=1.0 - beta, alpha=s)
+            else:  # the product in gram_dtype, the EMA in stats_dtype
+                psi.mul_(1.0 - beta).add_((a.mT @ c).to(self.stats_dtype), alpha=s)
         self.recompute_posterior(b)
 
     @torch.no_grad()

@@ -64,6 +64,7 @@ class BaliMLP(nn.Module):
                 n_wishart=cfg.wishart_count,
                 scale_input=cfg.scale_input_layer or i > 0,
                 stats_dtype=cfg.torch_stats_dtype,
+                gram_dtype=cfg.torch_gram_dtype,
                 generator=generator,
             )
             for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:]))

@@ -66,3 +66,5 @@ class BaliPriors(Settings):
     # "n_eff" one there. See config/experiments/bali_regression.yaml for the measured effect.
     # keyword-only, so that subclasses may add required fields after it
     wishart_n: str = field(default="n", kw_only=True)
+    # dtype of each batch's Gram products before they enter the float64 EMAs (reprokit.bali.BaliConfig.gram_dtype)
+    gram_dtype: str = field(default="float64", kw_only=True)
