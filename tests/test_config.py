@@ -122,3 +122,29 @@ def test_a_scale_can_exclude_grid_points_and_names_them():
     bad = {**spec, "scales": {"quick": {"exclude": [{"size": 1}]}}}
     with pytest.raises(ConfigError, match=r"exclude\[0\]: no such axis \['size'\]"):
         ExperimentGrid("e", bad, "quick")
+
+
+def test_a_dotted_axis_sets_one_key_of_a_nested_block_and_names_its_path():
+    spec = {**SPEC, "grid": {"method": ["a"], "opt.lr": [0.01, 0.2], "seed": [0]}}
+    cells = list(ExperimentGrid("e", spec, "paper").cells())
+    assert [c.rel_dir for c in cells] == ["paper/e/method~a/opt.lr~0.01/seed~0", "paper/e/method~a/opt.lr~0.2/seed~0"]
+    values = cells[1].values()
+    assert values["opt"] == {"lr": 0.2, "momentum": 0.9} and "opt.lr" not in values  # siblings kept
+    assert cells[1].settings["opt"]["lr"] == 0.1  # the cell's shared settings are not changed
+    grid = ExperimentGrid("e", spec, "paper")
+    assert grid.parse("method~a/opt.lr~0.2/seed~0") == cells[1]
+
+
+def test_the_cell_wildcard_matches_every_cell_path(config):
+    """The `coords` wildcard constraint of workflow/rules/common.smk accepts every configured cell's path
+    (a dotted sweep axis included), so no cell is unreachable by asking for its output file."""
+    import re
+
+    text = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    pattern = re.search(r'coords=r"([^"]+)"', text).group(1)
+    names = [e for e in config["experiments"] if any("." in a for a in config["experiments"][e]["grid"])]
+    assert names, "a configured experiment has a dotted axis"
+    for name in config["experiments"]:
+        for cell in experiment(config, name, "test").cells():
+            coords = cell.rel_dir.split("/", 2)[2]
+            assert re.fullmatch(pattern, coords), coords

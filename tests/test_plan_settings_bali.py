@@ -61,8 +61,12 @@ def test_fields_equal_the_schema_keys_and_grid_axes(name):
     schema = _schema(name)
     settings = schema["settings"]
     top = kind(name).Settings
-    expected = {k for k in settings["properties"] if not k.startswith("per_")} | set(schema["axes"])
+    dotted = [a for a in schema["axes"] if "." in a]  # sweep axes that set a key of a nested block
+    expected = {k for k in settings["properties"] if not k.startswith("per_")} | (set(schema["axes"]) - set(dotted))
     assert _names(top) == expected
+    for axis in dotted:
+        block, key = axis.split(".")
+        assert key in _resolve(settings["properties"][block], settings)["properties"], axis
     hints = typing.get_type_hints(top)
     blocks = {f.name: settings_type(hints[f.name]) for f in dataclasses.fields(top)}
     blocks = {k: v for k, v in blocks.items() if v is not None}

@@ -78,6 +78,18 @@ class Cell:
     def coord_dict(self) -> dict:
         return dict(self.coords)
 
+    def values(self) -> dict:
+        """The cell's settings with its grid coordinates applied. A dotted axis such as `bali.alpha` sets
+        that key of a nested block (a sweep over one method's hyperparameter)."""
+        nested: dict = {}
+        for axis, value in self.coords:
+            *blocks, key = axis.split(".")
+            target = nested
+            for block in blocks:
+                target = target.setdefault(block, {})
+            target[key] = value
+        return deep_merge(self.settings, nested)
+
     @property
     def rel_dir(self) -> str:
         parts = [f"{axis}~{format_value(value)}" for axis, value in self.coords]

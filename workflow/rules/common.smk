@@ -48,7 +48,7 @@ except ValueError as err:
 wildcard_constraints:
     scale="paper|quick|test",
     experiment="|".join(EXPERIMENTS),
-    coords=r"([A-Za-z_]+~[^/]+/)*[A-Za-z_]+~[^/]+",
+    coords=r"([A-Za-z_.]+~[^/]+/)*[A-Za-z_.]+~[^/]+",
 
 
 _GRIDS = {}

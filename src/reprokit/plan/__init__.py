@@ -94,7 +94,7 @@ class KindPlan:
         hit = self._cache.get(id(cell))
         if hit is not None and hit[0]() is cell:
             return hit[1]
-        st = self.Settings.from_dict({**cell.settings, **cell.coord_dict}, f"{cell.experiment} ({self.name})")
+        st = self.Settings.from_dict(cell.values(), f"{cell.experiment} ({self.name})")
         self._cache[id(cell)] = (weakref.ref(cell, lambda _r, k=id(cell): self._cache.pop(k, None)), st)
         return st
 

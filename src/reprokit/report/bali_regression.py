@@ -176,6 +176,79 @@ def synthetic_data(row: pd.Series):
     return b
 
 
+# Numeric reading of Sec. 5.1's words for Fig. 1, "an excellent and smooth fit to the data with small uncertainty
+# close to the data points and increased predictive uncertainty further away from the training data and decision
+# boundary". Distances are to the nearest training input, in input units (regression inputs span [-1, 1]).
+SHAPE = {
+    "near": 0.02,  # regression: grid points this close to a training input are "close to the data"
+    "far": 0.2,  # ... and at least this far from every one are "further away"
+    "near_2d": 0.1,  # two moons (inputs span ~3 units): close to the data
+    "far_2d": 0.5,  # ... and further away
+    # what "excellent and smooth fit ... small ... increased" must reach, per dataset
+    "tv_ratio_max": 1.5,  # total variation of the mean over the data range / the true function's
+    "fit_err_max": 1.0,  # RMS error of the mean against the true f close to the data / the data's noise sd
+    "sd_near_max": 3.0,  # predictive sd close to the data / the data's noise sd
+    "far_over_near_min": 2.0,  # predictive sd (regression) or entropy (classification) far / close
+}
+
+
+def _nearest(grid: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """Distance of each grid point to its nearest training input ([G, D], [N, D] -> [G])."""
+    g = grid.reshape(len(grid), -1)
+    t = train.reshape(len(train), -1)
+    return np.sqrt(((g[:, None, :] - t[None, :, :]) ** 2).sum(-1)).min(1)
+
+
+def predictive_shape(row: pd.Series) -> dict:
+    """The numeric reading (:data:`SHAPE`) of one synthetic cell's predictive on its plotting grid.
+
+    Regression: `tv_ratio` (total variation of the predictive mean over the training inputs' range, over the
+    true function's there), `fit_err` (RMS of mean - f at grid points close to the data, in noise sds), `sd_near`
+    (median predictive sd close to the data, in noise sds), `far_over_near` (median sd far / close).
+    Classification: `far_over_near` of the predictive entropy of p(class 1), and `entropy_near` / `entropy_far`.
+    `smooth` is True when every criterion of :data:`SHAPE` is met. Empty for a cell that did not complete.
+    """
+    if row.get("status") != "completed":
+        return {}
+    b = synthetic_data(row)
+    x_train = b.x_train.numpy()
+    grid = b.meta["x_grid"].numpy()
+    if b.task == "regression":
+        xg, fg = grid.ravel(), b.meta["f_grid"].numpy().ravel()
+        mean, sd = floats(row["grid_mean"]), floats(row["grid_sd"])
+        noise = float(b.meta["noise_sd"])
+        d = _nearest(grid, x_train)
+        near, far = d <= SHAPE["near"], d >= SHAPE["far"]
+        inside = (xg >= x_train.min()) & (xg <= x_train.max())
+        tv = float(np.abs(np.diff(mean[inside])).sum() / np.abs(np.diff(fg[inside])).sum())
+        out = {"tv_ratio": tv, "fit_err": float(np.sqrt(np.mean((mean[near] - fg[near]) ** 2)) / noise),
+               "sd_near": float(np.median(sd[near]) / noise),
+               "far_over_near": float(np.median(sd[far]) / np.median(sd[near]))}
+        out["smooth"] = bool(out["tv_ratio"] <= SHAPE["tv_ratio_max"] and out["fit_err"] <= SHAPE["fit_err_max"]
+                             and out["sd_near"] <= SHAPE["sd_near_max"]
+                             and out["far_over_near"] >= SHAPE["far_over_near_min"])
+        return out
+    p = np.clip(floats(row["grid_p1"]), 1e-12, 1 - 1e-12)
+    entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+    d = _nearest(grid, x_train)
+    e_near = float(np.median(entropy[d <= SHAPE["near_2d"]]))
+    e_far = float(np.median(entropy[d >= SHAPE["far_2d"]]))
+    ratio = e_far / e_near if e_near > 0 else float("inf")
+    return {"entropy_near": e_near, "entropy_far": e_far, "far_over_near": ratio,
+            "smooth": bool(ratio >= SHAPE["far_over_near_min"])}
+
+
+def shape_text(shape: dict) -> str:
+    """One line of :func:`predictive_shape`'s numbers."""
+    if not shape:
+        return "n/a"
+    if "tv_ratio" in shape:
+        return (f"TV ratio {shape['tv_ratio']:.2f}, fit error {shape['fit_err']:.2f} noise sd, sd near data "
+                f"{shape['sd_near']:.2f} noise sd, sd far/near {shape['far_over_near']:.2f}")
+    return (f"entropy near data {shape['entropy_near']:.3f}, far {shape['entropy_far']:.3f}, "
+            f"far/near {shape['far_over_near']:.2f}")
+
+
 def plot_predictive(ax, row: pd.Series, title: str) -> None:
     """Mean +- 1 sd (regression) or the predictive p(class 1) map (classification) of one cell."""
     b = synthetic_data(row)

@@ -576,10 +576,31 @@ def all_have_status(ctx, experiment: str, status: str, where: dict | None = None
     return Verdict(HOLDS if set(counts.index) == {status} else FAILS, measured, len(rows))
 
 
+def smooth_predictive(ctx, experiment: str, where: dict | None = None, by: str = "dataset") -> Verdict:
+    """Every cell's predictive meets the numeric reading of "excellent and smooth fit, small uncertainty close to
+    the data, increased further away" (reprokit.report.bali_regression.SHAPE), per value of `by`."""
+    from .bali_regression import predictive_shape, shape_text
+
+    rows = ctx.cells(experiment, where or {})
+    if rows.empty or by not in rows:
+        return Verdict(NOT_RUN, "no cell ran")
+    results, parts = [], []
+    for value, g in rows.groupby(by, sort=True):
+        shapes = [predictive_shape(r) for _, r in g.iterrows()]
+        shapes = [sh for sh in shapes if sh]
+        if not shapes:
+            results.append(None)
+            continue
+        results.append(all(sh["smooth"] for sh in shapes))
+        parts.append(f"{value}: " + "; ".join(shape_text(sh) for sh in shapes))
+    return _decide(results, " | ".join(parts), min((len(g) for _, g in rows.groupby(by)), default=0))
+
+
 CHECKS = {f.__name__: f for f in (peak_at, inputs_kept, better_at_smallest, near_value, metric_at_least,
                                   better_in_at_least, beats, at_most, similar_entries, gap_shrinks, compare,
                                   not_peaked_at, correlates, spread_at_most, imbalance_trend, paired_gap,
-                                  vs_best_of, converges_faster, still_improving, larger_gap, all_have_status)}
+                                  vs_best_of, converges_faster, still_improving, larger_gap, all_have_status,
+                                  smooth_predictive)}
 
 
 def check(ctx, name: str, args: dict) -> Verdict:

@@ -1,0 +1,83 @@
+"""The numeric reading of BALI Fig. 1's "excellent and smooth fit ... small uncertainty close to the data,
+increased further away" (report/bali_regression.py: predictive_shape), on predictives built by hand over the
+real synthetic generators' grids."""
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from reprokit.data import registry
+from reprokit.report import bali_regression as br
+from reprokit.report import claims
+
+
+def _fmt(a) -> str:
+    return " ".join(f"{v:.6g}" for v in np.asarray(a).ravel())
+
+
+def _regression_row(dataset: str, spikes: float = 0.0, sd_far: float = 1.0) -> pd.Series:
+    kwargs = {"seed": 0}
+    b = registry.load(dataset, **kwargs)
+    fg = b.meta["f_grid"].numpy().ravel()
+    noise = float(b.meta["noise_sd"])
+    d = br._nearest(b.meta["x_grid"].numpy(), b.x_train.numpy())
+    sd = noise + sd_far * np.clip(d, 0, 0.5)  # the noise close to the data, growing away from it
+    mean = fg.copy()
+    if spikes:  # a dip of the mean and a spike of the sd at every training input
+        bump = np.exp(-0.5 * (d / 0.004) ** 2)
+        mean = mean - spikes * bump
+        sd = sd + 10 * noise * bump
+    return pd.Series({"dataset": dataset, "status": "completed", "data_kwargs": json.dumps(kwargs),
+                      "grid_mean": _fmt(mean), "grid_sd": _fmt(sd), "method": "bali"})
+
+
+def test_a_smooth_predictive_meets_every_criterion():
+    for dataset in ("sines_trend", "sinc"):
+        shape = br.predictive_shape(_regression_row(dataset))
+        assert shape["smooth"], (dataset, shape)
+        assert abs(shape["tv_ratio"] - 1.0) < 1e-6 and shape["fit_err"] < 1e-3
+        assert shape["far_over_near"] >= 2.0
+
+
+def test_dips_and_sd_spikes_at_the_training_points_fail_it():
+    shape = br.predictive_shape(_regression_row("sines_trend", spikes=0.3))
+    assert not shape["smooth"]
+    assert shape["tv_ratio"] > br.SHAPE["tv_ratio_max"] and shape["sd_near"] > br.SHAPE["sd_near_max"]
+
+
+def test_flat_uncertainty_fails_the_far_from_data_criterion():
+    shape = br.predictive_shape(_regression_row("sines_trend", sd_far=0.0))
+    assert shape["far_over_near"] < 1.01 and not shape["smooth"]
+
+
+def _moons_row(confident_far: bool) -> pd.Series:
+    kwargs = {"seed": 0}
+    b = registry.load("two_moons", **kwargs)
+    d = br._nearest(b.meta["x_grid"].numpy(), b.x_train.numpy())
+    p1 = np.full(len(d), 0.98)
+    if not confident_far:
+        p1 = 0.5 + 0.48 * np.clip(1 - (d - 0.1) / 0.4, 0, 1)  # 0.98 close to the data, 0.5 from 0.5 away
+    return pd.Series({"dataset": "two_moons", "status": "completed", "data_kwargs": json.dumps(kwargs),
+                      "grid_p1": _fmt(p1), "method": "bali"})
+
+
+def test_two_moons_needs_more_entropy_far_from_the_data():
+    assert br.predictive_shape(_moons_row(confident_far=False))["smooth"]
+    assert not br.predictive_shape(_moons_row(confident_far=True))["smooth"]
+
+
+def test_the_claim_check_holds_only_when_every_dataset_does():
+    class Ctx:
+        def __init__(self, rows):
+            self.rows = pd.DataFrame(rows)
+
+        def cells(self, experiment, where):
+            return self.rows
+
+    good = [_regression_row("sines_trend"), _regression_row("sinc"), _moons_row(False)]
+    assert claims.smooth_predictive(Ctx(good), "bali_synthetic").status == claims.HOLDS
+    bad = [_regression_row("sines_trend", spikes=0.3), _regression_row("sinc"), _moons_row(False)]
+    verdict = claims.smooth_predictive(Ctx(bad), "bali_synthetic")
+    assert verdict.status == claims.FAILS and "sines_trend: TV ratio" in verdict.measured
+    assert claims.smooth_predictive(Ctx([]), "bali_synthetic").status == claims.NOT_RUN

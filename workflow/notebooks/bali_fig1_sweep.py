@@ -1,0 +1,69 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # BALI Fig. 1 settings sweep — step size alpha, update rate beta and iteration count
+# The paper does not state Fig. 1's alpha, beta or iteration count. Each row is one cell of the
+# `bali_fig1_sweep` experiment (BALI-W, Fig. 1's data, network and priors) with the numeric reading of
+# Sec. 5.1's claim (report/bali_regression.py, SHAPE): the mean's total variation over the data range against
+# the true function's, its error close to the data and the predictive sd there (both in noise sds), and the
+# sd (regression) or predictive entropy (two moons) far from the data over close to it.
+
+# %%
+import pandas as pd
+
+from reprokit.report import bali_regression as br
+from reprokit.report import style
+from reprokit.report.tables import write_table
+
+log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+
+df = br.load([snakemake.input["bali_fig1_sweep"]])  # noqa: F821
+scale = style.scale_of(df)
+ran = df[df["status"] == "completed"]
+names = {"sines_trend": "sines-trend", "sinc": "sinc", "two_moons": "two moons"}
+rows = []
+for _, r in ran.sort_values(["dataset", "bali.alpha", "bali.beta", "n_steps"]).iterrows():
+    sh = br.predictive_shape(r)
+    regression = "tv_ratio" in sh
+    rows.append({
+        "data": names.get(r["dataset"], r["dataset"]), "α": f"{r['bali.alpha']:g}", "β": f"{r['bali.beta']:g}",
+        "iterations": int(r["n_steps"]), "test NLL": f"{r['test_nll']:.3f}",
+        "noise sd": f"{r['noise_sd']:.3f}" if regression else "",
+        "TV ratio": f"{sh['tv_ratio']:.2f}" if regression else "",
+        "fit error": f"{sh['fit_err']:.2f}" if regression else "",
+        "sd near": f"{sh['sd_near']:.2f}" if regression else "",
+        "far / near": f"{sh['far_over_near']:.2f}",
+        "meets all": "yes" if sh["smooth"] else "no",
+    })
+table = pd.DataFrame(rows, columns=["data", "α", "β", "iterations", "test NLL", "noise sd", "TV ratio", "fit error",
+                                    "sd near", "far / near", "meets all"])
+table
+
+# %%
+from reprokit.config import experiment
+
+planned = len(list(experiment(snakemake.config, "bali_fig1_sweep", scale).cells()))  # noqa: F821
+n_ran = len(ran)
+grid_note = (f"{n_ran} cells ran" + (f" of the {planned} of the grid (a partial sweep)" if planned and n_ran < planned else "")
+             if n_ran else "no cell ran")
+footnotes = [
+    ("Criteria (all must hold for 'meets all'): TV ratio <= 1.5, fit error <= 1 noise sd, sd near <= 3 noise sds, "
+     "far / near >= 2 (regression: predictive sd; two moons: predictive entropy of p(class 1)). Close to the data: "
+     "within 0.02 of a training input (two moons 0.1); far: at least 0.2 (two moons 0.5)."),
+    ("BALI-W, 3 x 256 tanh, full batch, N_eff = N, App. H.1 priors; beta / 5 after 60% and 80% of the iterations; "
+     "noise sd: the inferred one (true 0.02 sines-trend, 0.1 sinc)."),
+    *style.na_footnotes(df),
+]
+write_table(
+    table, snakemake.output["tex"],  # noqa: F821
+    caption="BALI Fig. 1 settings sweep: the predictive's numeric reading of Sec. 5.1 per step size α, update rate "
+            f"β and iteration count ({grid_note})",
+    scale=scale, note=style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts), two moons (128 pts)"),
+    footnotes=footnotes, label="tab:bali_fig1_sweep")
