@@ -67,6 +67,16 @@ def test_two_moons_needs_more_entropy_far_from_the_data():
     assert not br.predictive_shape(_moons_row(confident_far=True))["smooth"]
 
 
+def test_two_near_zero_entropies_do_not_pass_on_their_ratio():
+    row = _moons_row(confident_far=True)
+    b = registry.load("two_moons", seed=0)
+    d = br._nearest(b.meta["x_grid"].numpy(), b.x_train.numpy())
+    row["grid_p1"] = _fmt(np.where(d <= 0.1, 1 - 1e-9, 0.999))  # entropy ~2e-8 close, ~0.008 far
+    shape = br.predictive_shape(row)
+    assert shape["far_over_near"] > 1e3 and shape["entropy_far"] < br.SHAPE["entropy_far_min"]
+    assert not shape["smooth"]
+
+
 def test_the_claim_check_holds_only_when_every_dataset_does():
     class Ctx:
         def __init__(self, rows):

@@ -113,9 +113,11 @@ def quick_config():
 
 
 def quick_cpu_hours(config) -> tuple[float, list[dict]]:
-    """The cost model's total over every cell of every experiment's quick grid, with the cpu profile. The cells
-    are counted whatever data is on disk (budget() never asks which datasets are available)."""
-    rows = budget.budget(config, CostTable(read_costs(), "cpu"))
+    """The cost model's total over every cell of the quick grid of every experiment the main job builds (those an
+    artefact reads; an experiment no artefact reads runs only when its cells are asked for), with the cpu profile.
+    The cells are counted whatever data is on disk (budget() never asks which datasets are available)."""
+    built = {e for spec in config["artefacts"].values() for e in spec["experiments"]}
+    rows = [r for r in budget.budget(config, CostTable(read_costs(), "cpu")) if r["experiment"] in built]
     return sum(r["device_hours"] for r in rows), rows
 
 

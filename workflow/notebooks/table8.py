@@ -35,7 +35,7 @@ LABELS = {"mnist_cnn": "MNIST CNN", "fixup_resnet8": "fixup ResNet-8", "fixup_re
 UPDATE = {"augerino": ("Augerino", "Param. + hyperparam."), "dl_param": ("Diff. Laplace", "Param."),
           "dl_hyper": ("Diff. Laplace", "Hyperparam."), "param": ("Partitioned", "Param."),
           "hyper": ("Partitioned", "Hyperparam.")}
-MEASURED, PAPER = "measured (this run)", "paper (quoted)"
+MEASURED, PAPER = "measured (this run)", "paper (quoted)"  # headers get the device and batch below
 
 cells = pd.read_csv(snakemake.input["table8_timing"])  # noqa: F821 (injected by Snakemake)
 curves = pd.read_csv(snakemake.input["table8_timing_curves"])  # noqa: F821
@@ -137,7 +137,22 @@ for key, (method, update) in UPDATE.items():
         row[(LABELS.get(m, m), PAPER)] = fmt_paper(paper_rows.get((method, update), {}).get(m), method, m)
     table_rows.append(row)
 table = pd.DataFrame(table_rows)
-table.columns = pd.MultiIndex.from_tuples(table.columns)
+# Each column names where its numbers come from: our device and batch, the paper's (App. D.2 / I.4).
+PAPER_BATCH = {"mnist_cnn": 200, "fixup_resnet8": 250, "fixup_resnet14": 250}
+names = sorted(set(done["device_name"].dropna())) if "device_name" in done else []
+our_device = "/".join(n.replace("NVIDIA ", "") if ("NVIDIA" in n or "GPU" in n) else "CPU" for n in names)
+
+
+def _header(model: str, which: str) -> str:
+    if which == PAPER:
+        return f"paper (quoted; {paper['device'].replace('NVIDIA ', '')}, batch {PAPER_BATCH.get(model, '?')})"
+    batch = done.loc[done.model == model, "batch_size"]
+    return f"measured ({our_device or 'n/a'}, batch {int(batch.iloc[0]) if len(batch) else '?'})"
+
+
+table.columns = pd.MultiIndex.from_tuples(
+    [(top, _header(next(m for m in models if LABELS.get(m, m) == top), sub)) if top else (top, sub)
+     for top, sub in table.columns])
 table
 
 # %%

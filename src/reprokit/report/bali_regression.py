@@ -189,6 +189,7 @@ SHAPE = {
     "fit_err_max": 1.0,  # RMS error of the mean against the true f close to the data / the data's noise sd
     "sd_near_max": 3.0,  # predictive sd close to the data / the data's noise sd
     "far_over_near_min": 2.0,  # predictive sd (regression) or entropy (classification) far / close
+    "entropy_far_min": 0.1,  # two moons: and at least this much entropy (nats; p ~ 0.02 / 0.98) far from the data
 }
 
 
@@ -205,7 +206,9 @@ def predictive_shape(row: pd.Series) -> dict:
     Regression: `tv_ratio` (total variation of the predictive mean over the training inputs' range, over the
     true function's there), `fit_err` (RMS of mean - f at grid points close to the data, in noise sds), `sd_near`
     (median predictive sd close to the data, in noise sds), `far_over_near` (median sd far / close).
-    Classification: `far_over_near` of the predictive entropy of p(class 1), and `entropy_near` / `entropy_far`.
+    Classification: `far_over_near` of the predictive entropy of p(class 1), and `entropy_near` / `entropy_far`
+    (nats; far from the data it must also reach `entropy_far_min`, else a ratio of two near-zero entropies
+    would pass).
     `smooth` is True when every criterion of :data:`SHAPE` is met. Empty for a cell that did not complete.
     """
     if row.get("status") != "completed":
@@ -235,7 +238,7 @@ def predictive_shape(row: pd.Series) -> dict:
     e_far = float(np.median(entropy[d >= SHAPE["far_2d"]]))
     ratio = e_far / e_near if e_near > 0 else float("inf")
     return {"entropy_near": e_near, "entropy_far": e_far, "far_over_near": ratio,
-            "smooth": bool(ratio >= SHAPE["far_over_near_min"])}
+            "smooth": bool(ratio >= SHAPE["far_over_near_min"] and e_far >= SHAPE["entropy_far_min"])}
 
 
 def shape_text(shape: dict) -> str:
