@@ -39,6 +39,10 @@ def by_inputs(df, column):
 
 
 def panel(ax_obj, ax_fit, df, objective, title, obj_label):
+    if df.empty or objective not in df:  # e.g. a paper-scale build from part of the grid
+        for ax in (ax_obj, ax_fit):
+            style.na_panel(ax, df, title=title, otherwise="no cell of this method has run")
+        return np.nan
     k, m, s = by_inputs(df, objective)
     ax_obj.plot(k, m, color="k", marker="o", ms=2.5, label=obj_label)
     ax_obj.fill_between(k, m - s, m + s, color="k", alpha=0.2)

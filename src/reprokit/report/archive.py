@@ -4,7 +4,8 @@
 are gone with the machine; a paper-scale table built over weeks from CPU runs, a lent GPU and a cluster
 needs every one of them. The archive keeps what the reproduction report reads from a cell: one JSON line
 per cell with its metrics.json record (status, coordinates, metrics, info, device and provenance) and the
-settings it ran with (its config.json). Curves stay in results/.
+settings it ran with (its config.json), and its learning curve (curve.csv, column by column), which the
+figures need (`reprokit.report.build_partial` builds an artefact from these lines).
 
     python -m reprokit.report.archive --scale paper                    # results/paper/* -> figures/paper/cells/
     python -m reprokit.report.reproduction --scale paper --out figures/paper/reproduction.md   # reads both
@@ -21,6 +22,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+import pandas as pd
 
 from ..io import atomic_write_text
 
@@ -51,6 +54,9 @@ def from_results(results: str | Path, scale: str, experiment: str) -> dict[str, 
         cell = path.parent.relative_to(root).as_posix()
         out[cell] = {"cell": cell, "settings": json.loads(config_json.read_text())["settings"],
                      **{k: record[k] for k in FIELDS if k in record}}
+        curve = path.with_name("curve.csv")
+        if curve.exists() and curve.stat().st_size > 1:  # the learning curve, column by column (figures need it)
+            out[cell]["curve"] = _plain(pd.read_csv(curve).to_dict("list"))
     return out
 
 

@@ -134,6 +134,30 @@ def _sized(path: str) -> str:
     return f"{path} ({os.path.getsize(path)} bytes)" if os.path.exists(path) else f"{path} (missing)"
 
 
+# Set by start_log from the rule's `params.partial` ({experiment: [cells found, cells in the grid]}), which only
+# reprokit.report.build_partial passes: an artefact built from part of its grid says so in its footer / caption.
+_PARTIAL: dict = {"note": ""}
+
+
+def partial_note(partial: dict | None) -> str:
+    """'PARTIAL GRID: fig2a 72 of 180 cells' for the experiments whose grid did not all run; '' otherwise."""
+    short = {e: (int(n), int(m)) for e, (n, m) in (partial or {}).items() if int(n) < int(m)}
+    if not short:
+        return ""
+    return "PARTIAL GRID: " + ", ".join(f"{e} {n} of {m} cells" for e, (n, m) in short.items())
+
+
+def set_partial(partial: dict | None) -> str:
+    """Make the artefacts written next in this process say `partial_note(partial)` (None: nothing); returns it."""
+    _PARTIAL["note"] = partial_note(partial)
+    return _PARTIAL["note"]
+
+
+def with_partial(note: str) -> str:
+    """`note` with the partial-grid statement appended (when the artefact is built from part of its grid)."""
+    return f"{note}; {_PARTIAL['note']}" if _PARTIAL["note"] else note
+
+
 def start_log(smk) -> logging.Logger:
     """Log a notebook's run to its rule's `log:` file, `smk.log[0]` (stderr when the rule has none, as in
     tests), as the snakemake workflow template's scripts do: the rule, scale, inputs with their sizes and
@@ -150,6 +174,8 @@ def start_log(smk) -> logging.Logger:
     params = getattr(smk, "params", None)
     scale = (params.get("scale", None) if hasattr(params, "get") else None) or getattr(smk, "config", {}).get("scale")
     logger.info("rule %s, scale %s", name or "?", scale)
+    if set_partial(params.get("partial", None) if hasattr(params, "get") else None):
+        logger.info("%s", _PARTIAL["note"])
     for key, path in _named(smk.input):
         logger.info("input %s: %s", key, _sized(path))
     for key, path in _named(smk.output):
@@ -214,8 +240,9 @@ def scale_of(table: pd.DataFrame) -> str:
 
 
 def annotate_figure(fig, scale: str, note: str) -> None:
-    """The provenance footer, and a "TEST DATA" watermark on test-scale figures."""
-    fig.text(0.01, 0.005, note, fontsize=6, color="0.3", ha="left", va="bottom")
+    """The provenance footer (with the partial-grid statement, if any), and a "TEST DATA" watermark on test-scale
+    figures."""
+    fig.text(0.01, 0.005, with_partial(note), fontsize=6, color="0.3", ha="left", va="bottom")
     if scale == "test":
         fig.text(0.5, 0.5, "TEST DATA", fontsize=48, color="red", alpha=0.25, ha="center", va="center",
                  rotation=30, transform=fig.transFigure)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import atomic_write_text
-from .style import SCALE_NOTE
+from .style import SCALE_NOTE, with_partial
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -54,6 +54,7 @@ def write_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, no
     escape their plain-text parts with `latex_escape`. The provenance `note` is always escaped.
     Also writes the HTML rendering `path` with suffix .html (`write_table_html`).
     """
+    note = with_partial(note)
     multicol = isinstance(df.columns, pd.MultiIndex)
     body = df.to_latex(index=False, escape=escape, na_rep="n/a", multicolumn=multicol,
                        multicolumn_format="c", column_format=column_format)

@@ -1,0 +1,134 @@
+"""Build one artefact from the cells of its grid that ran so far: results/ and the committed archive.
+
+The `artefact_<name>` rule needs every cell of its experiments, which at paper scale finish over weeks on
+several machines (or only some run, as on a CPU). This builds the same artefact with the same notebook from
+the cells that ran with the config's current settings (results/<scale>/ first, then
+figures/<scale>/cells/<experiment>.jsonl; a cell whose settings differ is not used), and says so: the
+notebook's footer or caption gets "PARTIAL GRID: <experiment> n of m cells" (report/style.py) and the
+provenance record a `partial` entry {experiment: [n, m]}. A cell that did not run is absent from the tidy
+CSV, not an n/a row.
+
+    python -m reprokit.report.build_partial --artefact fig2 --scale paper      # -> figures/fig2.pdf/.png
+    python -m reprokit.report.provenance --scale paper                         # then copy into figures/paper/
+
+Torch-free itself; the notebook imports what it imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import pandas as pd
+
+from . import aggregate, archive, provenance
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def found_lines(config: dict, experiment: str, scale: str, results: str | Path, root: str | Path) -> list[dict]:
+    """Archive-format lines of the cells of `experiment` that ran with the config's current settings: results/
+    wins over the archive for a cell in both."""
+    lines = archive.load(archive.path_of(root, scale, experiment))
+    if (Path(results) / scale / experiment).is_dir():
+        lines.update(archive.from_results(results, scale, experiment))
+    fresh, _ = archive.split(lines, archive.current_settings(config, scale, experiment))
+    return fresh
+
+
+def tables(config: dict, experiment: str, scale: str, lines: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tidy metrics and curves tables of `lines`, as the aggregate rule writes them for a whole grid."""
+    from ..config import experiment as grid_of
+
+    grid = grid_of(config, experiment, scale)
+    rows, curves = [], []
+    for line in lines:
+        cell = grid.parse(line["cell"].split("/", 2)[2])
+        rows.append(aggregate._row(cell, line, []))
+        if line.get("curve"):
+            curve = pd.DataFrame(line["curve"])
+            for axis, value in cell.coord_dict.items():
+                curve.insert(0, axis, value if not isinstance(value, list) else "-".join(map(str, value)))
+            curves.append(curve)
+    table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["scale", "experiment", *grid.axes, "status", "note"])
+    curve_table = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=list(grid.axes)[::-1])
+    return table, curve_table
+
+
+def build(name: str, scale: str, results: str | Path = "results", root: str | Path = REPO,
+          out_dir: str | Path | None = None, archive_root: str | Path | None = None) -> dict:
+    """Run artefact `name`'s notebook on the cells found; returns the provenance record it wrote. `root`: the
+    repository (config, notebooks); `archive_root`: where figures/<scale>/cells/ lives (default `root`)."""
+    from ..budget import load_pipeline_config
+    from ..config import experiment as grid_of
+
+    root = Path(root)
+    config = load_pipeline_config(root, {"scale": scale})
+    if name not in config["artefacts"]:
+        raise KeyError(f"no artefact '{name}' in the config (known: {', '.join(sorted(config['artefacts']))})")
+    spec = config["artefacts"][name]
+    out_dir = Path(out_dir or root / "figures")
+    partial, inputs, csvs = {}, {}, []
+    tmp = Path(tempfile.mkdtemp(prefix=f"partial-{name}-"))
+    for exp in spec["experiments"]:
+        lines = found_lines(config, exp, scale, results, archive_root or root)
+        n_grid = sum(1 for _ in grid_of(config, exp, scale).cells())
+        if not lines:
+            raise FileNotFoundError(f"artefact {name}: no cell of experiment {exp} ran at scale {scale} with the "
+                                    f"config's settings (results/{scale}/{exp}, figures/{scale}/cells/{exp}.jsonl)")
+        partial[exp] = [len(lines), n_grid]
+        table, curves = tables(config, exp, scale, lines)
+        inputs[exp], inputs[f"{exp}_curves"] = str(tmp / f"{exp}.csv"), str(tmp / f"{exp}_curves.csv")
+        table.to_csv(inputs[exp], index=False)
+        curves.to_csv(inputs[f"{exp}_curves"], index=False)
+        csvs.append(inputs[exp])
+    numbers = root / "config" / "papers" / f"{spec['paper']}.yaml"
+    if numbers.exists():
+        from . import papers
+
+        if name in papers.load(numbers)["artefacts"]:
+            inputs["paper_numbers"] = str(numbers)
+    inputs.update({k: str(root / v) for k, v in (spec.get("data") or {}).items()})
+    outputs = {ext: str(out_dir / f"{name}.{ext}") for ext in spec["outputs"]}
+    smk = types.SimpleNamespace(input=inputs, output=outputs, config=config, wildcards={}, log=[],
+                                params={"scale": scale, "notebook": spec["notebook"], "partial": partial},
+                                rule=f"artefact_{name}")
+    from . import style
+
+    try:
+        runpy.run_path(str(root / "workflow" / "notebooks" / spec["notebook"]), init_globals={"snakemake": smk},
+                       run_name="__main__")
+    finally:
+        style.set_partial(None)  # the next artefact built in this process is not partial unless it says so
+    missing = [p for p in outputs.values() if not Path(p).exists()]
+    if missing:
+        raise RuntimeError(f"artefact {name}: the notebook did not write {', '.join(missing)}")
+    rec = provenance.record(config, name, scale, provenance.devices_of(csvs), root=root)
+    rec["partial"] = partial
+    provenance.write(out_dir / f"{name}{provenance.SUFFIX}", rec)
+    return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m reprokit.report.build_partial", description=__doc__.split("\n\n")[0])
+    p.add_argument("--artefact", required=True, nargs="+")
+    p.add_argument("--scale", default="paper")
+    p.add_argument("--results", default="results")
+    p.add_argument("--root", default=str(REPO))
+    args = p.parse_args(argv)
+    for name in args.artefact:
+        try:
+            rec = build(name, args.scale, args.results, args.root)
+        except (KeyError, FileNotFoundError, RuntimeError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        print(f"{name}: built from " + ", ".join(f"{e} {n} of {m} cells" for e, (n, m) in rec["partial"].items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
