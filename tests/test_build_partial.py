@@ -38,7 +38,8 @@ def write_cell(results: Path, cell, settings=None) -> None:
     (folder / "config.json").write_text(json.dumps({**cell.to_dict(), "settings": settings}))
     (folder / "metrics.json").write_text(json.dumps({
         "coords": cell.coord_dict, "scale": "test", "status": "completed", "experiment": EXP, "steps": 10,
-        "metrics": {"test_nll": -1.0, "noise_sd": 0.02, "grid_mean": _fmt(fg), "grid_sd": _fmt(np.full_like(fg, 0.02))},
+        "metrics": {"test_nll": -1.0, "noise_sd": 0.02, "grid_mean": _fmt(fg), "grid_sd": _fmt(np.full_like(fg, 0.02)),
+                    "grid_sd_epistemic": _fmt(np.full_like(fg, 0.01))},
         "info": {"note": "FAKE synthetic test data", "data_kwargs": json.dumps({"seed": 0}), "n_train": 32,
                  "dataset_name": "sines_trend", "task": "regression", "n_steps": 10, "final_samples": 4},
         "provenance": {"device": "cpu", "device_name": "FAKE CPU"}}))
