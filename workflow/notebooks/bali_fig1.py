@@ -14,6 +14,8 @@
 # paper). 3 hidden layers of 256 tanh units.
 
 # %%
+import textwrap
+
 import matplotlib.pyplot as plt
 
 from reprokit.report import bali_regression as br
@@ -35,9 +37,16 @@ for ax, name in zip(axes, ["sines_trend", "sinc", "two_moons"]):
     br.plot_predictive(ax, row, f"BALI, {titles[name]} (N = {int(row['n_train'])})")
 axes[0].legend(loc="upper left", fontsize=6)
 r = df.iloc[0]
+shapes = {name: br.predictive_shape(rows.iloc[0]) for name, rows in df.groupby("dataset")}
+for name, sh in shapes.items():
+    log.info("%s: %s", name, br.shape_text(sh))
+reading = "\n".join(f"{titles.get(n, n)}: {br.shape_text(sh)} ({'meets' if sh.get('smooth') else 'fails'} Sec. 5.1's "
+                     "reading)" for n, sh in shapes.items() if sh)
 note = style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts, App. H.1), two moons (128 pts)") + (
     f"; {int(r['n_steps'])} iterations, full batch, {int(r['final_samples'])} weight samples; regression "
-    "sigma_init 3, sigma_r 80, classification sigma_init 1, sigma_r 20, sigma_u^2 = 0.01 N; alpha 0.3, beta 0.2 "
-    "and the iteration count are not stated in the paper")
-fig.tight_layout(rect=(0, 0.05, 1, 1))
+    "sigma_init 3, sigma_r 80, classification sigma_init 1, sigma_r 20, sigma_u^2 = 0.01 N; "
+    f"alpha {float(r['alpha']):g}, beta {float(r['beta']):g} and the iteration count are not stated in the paper "
+    "(the sweep table bali_fig1_sweep compares alternatives)")
+note = "\n".join(textwrap.fill(part, 190) for part in note.split("\n")) + "\n" + reading
+fig.tight_layout(rect=(0, 0.24, 1, 1))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

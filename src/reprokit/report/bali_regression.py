@@ -256,7 +256,7 @@ def shape_text(shape: dict) -> str:
                 f"{shape['fit_err']:.2f} and largest weight sd near data {shape['epi_near']:.2f} noise sd "
                 f"({shape['noise']:.3f}), sd far/near {shape['far_over_near']:.2f}")
     return (f"entropy near data {shape['entropy_near']:.3f}, far {shape['entropy_far']:.3f}, "
-            f"far/near {shape['far_over_near']:.2f}")
+            f"far/near {shape['far_over_near']:.3g}")
 
 
 def plot_predictive(ax, row: pd.Series, title: str) -> None:
