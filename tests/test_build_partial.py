@@ -1,6 +1,6 @@
 """reprokit.report.build_partial: an artefact built from the cells of its grid that ran (results/ and the
-archive), saying so. Cells are real cells of the test-scale `bali_fig1_sweep` grid with SYNTHETIC predictives
-(watermarked "FAKE" in their info)."""
+archive), saying so. Cells are real cells of the paper-scale `bali_fig1_sweep` grid (27 cells) with SYNTHETIC
+predictives (watermarked "FAKE" in their info), in temporary folders."""
 
 import json
 from pathlib import Path
@@ -20,8 +20,9 @@ EXP = "bali_fig1_sweep"
 
 @pytest.fixture(scope="module")
 def cells():
-    cfg = load_pipeline_config(REPO, {"scale": "test"})
-    return {(c.coord_dict["dataset"], c.coord_dict["bali.alpha"]): c for c in experiment(cfg, EXP, "test").cells()}
+    cfg = load_pipeline_config(REPO, {"scale": "paper"})
+    return {(c.coord_dict["dataset"], c.coord_dict["bali.alpha"]): c for c in experiment(cfg, EXP, "paper").cells()
+            if c.coord_dict["bali.beta"] == 0.2 and c.coord_dict["n_steps"] == 10000}
 
 
 def _fmt(a) -> str:
@@ -37,7 +38,7 @@ def write_cell(results: Path, cell, settings=None) -> None:
     settings = settings or kind(cell.kind).cell_settings(cell)
     (folder / "config.json").write_text(json.dumps({**cell.to_dict(), "settings": settings}))
     (folder / "metrics.json").write_text(json.dumps({
-        "coords": cell.coord_dict, "scale": "test", "status": "completed", "experiment": EXP, "steps": 10,
+        "coords": cell.coord_dict, "scale": "paper", "status": "completed", "experiment": EXP, "steps": 10,
         "metrics": {"test_nll": -1.0, "noise_sd": 0.02, "grid_mean": _fmt(fg), "grid_sd": _fmt(np.full_like(fg, 0.02)),
                     "grid_sd_epistemic": _fmt(np.full_like(fg, 0.01))},
         "info": {"note": "FAKE synthetic test data", "data_kwargs": json.dumps({"seed": 0}), "n_train": 32,
@@ -60,22 +61,22 @@ def test_builds_from_results_and_the_archive_and_says_how_much_ran(tmp_path, cel
     write_cell(other, cells[("sines_trend", 0.3)])
     stale = dict(kind("synthetic_predictive").cell_settings(cells[("two_moons", 0.05)]), n_steps=999)
     write_cell(other, cells[("two_moons", 0.05)], settings=stale)
-    target = archive.path_of(tmp_path, "test", EXP)
+    target = archive.path_of(tmp_path, "paper", EXP)
     target.parent.mkdir(parents=True)
-    archive.write(target, archive.from_results(other, "test", EXP))
+    archive.write(target, archive.from_results(other, "paper", EXP))
 
-    rec = build_partial.build(EXP, "test", results=results, root=REPO, out_dir=out, archive_root=tmp_path)
-    assert rec["partial"] == {EXP: [2, 4]} and rec["scale"] == "test"
-    assert json.loads((out / f"{EXP}.provenance.json").read_text())["partial"] == {EXP: [2, 4]}
+    rec = build_partial.build(EXP, "paper", results=results, root=REPO, out_dir=out, archive_root=tmp_path)
+    assert rec["partial"] == {EXP: [2, 27]} and rec["scale"] == "paper"
+    assert json.loads((out / f"{EXP}.provenance.json").read_text())["partial"] == {EXP: [2, 27]}
     tex = (out / f"{EXP}.tex").read_text()
-    assert r"PARTIAL GRID: bali\_fig1\_sweep 2 of 4 cells" in tex
-    assert f"PARTIAL GRID: {EXP} 2 of 4 cells" in (out / f"{EXP}.html").read_text()
+    assert r"PARTIAL GRID: bali\_fig1\_sweep 2 of 27 cells" in tex
+    assert f"PARTIAL GRID: {EXP} 2 of 27 cells" in (out / f"{EXP}.html").read_text()
     assert tex.count("sines-trend & ") == 2 and "two moons & " not in tex  # the stale cell is not a row
     assert "curve" in archive.load(target)[cells[("sines_trend", 0.3)].rel_dir]  # the archive keeps curves
     assert style.with_partial("note") == "note"  # the statement does not leak into later artefacts
 
 
 def test_no_cell_at_all_is_an_error_naming_the_experiment(tmp_path):
-    with pytest.raises(FileNotFoundError, match=f"no cell of experiment {EXP} ran at scale test"):
-        build_partial.build(EXP, "test", results=tmp_path / "none", root=REPO, out_dir=tmp_path,
+    with pytest.raises(FileNotFoundError, match=f"no cell of experiment {EXP} ran at scale paper"):
+        build_partial.build(EXP, "paper", results=tmp_path / "none", root=REPO, out_dir=tmp_path,
                             archive_root=tmp_path)
