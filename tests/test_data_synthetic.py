@@ -85,3 +85,18 @@ def test_two_moons():
     diff = (noisy.x_train - ref.x_train).numpy()
     assert np.std(diff) == pytest.approx(0.2, rel=0.05) and abs(np.mean(diff)) < 0.01
     assert b.meta["x_grid"].shape == (100 * 100, 2) and b.meta["grid_shape"] == (100, 100)
+
+
+def test_input_selection_signal_coding_sets_the_class_separation():
+    """`signal="signed"` adds 2y - 1 to the 15 informative inputs (class means 2 apart), `signal="label"` the label
+    itself (x = y + e as the paper writes it: 1 apart); the 15 spurious inputs carry no label in either."""
+    from reprokit.data.registry import load
+
+    for signal, gap in (("signed", 2.0), ("label", 1.0)):
+        b = load("input_selection", seed=0, n_train=3000, signal=signal)
+        x, y = b.x_train.numpy(), b.y_train.numpy()
+        diff = x[y == 1].mean(0) - x[y == 0].mean(0)
+        assert abs(diff[:15].mean() - gap) < 0.05, (signal, diff[:15].mean())
+        assert abs(diff[15:]).max() < 0.15
+    with pytest.raises(ValueError, match="signal 'pm1' unknown"):
+        load("input_selection", seed=0, signal="pm1")

@@ -15,27 +15,31 @@ from .bundle import Bundle, take_kwargs
 __all__ = ["load_synthetic"]
 
 
-def _input_selection(seed=0, n_train=3000, n_test=1000, n_signal=15, n_noise=15) -> dict:
+def _input_selection(seed=0, n_train=3000, n_test=1000, n_signal=15, n_noise=15, signal="signed") -> dict:
     """Lyle et al. (2020) input selection task (partitioned networks, Sec. 5 / App. I.5).
 
-    label ~ Bernoulli(1/2) in {0, 1}; the features use the signed coding y_signal = 2 * label - 1
-    (i.e. +-1): x = (y_signal + e_1, ..., y_signal + e_15, e_16, ..., e_30), e ~ N(0, 1) i.i.d.
+    label ~ Bernoulli(1/2) in {0, 1}; x = (y_signal + e_1, ..., y_signal + e_15, e_16, ..., e_30),
+    e ~ N(0, 1) i.i.d., with y_signal = 2 * label - 1 (+-1; ``signal="signed"``, the default) or the label
+    itself (``signal="label"``: x = y + e as the paper writes it, half the class separation).
     Returned y is the int64 class label in {0, 1}. Train and test are independent draws from one
     generator seeded with ``seed`` (train first).
     """
+    if signal not in ("signed", "label"):
+        raise ValueError(f"input_selection: signal '{signal}' unknown (valid: signed, label)")
     rng = np.random.default_rng(seed)
 
     def draw(n):
         label = rng.integers(0, 2, size=n)
         e = rng.standard_normal((n, n_signal + n_noise))
         x = e.copy()
-        x[:, :n_signal] += (2 * label - 1)[:, None]
+        x[:, :n_signal] += ((2 * label - 1) if signal == "signed" else label)[:, None]
         return torch.from_numpy(x.astype(np.float32)), torch.from_numpy(label.astype(np.int64))
 
     xtr, ytr = draw(n_train)
     xte, yte = draw(n_test)
     return dict(x_train=xtr, y_train=ytr, x_test=xte, y_test=yte,
-                meta={"label_coding": "label in {0,1}; features use y_signal = 2*label - 1 (+-1)",
+                meta={"label_coding": ("label in {0,1}; features use y_signal = 2*label - 1 (+-1)" if signal == "signed"
+                                       else "label in {0,1}; features use the label itself (x = y + e)"),
                       "n_signal": n_signal, "n_noise": n_noise})
 
 

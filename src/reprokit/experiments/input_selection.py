@@ -18,7 +18,7 @@ from . import CellContext, Evaluation, Run
 
 
 def _data(st: InputSelectionSettings, ctx: CellContext) -> TaskData:
-    b = registry.load(st.dataset, ctx.mirrors, n_train=st.n_train, n_test=st.n_test, seed=st.data_seed)
+    b = registry.load(st.dataset, ctx.mirrors, n_train=st.n_train, n_test=st.n_test, seed=st.data_seed, signal=st.signal)
     return TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task="classification", n_classes=2)
 
 

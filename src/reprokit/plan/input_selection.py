@@ -54,6 +54,9 @@ class InputSelectionSettings(Settings):
     # partitioned_mask
     mask_init_keep: float | None = None
     mask_temperature: float | None = None
+    # how the label enters the informative features: "signed" (2y - 1, +-1; the default here) or "label" (y in
+    # {0, 1}, x = y + e as the paper writes it); data/synthetic.py _input_selection
+    signal: str = "signed"
 
     def __post_init__(self):
         if self.method not in METHODS:
