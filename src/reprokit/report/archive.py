@@ -27,7 +27,8 @@ import pandas as pd
 
 from ..io import atomic_write_text
 
-FIELDS = ("status", "scale", "experiment", "coords", "datasets", "metrics", "steps", "info", "provenance")
+FIELDS = ("status", "scale", "experiment", "coords", "datasets", "metrics", "steps", "info", "provenance",
+          "seconds_this_run", "seconds_per_step", "resumed_from_step")  # the timings: CPU/GPU-hours per artefact
 
 
 def path_of(root: str | Path, scale: str, experiment: str) -> Path:
