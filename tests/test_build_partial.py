@@ -77,6 +77,6 @@ def test_builds_from_results_and_the_archive_and_says_how_much_ran(tmp_path, cel
 
 
 def test_no_cell_at_all_is_an_error_naming_the_experiment(tmp_path):
-    with pytest.raises(FileNotFoundError, match=f"no cell of experiment {EXP} ran at scale paper"):
+    with pytest.raises(FileNotFoundError, match=f"no cell of experiment\\(s\\) {EXP} ran at scale paper"):
         build_partial.build(EXP, "paper", results=tmp_path / "none", root=REPO, out_dir=tmp_path,
                             archive_root=tmp_path)

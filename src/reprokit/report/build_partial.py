@@ -6,7 +6,8 @@ the cells that ran with the config's current settings (results/<scale>/ first, t
 figures/<scale>/cells/<experiment>.jsonl; a cell whose settings differ is not used), and says so: the
 notebook's footer or caption gets "PARTIAL GRID: <experiment> n of m cells" (report/style.py) and the
 provenance record a `partial` entry {experiment: [n, m]}. A cell that did not run is absent from the tidy
-CSV, not an n/a row.
+CSV, not an n/a row; an experiment none of whose cells ran gives an empty table (an error only when that is true
+of every experiment of the artefact).
 
     python -m reprokit.report.build_partial --artefact fig2 --scale paper      # -> figures/fig2.pdf/.png
     python -m reprokit.report.provenance --scale paper                         # then copy into figures/paper/
@@ -77,15 +78,15 @@ def build(name: str, scale: str, results: str | Path = "results", root: str | Pa
     for exp in spec["experiments"]:
         lines = found_lines(config, exp, scale, results, archive_root or root)
         n_grid = sum(1 for _ in grid_of(config, exp, scale).cells())
-        if not lines:
-            raise FileNotFoundError(f"artefact {name}: no cell of experiment {exp} ran at scale {scale} with the "
-                                    f"config's settings (results/{scale}/{exp}, figures/{scale}/cells/{exp}.jsonl)")
         partial[exp] = [len(lines), n_grid]
         table, curves = tables(config, exp, scale, lines)
         inputs[exp], inputs[f"{exp}_curves"] = str(tmp / f"{exp}.csv"), str(tmp / f"{exp}_curves.csv")
         table.to_csv(inputs[exp], index=False)
         curves.to_csv(inputs[f"{exp}_curves"], index=False)
         csvs.append(inputs[exp])
+    if not any(n for n, _ in partial.values()):
+        raise FileNotFoundError(f"artefact {name}: no cell of experiment(s) {', '.join(partial)} ran at scale {scale} "
+                                f"with the config's settings (results/{scale}/<experiment>, figures/{scale}/cells/)")
     numbers = root / "config" / "papers" / f"{spec['paper']}.yaml"
     if numbers.exists():
         from . import papers
