@@ -72,10 +72,19 @@ def aggregate(cells: list, results_dir: str | Path, unavailable: dict | None = N
         rows.append(_row(cell, json.loads(metrics_path.read_text()), []))
         curve_path = folder / "curve.csv"
         if curve_path.exists() and curve_path.stat().st_size > 1:
-            curve = pd.read_csv(curve_path)
-            for axis, value in cell.coord_dict.items():
-                curve.insert(0, axis, value if not isinstance(value, list) else "-".join(map(str, value)))
-            curves.append(curve)
+            curves.append(with_coords(pd.read_csv(curve_path), cell))
+    return tidy(rows, curves, cells, axes)
+
+
+def with_coords(curve: pd.DataFrame, cell) -> pd.DataFrame:
+    """A cell's learning curve with its grid coordinates as leading columns (list values joined with '-')."""
+    for axis, value in cell.coord_dict.items():
+        curve.insert(0, axis, value if not isinstance(value, list) else "-".join(map(str, value)))
+    return curve
+
+
+def tidy(rows: list[dict], curves: list[pd.DataFrame], cells: list, axes: list | None = None):
+    """(metrics table, curves table) from per-cell rows and curves; without any, the columns they would lead with."""
     table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["scale", "experiment", *(axes or []), "status", "note"])
     if curves:
         curve_table = pd.concat(curves, ignore_index=True)

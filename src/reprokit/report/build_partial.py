@@ -46,18 +46,14 @@ def tables(config: dict, experiment: str, scale: str, lines: list[dict]) -> tupl
     from ..config import experiment as grid_of
 
     grid = grid_of(config, experiment, scale)
-    rows, curves = [], []
+    rows, curves, cells = [], [], []
     for line in lines:
         cell = grid.parse(line["cell"].split("/", 2)[2])
+        cells.append(cell)
         rows.append(aggregate._row(cell, line, []))
         if line.get("curve"):
-            curve = pd.DataFrame(line["curve"])
-            for axis, value in cell.coord_dict.items():
-                curve.insert(0, axis, value if not isinstance(value, list) else "-".join(map(str, value)))
-            curves.append(curve)
-    table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["scale", "experiment", *grid.axes, "status", "note"])
-    curve_table = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=list(grid.axes)[::-1])
-    return table, curve_table
+            curves.append(aggregate.with_coords(pd.DataFrame(line["curve"]), cell))
+    return aggregate.tidy(rows, curves, cells, list(grid.axes))
 
 
 def build(name: str, scale: str, results: str | Path = "results", root: str | Path = REPO,
@@ -65,7 +61,6 @@ def build(name: str, scale: str, results: str | Path = "results", root: str | Pa
     """Run artefact `name`'s notebook on the cells found; returns the provenance record it wrote. `root`: the
     repository (config, notebooks); `archive_root`: where figures/<scale>/cells/ lives (default `root`)."""
     from ..budget import load_pipeline_config
-    from ..config import experiment as grid_of
 
     root = Path(root)
     config = load_pipeline_config(root, {"scale": scale})
@@ -73,10 +68,17 @@ def build(name: str, scale: str, results: str | Path = "results", root: str | Pa
         raise KeyError(f"no artefact '{name}' in the config (known: {', '.join(sorted(config['artefacts']))})")
     spec = config["artefacts"][name]
     out_dir = Path(out_dir or root / "figures")
+    with tempfile.TemporaryDirectory(prefix=f"partial-{name}-") as tmp:  # the tidy CSVs live as long as the notebook
+        rec = _build(name, scale, config, spec, results, root, out_dir, Path(archive_root or root), Path(tmp))
+    return rec
+
+
+def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archive_root: Path, tmp: Path) -> dict:
+    from ..config import experiment as grid_of
+
     partial, inputs, csvs = {}, {}, []
-    tmp = Path(tempfile.mkdtemp(prefix=f"partial-{name}-"))
     for exp in spec["experiments"]:
-        lines = found_lines(config, exp, scale, results, archive_root or root)
+        lines = found_lines(config, exp, scale, results, archive_root)
         n_grid = sum(1 for _ in grid_of(config, exp, scale).cells())
         partial[exp] = [len(lines), n_grid]
         table, curves = tables(config, exp, scale, lines)
