@@ -1,6 +1,7 @@
 """Diagnostic (not part of the pipeline): BALI on UCI splits at Table 4 settings with one or more overrides.
 
-Used to probe which knob could move our BALI towards the paper's Table 1 / 7 numbers (issue 3 notes).
+Used to probe which knob could move our BALI towards the paper's Table 1 / 7 numbers (from 2026-11-22,
+commit 9fa45f9; the findings are comments in config/experiments/bali_regression.yaml).
 Prints one JSON line per split: test / train RMSE and test log-likelihood in original units.
 
     python benchmarks/bali_uci_sweep.py --dataset uci_concrete --splits 0-4 --name neff4 --set n_eff_frac=0.25

@@ -1,5 +1,5 @@
 """Rounds per second of a federated round with the clients run one after the other (``client_batching:
-loop``) and batched by ``torch.func.vmap`` (``vmap``), side by side in one process (issue 13).
+loop``) and batched by ``torch.func.vmap`` (``vmap``), side by side in one process (2026-11-23, commit 9a9e6d2).
 
 Both are ``FederatedTraining.train_step``, the pipeline's round function, on random MNIST-shaped data split
 over 100 clients of equal-ish size (n_train / 100 examples each, the sizes of Table 4: 1.25k -> 12-13,

@@ -1,4 +1,4 @@
-"""Start-up cost of a cell process (issue 10, "Per-cell start-up"): wall time in fresh subprocesses.
+"""Start-up cost of a cell process (per-cell start-up; 2026-11-23, commit 139f3db): wall time in fresh subprocesses.
 
     python benchmarks/bench_startup.py [--repeats 5] [--src DIR] [--importtime] [--check-bits]
 

@@ -73,6 +73,7 @@ def main(argv=None) -> int:
     p.add_argument("--scale", default="paper")
     p.add_argument("--where", nargs="*", default=[], help="axis=v1,v2 filters on the grid (values as in paths)")
     p.add_argument("--jobs", type=int, default=4, help="cells at a time (they share the device)")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads per cell (CPU), as the rule's threads")
     p.add_argument("--mirror", action="append", default=None, help="dataset folder (default: config's mirrors)")
     p.add_argument("--summary", default=None, help="write a JSON summary here")
     p.add_argument("--first", nargs="*", default=[], help="start cells whose path contains one of these first")
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
         d["settings"] = plan.cell_settings(c)
         cmd = [sys.executable, "-m", "reprokit.cell", "run", "--cell", json.dumps(d), "--context",
                json.dumps(cell_context), "--variants", json.dumps(paths), "--out", str(out), "--checkpoint",
-               str(Path(cfg["paths"]["checkpoints"]) / c.rel_dir / "checkpoint.pt")]
+               str(Path(cfg["paths"]["checkpoints"]) / c.rel_dir / "checkpoint.pt"), "--threads", str(args.threads)]
         jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", metrics))
     jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
     print(f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run ({len(stale)} completed with other "

@@ -1,6 +1,6 @@
-"""Augerino as Benton et al.'s code has it (issue 12): the standard loss NLL - reg * ||w|| and its "safe"
-variant, whose regulariser (value and gradient) is off once any width reaches the threshold in absolute
-value; the parametrisation partitioned training uses is the default (App. I.4).
+"""Augerino as Benton et al.'s code has it (2026-11-23, commit 4815538): the standard loss NLL - reg * ||w|| and its
+"safe" variant, whose regulariser (value and gradient) is off once any width reaches the threshold in absolute value;
+the parametrisation partitioned training uses is the default (App. I.4).
 
 Behaviour checked: the safe switch turns the gradient off exactly at |w| = threshold, for every
 parametrisation and for negative (signed) widths; the standard variant on a setting that drives the

@@ -225,8 +225,9 @@ def test_model_scales_hidden_features_and_first_layer_only_on_request():
 
 @pytest.mark.parametrize("n_data", [100.0, 25.0])
 def test_wishart_n_scales_sigma_by_the_closed_form_factor(n_data):
-    """Issue 14: `wishart_n` picks the N in u = u_0 + N (Eq. 16d). With the same EMA statistics, M, R and U are
-    identical and Sigma_n / Sigma_neff = (u_0 + N_eff + D_y + 1) / (u_0 + N + D_y + 1) exactly, in every layer
+    """`wishart_n` (2026-11-23, commit 015830c) picks the N in u = u_0 + N (Eq. 16d). With the same EMA
+    statistics, M, R and U are identical and Sigma_n / Sigma_neff = (u_0 + N_eff + D_y + 1) / (u_0 + N + D_y + 1)
+    exactly, in every layer
     (here after one bali_step from the same initial weights); the two choices agree when N_eff = N."""
     n_eff, dims = 25.0, (3, [6], 2)
     x, y = _data(40, 3, 2)

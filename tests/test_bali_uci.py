@@ -61,7 +61,8 @@ def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
     assert bali.n_eff == pytest.approx(n_train / 3) and bali.beta == 0.123
     assert run.method.sampler.batch_size == 7  # the minibatches it trains on
     assert run.info["n_eff_divisor"] == 3 and run.info["beta"] == 0.123 and run.info["batch_size"] == 7
-    # issue 14: the inverse-Wishart dof count u = u_0 + N uses the actual N by default (bali.wishart_n: n)
+    # since commit 015830c (2026-11-23): the inverse-Wishart dof count u = u_0 + N uses the actual N by default
+    # (bali.wishart_n: n)
     assert run.info["wishart_n"] == "n" and bali.n_data == n_train
     assert [layer.n_wishart for layer in run.method.model.layers] == [n_train, n_train]
     other = uci_regression.build(_cell(cfg, "bali_uci", "test", method="bali_ystd", dataset="uci_yacht", seed=0),

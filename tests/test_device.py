@@ -1,4 +1,4 @@
-"""Issue 10: every cell trains on the device it is given.
+"""Every cell trains on the device it is given (2026-11-23, commit a542cfa).
 
 CI has no GPU, so placement is checked on the CPU with a trick: after a cell is built (data, model and
 generators placed by the runtime), its steps, evaluations and final metrics run with torch's default

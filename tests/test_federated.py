@@ -1,5 +1,5 @@
-"""Issue 13: federated training (methods/federated.py): FedAvg = SGD + server Adam, partitioned clients
-touch and upload only partitions k..C with the bytes counted, bit-identical resume, and the clients
+"""Federated training (methods/federated.py, 2026-11-23, commit 94ce2ad): FedAvg = SGD + server Adam,
+partitioned clients touch and upload only partitions k..C with the bytes counted, bit-identical resume, and the clients
 batched by torch.func.vmap giving the loop's server weights (same draws) for every method."""
 
 from __future__ import annotations

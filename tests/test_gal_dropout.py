@@ -1,4 +1,4 @@
-"""Issue 14 (MC dropout): Gal's DropoutUncertaintyExps protocol as the BALI tables' DO baseline
+"""MC dropout (2026-11-23, commit bca0508): Gal's DropoutUncertaintyExps protocol as the BALI tables' DO baseline
 (methods/gal_dropout.py): the tau log-likelihood, the grid selection, input dropout, the step count, and a
 tiny end-to-end run that resumes bit-identically from a checkpoint taken inside the grid."""
 

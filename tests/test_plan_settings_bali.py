@@ -1,4 +1,4 @@
-"""Issue 11: typed settings of the BALI paper's kinds (uci_regression, synthetic_predictive,
+"""Typed settings (2026-11-23, commit f2f84e3) of the BALI paper's kinds (uci_regression, synthetic_predictive,
 bali_classification). The dataclass holds the defaults, the JSON schema validates: this file keeps the
 two in step, builds every configured cell's settings, and checks the errors and defaults."""
 
@@ -145,7 +145,7 @@ def test_bali_classification_defaults(config):
 
 
 def test_wishart_n_default_and_values_agree_with_the_library():
-    """Issue 14: `wishart_n` (the N in u = u_0 + N, Eq. 16d) has its pipeline default in BaliPriors; the
+    """`wishart_n` (commit 015830c; the N in u = u_0 + N, Eq. 16d) has its pipeline default in BaliPriors; the
     library's BaliConfig default and valid values, and both kinds' schema enums, must agree with it."""
     from reprokit.bali.config import WISHART_N, BaliConfig
     from reprokit.plan.bali_blocks import BaliPriors

@@ -1,4 +1,4 @@
-"""Issue 11: the typed settings of the input_selection (Fig. 2) and update_timing (Table 8) kinds.
+"""The typed settings (2026-11-23, commit 5a15684) of the input_selection (Fig. 2) and update_timing (Table 8) kinds.
 
 The dataclass (reprokit.plan.<kind>) supplies the defaults, the JSON schema
 (workflow/schemas/kinds/<kind>.schema.yaml) validates: the two must name the same keys.

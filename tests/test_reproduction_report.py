@@ -164,13 +164,92 @@ class PaperAsOurs(reproduction.Context):
 
 
 def test_table_claims_hold_on_the_papers_own_numbers(tmp_path):
+    """On the paper's own numbers no table claim is contradicted; some of its orderings are inside the paper's own
+    noise (e.g. Table 1's yacht: BALI 0.642 +- 0.042 vs DO 0.666 +- 0.049), and those read "inconclusive"."""
     docs = [papers.load(p) for p in PAPERS]
     ctx = PaperAsOurs(tmp_path, "paper", docs)
     table_claims = [c for d in docs for c in papers.claims(d) if "artefact" in c.args]
     assert len(table_claims) >= 15
+    statuses = {}
     for claim in table_claims:
         v = claims.check(ctx, claim.check, claim.args)
-        assert v.status == "holds", (claim.id, v.measured)
+        assert v.status in ("holds", "inconclusive"), (claim.id, v.measured)
+        statuses[claim.id] = v.status
+    assert statuses["bali_table1_beats_do_rmse"] == "inconclusive"  # yacht's gap is half the paper's s.e.
+    assert sum(v == "holds" for v in statuses.values()) >= len(statuses) // 2
+
+
+# -- verdicts that cannot flatter: noise, pairing, baselines far from the paper's -------------------------------
+
+def fig2a_rows(margin: float, spread: float) -> list[dict]:
+    """FAKE Fig. 2a cells, 3 seeds: the LML peaks at K = 15 and K = 16 trails it by `margin`, each seed shifted by
+    up to `spread` at K = 16 only (so the paired difference varies by that much)."""
+    rows = []
+    for seed, jitter in enumerate((-1.0, 0.0, 1.0)):
+        for k in range(1, 31):
+            lml = -abs(k - 15) * 1.0 if k != 16 else -margin + jitter * spread
+            rows.append({"method": "partitioned", "n_inputs": k, "seed": seed, "status": "completed", "lml": lml})
+    return rows
+
+
+@pytest.mark.parametrize("margin, spread, verdict", [(0.5, 0.05, "holds"), (0.02, 0.2, "inconclusive"),
+                                                     (-0.5, 0.05, "does not hold")])
+def test_a_peak_inside_the_noise_is_inconclusive(tmp_path, margin, spread, verdict):
+    write_csv(tmp_path, "fig2a", fig2a_rows(margin, spread))
+    line = line_of(report(tmp_path), "| partitioned | fig2a_lml_peak |")
+    assert f"**{verdict}**" in line
+    assert "paired seed differences" in line
+
+
+def uci_cells(root: Path, dataset: str, bali: list[float], do: list[float]) -> None:
+    for seed, (b, d) in enumerate(zip(bali, do)):
+        for method, value in (("bali", b), ("dropout", d)):
+            write_cell(root, "bali_uci", {"dataset": dataset, "method": method, "seed": seed}, {"test_rmse": value},
+                       scale="paper")
+
+
+def table1_verdict(root: Path) -> tuple[str, str]:
+    ctx = reproduction.Context(root, "paper", [papers.load(p) for p in PAPERS])
+    v = claims.check(ctx, "beats", {"artefact": "bali_table1", "better": "BALI", "worse": ["DO"],
+                                    "lower_is_better": True, "over": ["uci_yacht"]})
+    return v.status, v.measured
+
+
+def test_beats_pairs_the_splits_both_ran(tmp_path):
+    # FAKE RMSEs: splits differ by up to 0.4, BALI is 0.02 below DO on every split. Unpaired the gap is far inside
+    # the noise; paired over the 5 splits it is clear.
+    base = [0.5, 0.7, 0.9, 0.6, 0.8]
+    uci_cells(tmp_path, "uci_yacht", [b - 0.02 for b in base], base)
+    status, measured = table1_verdict(tmp_path)
+    assert status == "holds" and "paired over 5" in measured
+    # the same means with the splits shuffled on one side: no longer a consistent paired gap
+    other = tmp_path / "shuffled"
+    uci_cells(other, "uci_yacht", [b - 0.02 for b in base], base[::-1])
+    assert table1_verdict(other)[0] == "inconclusive"
+
+
+def test_a_baseline_far_from_the_papers_is_not_comparable(tmp_path):
+    # FAKE: our DO at 9.8 on yacht (the paper's DO: 0.666 +- 0.049): BALI "beats" a crippled baseline
+    uci_cells(tmp_path, "uci_yacht", [0.70, 0.72, 0.69], [9.8, 9.9, 9.7])
+    status, measured = table1_verdict(tmp_path)
+    assert status == "not comparable" and "the paper's 0.666" in measured
+    # ... but losing clearly to it is still a failure
+    other = tmp_path / "loses"
+    uci_cells(other, "uci_yacht", [12.0, 12.1, 11.9], [9.8, 9.9, 9.7])
+    assert table1_verdict(other)[0] == "does not hold"
+
+
+def test_the_report_opens_with_a_summary_per_paper_and_a_z_figure(tmp_path):
+    uci_cells(tmp_path, "uci_yacht", [0.64, 0.65, 0.63], [0.66, 0.67, 0.68])
+    out = tmp_path / "figures" / "reproduction.md"
+    text = reproduction.write_report(out, tmp_path, "paper", PAPERS, generated="")
+    head = text.split("## Missing datasets")[0].split("## BALI")[0]
+    assert "### Summary: BALI" in head and "### Summary: Partitioned" in head
+    row = line_of(head, "| bali_table1 |")
+    # yacht BALI 0.64 (paper 0.642 +- 0.042) and DO 0.67 (0.666 +- 0.049): both within 2 paper s.e.
+    assert row.startswith("| bali_table1 | 2 / 2 |")
+    assert "Verdict rule:" in head and (tmp_path / "figures" / "reproduction_z.png").stat().st_size > 0
+    assert "](reproduction_z.png)" in head
 
 
 # -- each new check's verdict flips with the (FAKE) data -------------------------------------------------------

@@ -11,8 +11,8 @@ settings and coordinates as the kind's `build` reads them. A row measured at ano
 per step (batch x augmentation samples) is scaled linearly to the cell's.
 
 Rows of the chosen profile are used first; every other price is labelled in the output, never silent:
-  * `standard` priced by the `plain` (hand-written torch) row of the same model (the issue's goal is a
-    pipeline step within 1.1x of it);
+  * `standard` priced by the `plain` (hand-written torch) row of the same model (the goal in
+    benchmarks/bench_throughput.py is a pipeline step within 1.1x of it);
   * `partitioned` (param + hyper update) priced as 2 x standard/plain when not measured;
   * a precision without rows priced at fp32;
   * Diff. Laplace's hyper step (`lila_hyper`) and the Last-layer ML step (`llml`), where the profile has no

@@ -12,7 +12,9 @@ rule reproduction_report:
         csvs=[experiment_csv(e) for e in REPORT_EXPERIMENTS],
         papers=PAPER_FILES,
     output:
-        report("figures/reproduction.md", category="Reproduction report", caption="../report/reproduction.rst"),
+        md=report("figures/reproduction.md", category="Reproduction report", caption="../report/reproduction.rst"),
+        # one dot per compared number (z_paper), written beside the report by the same command
+        z=report("figures/reproduction_z.png", category="Reproduction report", caption="../report/reproduction.rst"),
     log:
         f"{LOGS}/artefacts/reproduction.log",
     params:
@@ -20,6 +22,6 @@ rule reproduction_report:
         expected=lambda w: shlex.quote(json.dumps({e: sum(1 for _ in grid(e, SCALE).cells()) for e in REPORT_EXPERIMENTS})),
         artefacts=shlex.quote(json.dumps(config["artefacts"])),
     shell:
-        "python -m reprokit.report.reproduction --scale {params.scale} --results {RESULTS} --out {output} "
+        "python -m reprokit.report.reproduction --scale {params.scale} --results {RESULTS} --out {output.md} "
         "--papers {input.papers} --expected {params.expected} --artefacts {params.artefacts} --no-archive "
         "> {log} 2>&1"

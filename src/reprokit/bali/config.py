@@ -28,7 +28,8 @@ class BaliConfig:
     sigma_u2_factor_hidden: U_0 = sigma_u2_factor_hidden * n_eff I in the hidden layers only; None (default,
                       the paper's single value) means the same U_0 as the last layer. A sensitivity knob:
                       in regression the last layer's U_0 floors the likelihood noise, the hidden layers'
-                      sets how much their weights are sampled (issue 3 notes).
+                      sets how much their weights are sampled (measured 2026-11-22,
+                      commit a60c402, in config/experiments/bali_regression.yaml).
     u0:               inverse-Wishart prior degrees of freedom; the paper never states it. None means
                       D_y of the layer, the smallest integer for which the prior is proper (u0 > D_y - 1).
     n_data:           the actual training-set size N; None means n_eff (the two agree).

@@ -35,7 +35,7 @@ each sampled client; partitioned defaults (the initial values) and partition ass
 from the cell's seed on both sides and are not sent.
 
 Random draws: a client's local run for partition j (a *task*; FedAvg and Augerino have the one task
-j = 1, the psi gradient of a partitioned client is task 0) draws its minibatch order, augmentation
+j = 1, the psi gradient of a partitioned client is task j = 0) draws its minibatch order, augmentation
 uniforms and dropout noise from its own generators, the named streams ``minibatches``, ``augment`` and
 ``dropout_masks`` keyed by (round, client, task) (`reprokit.seeds`). The draws are made outside the model
 and handed to it (``FedNet.forward(aug_uniforms=, dropout_noise=)``), so they do not depend on how the

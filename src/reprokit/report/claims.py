@@ -11,6 +11,12 @@ one of the paper's numbers (reprokit.report.reproduction.Ours).
 
 Vague words get a numeric reading, stated in the yaml next to the claim (e.g. "similar": within `tol` in the
 metric's unit, or within `z` combined standard errors when that is wider).
+
+An ordering ("A beats B", "peaks at K") holds only when its effect exceeds the noise: more than
+:data:`Z_NOISE` combined standard errors over seeds / splits, or, with a single seed / split on either side
+(no s.e.), more than :data:`REL_TOL_N1` of the larger |value|. An effect inside that band is "inconclusive";
+one clearly reversed "does not hold". A table comparison whose baseline entry is itself far from the paper's
+number for it (:func:`baseline_far`) is "not comparable" unless it clearly fails.
 """
 
 from __future__ import annotations
@@ -24,6 +30,18 @@ import pandas as pd
 from .stats import mean_se
 
 HOLDS, FAILS, NOT_RUN = "holds", "does not hold", "not run"
+INCONCLUSIVE, NOT_COMPARABLE = "inconclusive", "not comparable"
+STATUSES = (HOLDS, INCONCLUSIVE, FAILS, NOT_COMPARABLE, NOT_RUN)  # the report's order
+
+Z_NOISE = 2.0  # an effect must exceed this many combined standard errors ...
+REL_TOL_N1 = 0.01  # ... or, with one seed / split on a side (no s.e.), this fraction of the larger |value|
+# A baseline entry is "far" from the paper's number for it when it is off by more than BASELINE_REL of the paper's
+# value AND by more than BASELINE_Z of the paper's s.e. (when printed): the comparison then is not comparable.
+BASELINE_REL, BASELINE_Z = 0.5, 5.0
+NOISE_RULE = (f"an ordering holds when its effect exceeds {Z_NOISE:g} combined s.e. over seeds / splits ("
+              f"{REL_TOL_N1:.0%} of the larger |value| when a side has n = 1), is inconclusive inside that band and "
+              f"does not hold when clearly reversed; a table comparison whose baseline entry is off its paper number "
+              f"by more than {BASELINE_REL:.0%} and {BASELINE_Z:g} paper s.e. is not comparable unless it clearly fails")
 
 
 @dataclass(frozen=True)
@@ -53,13 +71,41 @@ def _stat(rows: pd.DataFrame, metric: str) -> tuple[float, float, int]:
     return mean_se(v)
 
 
-def _decide(results: list[bool | None], measured: str, n: int) -> Verdict:
-    """results: True (holds), False (fails), None (not run) per comparison."""
+def noise_band(a: float, se_a: float, n_a: int, b: float, se_b: float, n_b: int) -> float:
+    """The size an effect between a (mean ± se_a over n_a) and b must exceed to count: Z_NOISE combined s.e.,
+    or REL_TOL_N1 of the larger |value| when a side has a single value (no s.e. to combine)."""
+    if n_a > 1 and n_b > 1 and math.isfinite(se_a) and math.isfinite(se_b):
+        return Z_NOISE * math.hypot(se_a, se_b)
+    return REL_TOL_N1 * max(abs(a), abs(b))
+
+
+def ordering(gap: float, band: float, min_gap: float = 0.0, max_gap: float | None = None):
+    """One comparison's outcome: True (gap clearly above `min_gap`, and not clearly above `max_gap`), False
+    (clearly below `min_gap`, or clearly above `max_gap`), INCONCLUSIVE (inside the noise band of a bound)."""
+    if gap < min_gap - band or (max_gap is not None and gap > max_gap + band):
+        return False
+    if gap > min_gap + band and (max_gap is None or gap <= max_gap):
+        return True
+    return INCONCLUSIVE
+
+
+def _decide(results: list, measured: str, n: int) -> Verdict:
+    """results per comparison: True (holds), False (fails), None (not run), INCONCLUSIVE (inside the noise),
+    NOT_COMPARABLE (its baseline is far from the paper's own number). One clear failure fails the claim."""
     if any(r is False for r in results):
         return Verdict(FAILS, measured, n)
     if results and all(r is True for r in results):
         return Verdict(HOLDS, measured, n)
-    return Verdict(NOT_RUN, measured or "no cell ran", n)
+    if not results or any(r is None for r in results):
+        return Verdict(NOT_RUN, measured or "no cell ran", n)
+    if any(r == NOT_COMPARABLE for r in results):
+        return Verdict(NOT_COMPARABLE, measured, n)
+    return Verdict(INCONCLUSIVE, measured, n)
+
+
+def _mark(outcome) -> str:
+    return {True: "", False: " (reversed)", INCONCLUSIVE: " (inside the noise)",
+            NOT_COMPARABLE: " (baseline far from the paper's)"}.get(outcome, "")
 
 
 def peak_at(ctx, experiment: str, axis: str, metric: str, expected, where: dict | None = None) -> Verdict:
@@ -75,7 +121,30 @@ def peak_at(ctx, experiment: str, axis: str, metric: str, expected, where: dict 
     expected_present = float(expected) in set(means[axis].astype(float))
     if not expected_present:
         return Verdict(NOT_RUN, measured + f"; {axis} = {expected} has not run", n)
-    return Verdict(HOLDS if float(best[axis]) == float(expected) else FAILS, measured, n)
+    if len(means) == 1:
+        return Verdict(HOLDS, measured, n)
+    at_expected = means[means[axis].astype(float) == float(expected)].iloc[0]
+    others = means[means[axis].astype(float) != float(expected)]
+    rival = others.iloc[int(np.nanargmax(others["mean"].to_numpy()))]  # the best value other than `expected`
+    gap, band, how = _paired_gap(rows, axis, metric, float(expected), float(rival[axis]), at_expected, rival)
+    outcome = ordering(gap, band)
+    measured += (f"; {axis} = {expected:g} minus the best other ({axis} = {rival[axis]:g}): {gap:.4g}, noise band "
+                 f"{band:.3g} ({how}){_mark(outcome)}")
+    return Verdict({True: HOLDS, False: FAILS}.get(outcome, INCONCLUSIVE), measured, n)
+
+
+def _paired_gap(rows: pd.DataFrame, axis: str, metric: str, a, b, stat_a, stat_b) -> tuple[float, float, str]:
+    """(mean gap a - b of `metric` between axis values a and b, its noise band, how it was paired): paired over
+    the seeds both ran when there are two or more, else from the two means' s.e."""
+    if "seed" in rows:
+        va = rows[rows[axis].astype(float) == a].groupby("seed")[metric].mean()
+        vb = rows[rows[axis].astype(float) == b].groupby("seed")[metric].mean()
+        d = (pd.to_numeric(va, errors="coerce") - pd.to_numeric(vb, errors="coerce")).dropna()
+        if len(d) > 1:
+            m, se, k = mean_se(d)
+            return m, Z_NOISE * se, f"{Z_NOISE:g} s.e. of the {k} paired seed differences"
+    band = noise_band(stat_a["mean"], stat_a["se"], int(stat_a["n"]), stat_b["mean"], stat_b["se"], int(stat_b["n"]))
+    return float(stat_a["mean"] - stat_b["mean"]), band, "unpaired"
 
 
 def inputs_kept(ctx, experiment: str, prefix: str, expected_first: int, threshold: float = 0.5,
@@ -117,14 +186,15 @@ def better_at_smallest(ctx, experiment: str, metric: str, better: dict, worse: d
             if common:
                 a, b = a[a[axis] == common[0]], b[b[axis] == common[0]]
                 label += f", {axis}={common[0]}"
-        (ma, _, na), (mb, _, nb) = _stat(a, metric), _stat(b, metric)
+        (ma, sa, na), (mb, sb, nb) = _stat(a, metric), _stat(b, metric)
         if na == 0 or nb == 0 or not (math.isfinite(ma) and math.isfinite(mb)):
             results.append(None)
             parts.append(f"{label}: not run")
             continue
-        results.append(ma > mb)
+        ok = ordering(ma - mb, noise_band(ma, sa, na, mb, sb, nb))
+        results.append(ok)
         ns.append(min(na, nb))
-        parts.append(f"{label}: {ma:.4g} vs {mb:.4g}")
+        parts.append(f"{label}: {ma:.4g} vs {mb:.4g}{_mark(ok)}")
     return _decide(results, f"{metric}, {_words(better)} vs {_words(worse)}: " + "; ".join(parts), min(ns, default=0))
 
 
@@ -157,28 +227,32 @@ def metric_at_least(ctx, experiment: str, metric: str, bound: float, where: dict
 def better_in_at_least(ctx, experiments: list[str], metric: str, by: str, better: dict, worse: dict,
                        at_least: int, lower_is_better: bool = False) -> Verdict:
     """`better` beats `worse` on `metric` for at least `at_least` values of `by` (e.g. datasets)."""
-    wins, compared, ns, parts = 0, 0, [], []
+    wins, unsure, compared, ns, parts = 0, 0, 0, [], []
     keys = []
     for exp in experiments:
         a_all, b_all = ctx.cells(exp, better), ctx.cells(exp, worse)
         for key in sorted(set(a_all[by]) | set(b_all[by])) if by in a_all and by in b_all else []:
             keys.append(key)
-            (ma, _, na), (mb, _, nb) = _stat(a_all[a_all[by] == key], metric), _stat(b_all[b_all[by] == key], metric)
+            (ma, sa, na), (mb, sb, nb) = _stat(a_all[a_all[by] == key], metric), _stat(b_all[b_all[by] == key], metric)
             if na == 0 or nb == 0 or not (math.isfinite(ma) and math.isfinite(mb)):
                 continue
             compared += 1
-            win = ma < mb if lower_is_better else ma > mb
-            wins += win
+            win = ordering(mb - ma if lower_is_better else ma - mb, noise_band(ma, sa, na, mb, sb, nb))
+            wins += win is True
+            unsure += win == INCONCLUSIVE
             ns.append(min(na, nb))
-            parts.append(f"{key} {ma:.4g} vs {mb:.4g}")
-    measured = f"{_words(better)} better on {metric} in {wins} of {compared} compared ({'; '.join(parts)})"
+            parts.append(f"{key} {ma:.4g} vs {mb:.4g}{_mark(win)}")
+    measured = (f"{_words(better)} better on {metric} in {wins} of {compared} compared, {unsure} inside the noise "
+                f"({'; '.join(parts)})")
     if wins >= at_least:
         return Verdict(HOLDS, measured, min(ns))
     if compared == 0:
         return Verdict(NOT_RUN, "no cell ran")
     # the ones not compared yet could still make it
     missing = max(len(set(keys)) - compared, 0)
-    return Verdict(FAILS if wins + missing < at_least else NOT_RUN, measured, min(ns))
+    if wins + missing + unsure < at_least:
+        return Verdict(FAILS, measured, min(ns))
+    return Verdict(NOT_RUN if missing else INCONCLUSIVE, measured, min(ns))
 
 
 def beats(ctx, artefact: str, better: str, worse: list[str], over: list[str], axis: str = "columns",
@@ -199,11 +273,36 @@ def beats(ctx, artefact: str, better: str, worse: list[str], over: list[str], ax
                 parts.append(f"{o}: {w} or {better} not run")
                 continue
             gap = (b.mean - a.mean) if lower_is_better else (a.mean - b.mean)
-            results.append(gap > 0 and (max_gap is None or gap <= max_gap))
+            band, how = noise_band(a.mean, a.se, a.n, b.mean, b.se, b.n), ""
+            pairs = getattr(ctx, "paired", None)
+            d = pairs(artefact, *(((o, better), (o, w)) if axis == "columns" else ((better, o), (w, o)))) \
+                if pairs else pd.Series(dtype=float)
+            if len(d) > 1:  # the same seeds / splits on both sides: the paired difference's s.e.
+                m, se, k = mean_se(d)
+                gap, band, how = (-m if lower_is_better else m), Z_NOISE * se, f", paired over {k}"
+            outcome = ordering(gap, band, 0.0, max_gap)
+            far = baseline_far(ctx, artefact, *((o, w) if axis == "columns" else (w, o)), b)
+            if outcome is not False and far:
+                outcome = NOT_COMPARABLE
+            results.append(outcome)
             ns.append(min(a.n, b.n))
-            parts.append(f"{o}: {a.mean:.4g} vs {w} {b.mean:.4g}")
+            parts.append(f"{o}: {a.mean:.4g} vs {w} {b.mean:.4g} (gap {gap:.3g}, noise band {band:.2g}{how})"
+                         f"{_mark(outcome)}" + (f" [{far}]" if far else ""))
     bound = f" (by at most {max_gap:g})" if max_gap is not None else ""
     return _decide(results, f"{better}{bound}: " + "; ".join(parts), min(ns, default=0))
+
+
+def baseline_far(ctx, artefact: str, row: str, column: str, ours) -> str:
+    """Why our baseline entry (row, column) cannot stand for the paper's baseline: it is off the paper's number
+    for it by more than BASELINE_REL of that number and BASELINE_Z of its printed s.e.; "" when it is close, or
+    when the paper prints no number there."""
+    paper = getattr(ctx, "paper_number", lambda *a: None)(artefact, row, column)
+    if paper is None or paper.mean is None or not math.isfinite(ours.mean):
+        return ""
+    off = abs(ours.mean - paper.mean)
+    if off <= BASELINE_REL * abs(paper.mean) or (paper.se and off <= BASELINE_Z * paper.se):
+        return ""
+    return f"baseline {ours.mean:.4g} vs the paper's {paper.mean:.4g}"
 
 
 def at_most(ctx, artefact: str, rows: list[str], columns: list[str], bound: float) -> Verdict:
@@ -331,15 +430,17 @@ def compare(ctx, experiments, metric: str, a: dict, b, by: str | None = None, gr
                     ok = _similar(ma - mb, sa if na > 1 else math.nan, sb if nb > 1 else math.nan, tol, z)
                 else:
                     gap = (mb - ma) if lower_is_better else (ma - mb)
-                    ok = gap > min_gap and (max_gap is None or gap <= max_gap)
+                    ok = ordering(gap, noise_band(ma, sa, na, mb, sb, nb), min_gap, max_gap)
                 results.append(ok)
                 ns.append(min(na, nb))
-                parts.append(f"{where}: {ma:.4g} vs {mb:.4g}")
+                parts.append(f"{where}: {ma:.4g} vs {mb:.4g}{_mark(ok)}")
     head = f"{metric}, {_words(a)} vs {' / '.join(_words(w) for w in worse)}: "
     if at_least is not None:
         wins = sum(r is True for r in results)
         pending = sum(r is None for r in results)
-        status = HOLDS if wins >= at_least else (NOT_RUN if wins + pending >= at_least else FAILS)
+        unsure = sum(r == INCONCLUSIVE for r in results)
+        status = (HOLDS if wins >= at_least else FAILS if wins + pending + unsure < at_least else
+                  NOT_RUN if pending else INCONCLUSIVE)
         return Verdict(status, head + f"{wins} of {len(results)} hold (need {at_least}); " + "; ".join(parts),
                        min(ns, default=0))
     return _decide(results, head + "; ".join(parts), min(ns, default=0))
@@ -442,9 +543,12 @@ def paired_gap(ctx, pairs: list[list[str]], metric: str, min_gap: float, where_a
         ns += list(np.minimum(both["n_a"], both["n_b"]).astype(int))
     if not diffs:
         return Verdict(NOT_RUN, "no configuration ran in both experiments of a pair")
-    d = float(np.mean(diffs))
-    return Verdict(HOLDS if d >= min_gap else FAILS, f"mean {metric} difference over {len(diffs)} configurations "
-                   f"= {d:.4g} (bound >= {min_gap:g})", min(ns))
+    d, se, k = mean_se(diffs)
+    band = Z_NOISE * se if k > 1 else REL_TOL_N1 * abs(d)
+    outcome = ordering(d, band, min_gap)
+    return Verdict({True: HOLDS, False: FAILS}.get(outcome, INCONCLUSIVE),
+                   f"mean {metric} difference over {len(diffs)} configurations = {d:.4g} ± {se:.2g} (bound >= "
+                   f"{min_gap:g}; noise band {band:.2g}){_mark(outcome)}", min(ns))
 
 
 def vs_best_of(ctx, experiment: str, metric: str, reference: dict, min_gap: float = 0.0, where: dict | None = None,

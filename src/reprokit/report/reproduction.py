@@ -118,6 +118,11 @@ class Context:
         self._tables: dict[str, pd.DataFrame | None] = {}
         self._curves: dict[str, pd.DataFrame] = {}
         self.arts = {name: spec for doc in docs for name, spec in doc["artefacts"].items()}
+        self._paper = {(n.artefact, n.row, n.column): n for doc in docs for n in papers.numbers(doc)}
+
+    def paper_number(self, artefact: str, row: str, column: str):
+        """The paper's number at (artefact, row, column) (a papers.PaperNumber), None where it prints none."""
+        return self._paper.get((artefact, str(row), str(column)))
 
     def table(self, experiment: str) -> pd.DataFrame | None:
         """Every cell of the experiment found (ran or unavailable), None when nothing is there."""
@@ -209,7 +214,9 @@ class Context:
             df = df[matches(df[key], value)]
         return df
 
-    def ours(self, artefact: str, row: str, column: str) -> Ours:
+    def _entry(self, artefact: str, row: str, column: str):
+        """Where one table entry of ours comes from: (experiment, metric, factor, where, largest), or an Ours
+        saying why there is none."""
         spec = self.arts[artefact]
         columns = {**(spec.get("columns") or {}), **(spec.get("ours_columns") or {})}
         base, r, c = spec.get("ours") or {}, (spec.get("rows") or {}).get(row) or {}, columns.get(column) or {}
@@ -222,14 +229,38 @@ class Context:
         experiment, metric, factor = pick("experiment"), pick("metric"), float(pick("factor", 1))
         if experiment is None or metric is None:
             return Ours(note="no run of ours")
+        where = {**(base.get("where") or {}), **(r.get("where") or {}), **(c.get("where") or {})}
+        return experiment, metric, factor, where, pick("largest")
+
+    def _entry_rows(self, experiment: str, where: dict, largest) -> pd.DataFrame:
+        rows = self.cells(experiment, where)
+        if largest and len(rows):
+            rows = rows[rows[largest] == rows[largest].max()]
+        return rows
+
+    def paired(self, artefact: str, a: tuple[str, str], b: tuple[str, str]) -> pd.Series:
+        """Entry a minus entry b ((row, column) each) per seed / split both ran, in the table's unit; empty when
+        either entry has no cells or they share no seed."""
+        ea, eb = self._entry(artefact, *a), self._entry(artefact, *b)
+        if isinstance(ea, Ours) or isinstance(eb, Ours):
+            return pd.Series(dtype=float)
+        values = []
+        for experiment, metric, factor, where, largest in (ea, eb):
+            rows = self._entry_rows(experiment, where, largest)
+            if rows.empty or "seed" not in rows or metric not in rows:
+                return pd.Series(dtype=float)
+            values.append(pd.to_numeric(rows[metric], errors="coerce").groupby(rows["seed"]).mean() * factor)
+        return (values[0] - values[1]).dropna()
+
+    def ours(self, artefact: str, row: str, column: str) -> Ours:
+        found = self._entry(artefact, row, column)
+        if isinstance(found, Ours):
+            return found
+        experiment, metric, factor, where, largest = found
         df = self.table(experiment)
         if df is None:
             return Ours(note="not run")
-        where = {**(base.get("where") or {}), **(r.get("where") or {}), **(c.get("where") or {})}
-        rows = self.cells(experiment, where)
-        largest = pick("largest")
-        if largest and len(rows):
-            rows = rows[rows[largest] == rows[largest].max()]
+        rows = self._entry_rows(experiment, where, largest)
         if rows.empty:
             unavailable = df[df["status"] == "unavailable"]
             for key, value in where.items():
@@ -323,6 +354,81 @@ def _number_line(ctx: Context, name: str, num, rows: dict, cols: dict) -> str:
         ours.device or "—", _f(z_p, 3), _f(z_c, 3), note)) + " |"
 
 
+WITHIN_Z = 2.0  # the summary counts a number as reproduced when |z_paper| <= this
+
+
+def z_rows(ctx: Context, doc: dict) -> list[dict]:
+    """Every number of the paper's own runs (not quoted) with a printed s.e. that we also measured: artefact, row,
+    column and z_paper (ours - paper in units of the paper's s.e.)."""
+    out = []
+    for num in papers.numbers(doc):
+        if num.quoted or num.mean is None or not num.se:
+            continue
+        ours = ctx.ours(num.artefact, num.row, num.column)
+        if ours.n and math.isfinite(ours.mean):
+            z_p, _ = papers.z_scores(ours.mean, ours.se if ours.n > 1 else math.nan, num.mean, num.se)
+            out.append({"paper": doc["paper"], "artefact": num.artefact, "row": num.row, "column": num.column,
+                        "z_paper": z_p})
+    return out
+
+
+def summary_lines(ctx: Context, doc: dict, verdicts: list) -> list[str]:
+    """The table a reader sees first: per artefact, the numbers within WITHIN_Z paper s.e. of the paper's
+    (of those compared) and the claims per verdict."""
+    zs = pd.DataFrame(z_rows(ctx, doc), columns=["artefact", "z_paper"])
+    statuses = claim_checks.STATUSES
+    lines = [f"| artefact | numbers within {WITHIN_Z:g} paper s.e. / compared | claims: "
+             + " | ".join(statuses) + " |", "|---|---|" + "---|" * len(statuses)]
+    totals = [0, 0] + [0] * len(statuses)
+    for name in _artefact_order(ctx, doc):
+        z = zs.loc[zs["artefact"] == name, "z_paper"]
+        mine = [v.status for c, v in verdicts if c.artefact == name and c.paper == doc["paper"]]
+        row = [int((z.abs() <= WITHIN_Z).sum()), len(z)] + [mine.count(s) for s in statuses]
+        if row[1] == 0 and not mine:
+            continue
+        totals = [a + b for a, b in zip(totals, row)]
+        lines.append(f"| {name} | {row[0]} / {row[1]} | " + " | ".join(map(str, row[2:])) + " |")
+    lines.append(f"| **all** | **{totals[0]} / {totals[1]}** | " + " | ".join(f"**{t}**" for t in totals[2:]) + " |")
+    return lines
+
+
+def z_figure(ctx: Context, out: str | Path) -> Path | None:
+    """One dot per compared number (z_paper, clipped to +-10), one row per artefact, a panel per paper; written
+    atomically to `out` (PNG). None when no number was compared."""
+    rows = [r for doc in ctx.docs for r in z_rows(ctx, doc)]
+    if not rows:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .style import finish_figure
+    df = pd.DataFrame(rows)
+    papers_here = list(dict.fromkeys(df["paper"]))
+    heights = [max(1.5, 0.35 * df.loc[df["paper"] == p, "artefact"].nunique() + 1) for p in papers_here]
+    fig, axes = plt.subplots(len(papers_here), 1, figsize=(7, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, paper in zip(axes[:, 0], papers_here):
+        d = df[df["paper"] == paper]
+        names = list(dict.fromkeys(d["artefact"]))
+        y = d["artefact"].map({n: i for i, n in enumerate(names)})
+        z = d["z_paper"].clip(-10, 10)
+        ax.axvspan(-WITHIN_Z, WITHIN_Z, color="0.9", zorder=0)
+        ax.scatter(z, y, s=14, c=["tab:blue" if abs(v) <= WITHIN_Z else "tab:red" for v in d["z_paper"]], zorder=2)
+        ax.set_yticks(range(len(names)), names)
+        ax.set_xlim(-10.5, 10.5)
+        ax.set_title(f"{PAPER_NAMES.get(paper, paper)}: {int((d['z_paper'].abs() <= WITHIN_Z).sum())} of {len(d)} "
+                     f"numbers within {WITHIN_Z:g} paper s.e.", fontsize=9)
+        ax.invert_yaxis()
+    axes[-1, 0].set_xlabel("z_paper = (ours - paper) / s.e.(paper), clipped to +-10")
+    fig.suptitle(f"Reproduction at {ctx.scale} scale" + ("" if ctx.scale == "paper" else
+                                                          f" ({ctx.scale}-scale numbers, not paper scale)"), fontsize=10)
+    fig.tight_layout()
+    finish_figure(fig, ctx.scale, f"{len(df)} numbers with a printed paper s.e.; results at {ctx.scale} scale "
+                  f"({ctx.results / ctx.scale}, archived cells included where read)", None, out)
+    return Path(out)
+
+
 def why_not_here(scale: str, claim, verdict) -> str:
     """Why `claim` does not hold (or did not run) at `scale`: its `below_paper_scale` note below paper scale,
     what its `at_paper_scale` note found at paper scale (marked as a paper-scale finding, not a scale effect),
@@ -331,6 +437,11 @@ def why_not_here(scale: str, claim, verdict) -> str:
         return ""
     if scale != "paper" and claim.below_paper_scale:
         return claim.below_paper_scale
+    if verdict.status == claim_checks.INCONCLUSIVE:
+        return "The effect is inside the noise (see measured)." + (
+            f" Looked into at paper scale: {claim.at_paper_scale}" if scale == "paper" and claim.at_paper_scale else "")
+    if verdict.status == claim_checks.NOT_COMPARABLE:
+        return "A baseline entry is far from the paper's own number for it at this scale (see measured)."
     if scale == "paper" and verdict.status == claim_checks.FAILS and claim.at_paper_scale:
         return f"Does not reproduce at paper scale; looked into: {claim.at_paper_scale}"
     if verdict.status == claim_checks.FAILS:
@@ -356,7 +467,8 @@ def missing_data(ctx: Context) -> dict[str, list[str]]:
     return out
 
 
-def render(ctx: Context, generated: str = "") -> str:
+def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
+    """The report's markdown; `z_image`: the z-score figure's path relative to the report (linked if given)."""
     scale_note = SCALE_NOTE.get(ctx.scale, ctx.scale)
     lines = [f"# Reproduction report: {ctx.scale} scale", "",
              "",  # the results line: set once the body has read every experiment (archived cells counted)
@@ -370,13 +482,18 @@ def render(ctx: Context, generated: str = "") -> str:
     for doc in ctx.docs:
         for claim in papers.claims(doc):
             verdicts.append((claim, claim_checks.check(ctx, claim.check, claim.args)))
-    counts = {s: sum(v.status == s for _, v in verdicts) for s in (claim_checks.HOLDS, claim_checks.FAILS,
-                                                                   claim_checks.NOT_RUN)}
+    counts = {s: sum(v.status == s for _, v in verdicts) for s in claim_checks.STATUSES}
     unexplained = sum(why_not_here(ctx.scale, c, v).startswith("UNEXPLAINED") for c, v in verdicts)
     lines += [f"Claims at {ctx.scale} scale: " + ", ".join(f"{n} {s}" for s, n in counts.items())
               + (f" ({counts[claim_checks.FAILS] - unexplained} of those that do not hold with the reason "
                  f"recorded below the claim, {unexplained} unexplained)" if counts[claim_checks.FAILS] else "")
               + ".", ""]
+    lines += [f"Verdict rule: {claim_checks.NOISE_RULE}.", ""]
+    for doc in ctx.docs:
+        lines += [f"### Summary: {PAPER_NAMES.get(doc['paper'], doc['paper'])}", ""]
+        lines += summary_lines(ctx, doc, verdicts) + [""]
+    if z_image:
+        lines += [f"![z_paper of every compared number]({z_image})", ""]
     insert_at = len(lines)  # the missing datasets go here, once the sections below have read every experiment
     for doc in ctx.docs:
         lines += [f"## {PAPER_NAMES.get(doc['paper'], doc['paper'])}: numbers", ""]
@@ -422,9 +539,16 @@ def write_report(out: str | Path, results: str | Path, scale: str, paper_files: 
         commit, dirty = provenance.git_state()
         generated = (f"Generated {_dt.datetime.now().isoformat(timespec='seconds')} at commit {commit[:12]}"
                      + (" (config/ modified)" if dirty else "") + ".")
-    text = render(Context(results, scale, docs, expected, artefacts, archive), generated)
+    ctx = Context(results, scale, docs, expected, artefacts, archive)
+    figure = z_figure(ctx, z_figure_path(out))
+    text = render(ctx, generated, figure.name if figure else "")
     atomic_write_text(out, text)
     return text
+
+
+def z_figure_path(out: str | Path) -> Path:
+    """Where the report's z-score figure goes: beside the report, `<name>_z.png`."""
+    return Path(out).with_name(Path(out).stem + "_z.png")
 
 
 def pipeline_config(root: str | Path, scale: str, with_config: bool = False) -> tuple:
