@@ -52,6 +52,9 @@ def test_every_artefact_of_a_family_builds_at_test_scale(tmp_path, shared_data, 
         assert path.is_file() and path.stat().st_size > 0, out
         if path.suffix == ".tex":
             assert "TEST DATA" in path.read_text(), f"{out} lacks the test-scale mark"
+            assert path.read_text().isascii(), f"{out} is not pure-ASCII LaTeX"
+    if family == "federated":  # Fig. 10 keeps a panel for each of the paper's sizes, n/a where none ran
+        assert pdf_subject(work / "figures" / "fig10.pdf").count("not in this scale's grid") == 3
 
 
 def pdf_subject(path: Path) -> str:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -187,6 +188,9 @@ def test_fig2_at_test_scale_end_to_end(tmp_path):
     metrics = json.loads((work / "results/test/fig2a/method~partitioned/n_inputs~15/seed~0/metrics.json").read_text())
     assert metrics["status"] == "completed" and metrics["scale"] == "test"
     assert {"lml", "train_acc", "test_acc", "train_ll", "test_ll"} <= set(metrics["metrics"])
+    # the cell rule's benchmark: Snakemake's measurement of the job (wall time, memory) beside its log
+    bench = pd.read_csv(work / "logs/benchmarks/test/fig2a/method~partitioned/n_inputs~15/seed~0.tsv", sep="\t")
+    assert len(bench) == 1 and bench["s"].iloc[0] > 0 and "max_rss" in bench
     # re-running one cell: ask for its file
     cell = "results/test/fig2a/method~laplace/n_inputs~1/seed~0/metrics.json"
     before = json.loads((work / cell).read_text())

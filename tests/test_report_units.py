@@ -56,14 +56,57 @@ def test_write_table_caption_scale_note_footnotes_and_escapes(tmp_path):
     assert lines[2] == (r"\caption{\textcolor{red}{\textbf{TEST DATA}} Caption with R\_0 \& 60\% "
                         r"(quick\_scale; 2 seed(s))}")
     assert lines[3] == r"\label{tab:t}"
-    assert r"\toprule" in tex and r"σ\_r² & x \\" in tex and r"a\_b & 1.500000 \\" in tex and r"50\% & n/a \\" in tex
-    assert lines[-2] == r"\par\footnotesize{U\_0 = σ\_u² I}"
+    assert r"\toprule" in tex and r"\ensuremath{\sigma}\_r\ensuremath{^2} & x \\" in tex
+    assert r"a\_b & 1.500000 \\" in tex and r"50\% & n/a \\" in tex
+    assert lines[-2] == r"\par\footnotesize{U\_0 = \ensuremath{\sigma}\_u\ensuremath{^2} I}"
+    assert tex.isascii()
     write_table(df, out, "Plain", "quick", "note")
     assert "TEST DATA" not in out.read_text() and r"\label" not in out.read_text()
     # escape=False writes caption, cells and footnotes as LaTeX; the provenance note is still escaped
     write_table(pd.DataFrame({"m": ["$x_1$"]}), out, r"$\alpha$", "paper", "a_b", footnotes=[r"$y_2$"], escape=False)
     tex = out.read_text()
     assert r"\caption{$\alpha$ (a\_b)}" in tex and r"$x_1$ \\" in tex and r"\footnotesize{$y_2$}" in tex
+
+
+def test_tables_are_pure_ascii_latex_in_text_and_in_math(tmp_path):
+    out = tmp_path / "t.tex"
+    write_table(pd.DataFrame({"ACC ↑": ["0.95 ± 0.01"], "ECE ↓": ["$β = 0.1$"]}), out, "α sweep", "quick", "n = 3",
+                escape=False)
+    tex = out.read_text()
+    assert tex.isascii()
+    assert r"ACC \ensuremath{\uparrow} & ECE \ensuremath{\downarrow}" in tex
+    assert r"0.95 \ensuremath{\pm} 0.01 & $\ensuremath{\beta} = 0.1$" in tex  # \ensuremath: also inside $...$
+    with pytest.raises(ValueError, match=r"t2.tex: character '☃'"):
+        write_table(pd.DataFrame({"x": ["☃"]}), tmp_path / "t2.tex", "c", "quick", "n")
+
+
+def test_one_split_prints_no_standard_error():
+    from reprokit.report import bali_regression
+
+    rows = [{"dataset": "uci_protein", "method": "bali", "status": "completed", "seed": 0, "test_rmse": 4.5},
+            {"dataset": "uci_yacht", "method": "bali", "status": "completed", "seed": 0, "test_rmse": 0.6},
+            {"dataset": "uci_yacht", "method": "bali", "status": "completed", "seed": 1, "test_rmse": 0.8}]
+    paper = {"rmse": {"uci_protein": {}, "uci_yacht": {}}}
+    table, _ = bali_regression.uci_table(pd.DataFrame(rows), paper, "rmse")
+    entries = dict(zip(table["Dataset"], table["BALI (ours)"]))
+    assert entries == {"Protein": "4.500", "Yacht": "0.700 ± 0.100"}
+
+
+def test_the_figure_legend_names_every_plotted_method():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3)
+    axes[0].plot([0, 1], label="Partitioned")
+    axes[0].plot([0, 1], label="Baseline")
+    axes[1].plot([0, 1], label="Baseline")
+    axes[2].plot([0, 1], label="Diff. Laplace")  # only in a later panel
+    axes[2].plot([0, 1])  # unlabelled
+    legend = style.figure_legend(fig, axes)
+    assert [t.get_text() for t in legend.get_texts()] == ["Partitioned", "Baseline", "Diff. Laplace"]
+    assert style.figure_legend(*plt.subplots(1, 2)) is None
+    plt.close("all")
 
 
 def test_start_log_writes_inputs_scale_outputs_and_warnings_to_the_rule_log(tmp_path):

@@ -50,14 +50,7 @@ for ax, d in zip(axes, order):
             f"{int(ran['eval_samples'].iloc[0])} samples", ha="right", va="top", fontsize=6, transform=ax.transAxes)
 if not style.na_texts(axes[0]):
     axes[0].set_ylabel("NLL (log scale)")
-handles, labels = axes[0].get_legend_handles_labels()
-if not handles:
-    for ax in axes[1:]:
-        handles, labels = ax.get_legend_handles_labels()
-        if handles:
-            break
-if handles:  # none when every panel is n/a
-    fig.legend(handles, labels, loc="upper center", ncol=6, bbox_to_anchor=(0.5, 1.06))
+style.figure_legend(fig, axes, ncol=6, frameon=True, bbox_to_anchor=(0.5, 1.06))  # every plotted method
 fig.tight_layout(rect=(0, 0.07, 1, 1))
 note = bc.provenance(df) + "; curve NLL: test set (or a fixed random subset of it) and random training points"
 note = textwrap.fill(note, 230)

@@ -38,10 +38,18 @@ if len(curves):
     curves["rotated"] = inv.as_bool(curves["rotated"])
     curves = curves[~curves["rotated"] & (curves["step"] > 0)].dropna(subset=["val_acc", "comm_bytes"])
 sizes = sorted(int(n) for n in ok["n_train"].unique()) if len(ok) else []
+PAPER_SIZES = [1250, 5000, 50000]  # the paper's three panels (Fig. 10): one panel each, n/a where none ran here
+panels = sorted(set(PAPER_SIZES) | set(sizes))
+n_seeds = int(ok["seed"].nunique()) if len(ok) else 0
 
 # %%
-fig, axes = plt.subplots(1, max(len(sizes), 1), figsize=(4 * max(len(sizes), 1), 3.2), squeeze=False)
-for ax, n in zip(axes[0], sizes):
+fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze=False)
+for ax, n in zip(axes[0], panels):
+    if n not in sizes:  # a size of the paper's with no completed cell at this scale: say why
+        here = cells[~cells["rotated"] & (cells["n_train"] == n)]
+        style.na_panel(ax, here, f"MNIST, {n / 1000:g}k examples", width=40,
+                       otherwise="no cell completed" if len(here) else "not in this scale's grid")
+        continue
     for method, (label, color) in METHODS.items():
         sub = curves[(curves["n_train"] == n) & (curves["method"] == method)]
         if sub.empty:
@@ -56,15 +64,15 @@ for ax, n in zip(axes[0], sizes):
         mean, comm = stacked["acc"].mean(), stacked["comm"].mean()
         se = stacked["acc"].std(ddof=1).fillna(0) / np.sqrt(stacked["acc"].count())
         ax.plot(comm, mean, color=color, lw=1.2, label=label)
-        ax.fill_between(comm, mean - se, mean + se, color=color, alpha=0.2, lw=0)
+        if n_seeds > 1:  # one seed: no s.e. to draw
+            ax.fill_between(comm, mean - se, mean + se, color=color, alpha=0.2, lw=0)
     ax.set_title(f"MNIST, {n / 1000:g}k examples")
     ax.set_xlabel("total communication (GB, up + down, measured)")
     ax.set_ylabel("validation accuracy (%)")
     ax.legend(loc="lower right")
-if not sizes:  # no cell completed: the unavailable cells' notes and how to get the data
-    style.na_panel(axes[0][0], cells[~cells["rotated"]], "MNIST", width=60)
 fig.tight_layout(rect=(0, 0.07, 1, 1))  # room for the provenance footer
 rounds = inv.steps_text(cells[~cells["rotated"]], "rounds")
 note = style.provenance(cells, f"MNIST, 100 non-i.i.d. clients (Dirichlet label skew 0.1), 10k validation hold-out; "
-                        f"{rounds} rounds; moving average over {window} evaluations; mean ± s.e. over seeds")
+                        f"{rounds} rounds; moving average over {window} evaluations; "
+                        + (f"mean ± s.e. over {n_seeds} seeds" if n_seeds > 1 else "one seed (no s.e. band)"))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

@@ -38,6 +38,23 @@ def by_inputs(df, column):
     return ms["n_inputs"].to_numpy(), ms["mean"].to_numpy(), ms["se"].to_numpy()
 
 
+def zoom_on_peak(ax, k, m, s, best, half_width: int = 4):
+    """An inset of K within `half_width` of the peak, its own y scale and s.e. bars: at the panel's scale the curve
+    rises by hundreds of nats and is flat near the peak, so the peak cannot be seen there."""
+    near = np.isfinite(m) & (np.abs(k - best) <= half_width)
+    if not np.isfinite(best) or near.sum() < 3:
+        return None
+    ins = ax.inset_axes([0.42, 0.08, 0.55, 0.52])  # lower right: the curve is near the top once it has risen
+    ins.errorbar(k[near], m[near], yerr=s[near], color="k", marker="o", ms=2, lw=0.8, capsize=1.5)
+    ins.axvline(best, color="tab:red", ls=":", lw=1)
+    lo, hi = np.nanmin(m[near] - s[near]), np.nanmax(m[near] + s[near])
+    pad = 0.1 * (hi - lo) if hi > lo else 1.0
+    ins.set_ylim(lo - pad, hi + pad)
+    ins.set_title(f"zoom: K = {k[near].min():g}-{k[near].max():g} (mean ± s.e.)", fontsize=6)
+    ins.tick_params(labelsize=6)
+    return ins
+
+
 def panel(ax_obj, ax_fit, df, objective, title, obj_label):
     if df.empty or objective not in df:  # e.g. a paper-scale build from part of the grid
         for ax in (ax_obj, ax_fit):
@@ -50,6 +67,7 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label):
     ax_obj.axvline(best, color="tab:red", ls=":", lw=1)
     ax_obj.set_title(f"{title} (objective peaks at K = {best:g})")
     ax_obj.set_ylabel(obj_label)
+    zoom_on_peak(ax_obj, k, m, s, best)
     for split, ls in (("train", "--"), ("test", "-")):
         for metric, color in (("acc", "tab:blue"), ("ll", "tab:orange")):
             kk, mm, ss = by_inputs(df, f"{split}_{metric}")

@@ -70,9 +70,7 @@ for row, rot in enumerate((False, True)):
     panel(axes[row, 0], a[a["rotated"] == rot], f"(a) {prefix}MNIST, MNIST CNN")
     panel(axes[row, 1], b[b["rotated"] == rot], f"(b) {prefix}CIFAR10, fixup ResNet-8")
     panel(axes[row, 2], c[c["rotated"] == rot], f"(c) {prefix}TinyImagenet, ResNet-50 GN")
-handles, labels = axes[0, 0].get_legend_handles_labels()
-if labels:  # none when panel (a) is n/a
-    fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False, bbox_to_anchor=(0.5, 1.02))
+style.figure_legend(fig, axes)  # every method plotted in any panel
 
 # %% [markdown]
 # Footer: scale, seeds, data, the subset sizes and iterations (a choice: the paper does not state

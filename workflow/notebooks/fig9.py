@@ -20,7 +20,6 @@
 import math
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from reprokit.report import style
@@ -72,9 +71,7 @@ for ax, name in zip(axes.flat, AUG_NAMES):
 for ax in axes[:, 0]:
     if not style.na_texts(ax):
         ax.set_ylabel("Test accuracy (%)")
-handles, labels = axes.flat[0].get_legend_handles_labels()
-if labels:
-    fig.legend(handles, labels, loc="upper center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 1.02))
+style.figure_legend(fig, axes, ncol=4)  # every series plotted in any panel
 
 # %%
 ran = pd.concat([rand_ok, retr_ok, part])

@@ -67,8 +67,11 @@ net = (str(experiment(cfg, "table2_valopt", scale).settings["model"]) if "table2
        else "fixup_resnet14")
 net = net.replace("fixup_resnet", "fixup ResNet-") + ("" if net == "fixup_resnet14" else
                                                       " (a smaller network at this scale; the paper: fixup ResNet-14)")
-caption = (f"Learning affine augmentations with {net} on a subset of CIFAR-10 ({'/'.join(map(str, n_train))} "
-           "examples): test accuracy (%), mean ± s.e. over seeds, per [train, validation] chunk proportions; NaN "
+paper_n = 20000  # Sec. 5 / App. I.4: a 20k-example subset of CIFAR-10
+ours_n = "/".join(map(str, n_train))
+caption = (f"Learning affine augmentations with {net} on a subset of CIFAR-10 ({ours_n} examples"
+           + ("" if ours_n == str(paper_n) else f" at this scale; the paper: {paper_n // 1000}k") + "): test accuracy "
+           "(%), mean ± s.e. over seeds (no ± where one seed ran), per [train, validation] chunk proportions; NaN "
            "denotes that a run crashed (diverged). Each 'ours' row is followed by the paper's numbers "
            f"('paper (cited)', {cited_from['source']}, Table 2; quoted, not ours)")
 note = style.provenance(cells, "CIFAR-10 (a fixed random training subset per seed; test examples: "

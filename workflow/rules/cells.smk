@@ -87,6 +87,9 @@ rule cell:
         config=f"{RESULTS}/{{scale}}/{{experiment}}/{{coords}}/config.json",
     log:
         f"{LOGS}/{{scale}}/{{experiment}}/{{coords}}.log",
+    # Snakemake's own measurement of the job (wall s, max RSS, CPU time): logs/benchmarks/<scale>/<exp>/<coords>.tsv
+    benchmark:
+        f"{LOGS}/benchmarks/{{scale}}/{{experiment}}/{{coords}}.tsv"
     params:
         cell=cell_json,
         context=shlex.quote(json.dumps(CELL_CONTEXT)),

@@ -79,7 +79,8 @@ def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tu
                 row[f"{label} (ours)"] = "n/a"
                 continue
             r = s.iloc[0]
-            row[f"{label} (ours)"] = "OOM" if r["status"] == "oom" else format_pm(r["mean"], r["se"], digits)
+            row[f"{label} (ours)"] = ("OOM" if r["status"] == "oom" else  # one split: no s.e. to print
+                                      format_pm(r["mean"], r["se"], digits) if r["n"] > 1 else f"{r['mean']:.{digits}f}")
             ns.add(int(r["n"]))
             if r["status"] == "diverged":
                 notes.append(f"{NAMES[d]} {label}: at least one split diverged (NaN)")

@@ -112,7 +112,7 @@ def mismatch(rec: dict, config_at_head: dict) -> str | None:
 
 def publish(src: str | Path, dst: str | Path, scale: str) -> list[Path]:
     """Copy the artefacts built at `scale` (those whose record in `src` names that scale: the record and every
-    `<artefact>.*` beside it) and the reproduction report into `dst` (`figures/<scale>/`), the folder that is
+    `<artefact>.*` beside it) and the reproduction report (with its z-score figure) into `dst` (`figures/<scale>/`), the folder that is
     committed. The pipeline never writes there, so a committed build does not make Snakemake skip a fresh
     clone's build (an existing output with missing inputs counts as up to date). Returns the copied paths."""
     src, dst = Path(src), Path(dst)
@@ -135,7 +135,12 @@ def publish(src: str | Path, dst: str | Path, scale: str) -> list[Path]:
                 target.write_bytes(path.read_bytes())
                 copied.append(target)
     (dst / report.name).write_bytes(report.read_bytes())
-    return copied + [dst / report.name]
+    copied.append(dst / report.name)
+    z = src / "reproduction_z.png"  # the report's z-score figure, written beside it by the same command
+    if z.exists():
+        (dst / z.name).write_bytes(z.read_bytes())
+        copied.append(dst / z.name)
+    return copied
 
 
 def main(argv=None) -> int:

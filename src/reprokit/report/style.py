@@ -239,6 +239,24 @@ def scale_of(table: pd.DataFrame) -> str:
     return scales[0]
 
 
+def figure_legend(fig, axes, **kwargs):
+    """One legend for the whole figure naming every labelled artist of every panel, each label once, in the order
+    first drawn (a method plotted only in a later panel is named too). None when nothing is labelled (every panel
+    n/a). `kwargs` go to `fig.legend` (default: above the panels, one row, no frame)."""
+    import numpy as np
+
+    handles, labels = [], []
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels and not lab.startswith("_"):
+                handles.append(h)
+                labels.append(lab)
+    if not labels:
+        return None
+    opts = {"loc": "upper center", "ncol": len(labels), "frameon": False, "bbox_to_anchor": (0.5, 1.02), **kwargs}
+    return fig.legend(handles, labels, **opts)
+
+
 def annotate_figure(fig, scale: str, note: str) -> None:
     """The provenance footer (with the partial-grid statement, if any), and a "TEST DATA" watermark on test-scale
     figures."""

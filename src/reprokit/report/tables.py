@@ -34,6 +34,37 @@ _LATEX_SPECIAL = {
 }
 
 
+# Non-ASCII characters a caption or cell may hold, as LaTeX that works in text and in math mode: the .tex
+# files are pure ASCII, so they compile with any engine and input encoding. Any other non-ASCII character is an
+# error naming the table and the character (`ascii_latex`).
+_ASCII_LATEX = {
+    "±": r"\ensuremath{\pm}", "×": r"\ensuremath{\times}", "·": r"\ensuremath{\cdot}", "−": "-", "–": "--",
+    "—": "---", "≤": r"\ensuremath{\leq}", "≥": r"\ensuremath{\geq}", "≈": r"\ensuremath{\approx}",
+    "↑": r"\ensuremath{\uparrow}", "↓": r"\ensuremath{\downarrow}", "→": r"\ensuremath{\to}",
+    "²": r"\ensuremath{^2}", "³": r"\ensuremath{^3}", "√": r"\ensuremath{\surd}", "°": r"\ensuremath{^\circ}",
+    "α": r"\ensuremath{\alpha}", "β": r"\ensuremath{\beta}", "γ": r"\ensuremath{\gamma}",
+    "λ": r"\ensuremath{\lambda}", "μ": r"\ensuremath{\mu}", "µ": r"\ensuremath{\mu}",
+    "σ": r"\ensuremath{\sigma}", "Σ": r"\ensuremath{\Sigma}", "ψ": r"\ensuremath{\psi}",
+    "θ": r"\ensuremath{\theta}", "π": r"\ensuremath{\pi}", "ε": r"\ensuremath{\varepsilon}",
+    "…": r"\ldots{}", "’": "'", "‘": "`", "“": "``", "”": "''", "\u00a0": "~",
+}
+
+
+def ascii_latex(text: str, where: str = "table") -> str:
+    """`text` (LaTeX) with every non-ASCII character replaced by its LaTeX (`_ASCII_LATEX`); a character without
+    one is a ValueError naming `where` and the character."""
+    out = []
+    for ch in text:
+        if ord(ch) < 128:
+            out.append(ch)
+        elif ch in _ASCII_LATEX:
+            out.append(_ASCII_LATEX[ch])
+        else:
+            raise ValueError(f"{where}: character {ch!r} (U+{ord(ch):04X}) has no ASCII LaTeX form; add it to "
+                             "reprokit.report.tables._ASCII_LATEX")
+    return "".join(out)
+
+
 def latex_escape(text) -> str:
     """Escape LaTeX's special characters in plain text."""
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
@@ -67,7 +98,7 @@ def write_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, no
     for fn in footnotes or []:
         lines.append(rf"\par\footnotesize{{{latex_escape(fn) if escape else fn}}}")
     lines.append(r"\end{table}")
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    atomic_write_text(path, ascii_latex("\n".join(lines) + "\n", str(path)))
     write_table_html(df, Path(path).with_suffix(".html"), caption, scale, note, footnotes, latex=not escape)
 
 
