@@ -430,3 +430,17 @@ def test_an_ours_column_named_like_a_paper_column_is_an_error(tmp_path):
     bad.write_text(doc.replace("BALI std-y: {where: {method: bali_ystd}}", "DO: {where: {method: bali_ystd}}", 1))
     with pytest.raises(ValueError, match=r"bali_table1 ours_columns \['DO'\] are also paper columns"):
         papers.load(bad)
+
+
+def test_a_claim_testable_only_at_paper_scale_is_not_testable_below_it(tmp_path):
+    # FAKE federated cells where FedAvg beats Partitioned (as after 60 quick rounds)
+    rows = [{"method": m, "rotated": False, "n_train": 1250, "seed": s, "status": "completed", "val_acc_last": acc + s * 1e-3}
+            for s in range(2) for m, acc in (("fedavg", 0.81), ("partitioned", 0.58), ("augerino", 0.80))]
+    for scale in ("quick", "paper"):
+        write_csv(tmp_path, "table4_mnist", [{**r, "scale": scale} for r in rows], scale=scale)
+    docs = [papers.load(p) for p in PAPERS]
+    claim = next(c for d in docs for c in papers.claims(d) if c.id == "table4_partitioned_beats_fedavg")
+    quick = claims.verdict(reproduction.Context(tmp_path, "quick", docs), claim)
+    assert quick.status == "not testable" and "testable at paper scale only" in quick.measured
+    assert "does not hold by the check's reading" in quick.measured  # what ran is still shown
+    assert claims.verdict(reproduction.Context(tmp_path, "paper", docs), claim).status == "does not hold"

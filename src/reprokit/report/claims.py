@@ -30,8 +30,8 @@ import pandas as pd
 from .stats import mean_se
 
 HOLDS, FAILS, NOT_RUN = "holds", "does not hold", "not run"
-INCONCLUSIVE, NOT_COMPARABLE = "inconclusive", "not comparable"
-STATUSES = (HOLDS, INCONCLUSIVE, FAILS, NOT_COMPARABLE, NOT_RUN)  # the report's order
+INCONCLUSIVE, NOT_COMPARABLE, NOT_TESTABLE = "inconclusive", "not comparable", "not testable"
+STATUSES = (HOLDS, INCONCLUSIVE, FAILS, NOT_COMPARABLE, NOT_TESTABLE, NOT_RUN)  # the report's order
 
 Z_NOISE = 2.0  # an effect must exceed this many combined standard errors ...
 REL_TOL_N1 = 0.01  # ... or, with one seed / split on a side (no s.e.), this fraction of the larger |value|
@@ -711,3 +711,13 @@ def check(ctx, name: str, args: dict) -> Verdict:
     if name not in CHECKS:
         raise KeyError(f"no claim check '{name}' (known: {', '.join(sorted(CHECKS))})")
     return CHECKS[name](ctx, **args)
+
+
+def verdict(ctx, claim) -> Verdict:
+    """The claim's verdict at ctx.scale: "not testable" where its `testable_at` scales exclude this one (what the
+    cells measured is still shown), else its check's."""
+    v = check(ctx, claim.check, claim.args)
+    if claim.testable_at and ctx.scale not in claim.testable_at:
+        return Verdict(NOT_TESTABLE, f"testable at {', '.join(claim.testable_at)} scale only; measured here: "
+                       f"{v.measured} ({v.status} by the check's reading)", v.n)
+    return v

@@ -57,6 +57,9 @@ class Claim:
     # What looking into a claim that does not hold AT paper scale found (e.g. the ordering is within the paired
     # s.e.), from the claim's `at_paper_scale:` key; without it such a claim is flagged UNEXPLAINED.
     at_paper_scale: str = ""
+    # The scales at which the claim can be tested at all (from `testable_at:`; empty: every scale). Elsewhere its
+    # verdict is "not testable" (not counted as failed), with `below_paper_scale` saying why.
+    testable_at: tuple = ()
 
 
 def load(path: str | Path) -> dict:
@@ -135,7 +138,7 @@ def entry(doc: dict, artefact_name: str, row: str, column: str, default=_MISSING
     return mean if se is None else [mean, se]
 
 
-CLAIM_KEYS = ("id", "artefact", "words", "check", "args", "below_paper_scale", "at_paper_scale")
+CLAIM_KEYS = ("id", "artefact", "words", "check", "args", "below_paper_scale", "at_paper_scale", "testable_at")
 
 
 def claims(doc: dict) -> list[Claim]:
@@ -149,7 +152,7 @@ def claims(doc: dict) -> list[Claim]:
                            f"(known: {', '.join(CLAIM_KEYS)})")
         notes = [" ".join(str(c.get(key) or "").split()) for key in ("below_paper_scale", "at_paper_scale")]
         out.append(Claim(c["id"], doc["paper"], c["artefact"], c["words"], c["check"], dict(c.get("args") or {}),
-                         *notes))
+                         *notes, tuple(c.get("testable_at") or ())))
     return out
 
 

@@ -437,6 +437,8 @@ def why_not_here(scale: str, claim, verdict) -> str:
         return ""
     if scale != "paper" and claim.below_paper_scale:
         return claim.below_paper_scale
+    if verdict.status == claim_checks.NOT_TESTABLE:
+        return claim.below_paper_scale or f"Not testable at {scale} scale (the claim's testable_at)."
     if verdict.status == claim_checks.INCONCLUSIVE:
         return "The effect is inside the noise (see measured)." + (
             f" Looked into at paper scale: {claim.at_paper_scale}" if scale == "paper" and claim.at_paper_scale else "")
@@ -481,7 +483,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     verdicts = []
     for doc in ctx.docs:
         for claim in papers.claims(doc):
-            verdicts.append((claim, claim_checks.check(ctx, claim.check, claim.args)))
+            verdicts.append((claim, claim_checks.verdict(ctx, claim)))
     counts = {s: sum(v.status == s for _, v in verdicts) for s in claim_checks.STATUSES}
     unexplained = sum(why_not_here(ctx.scale, c, v).startswith("UNEXPLAINED") for c, v in verdicts)
     lines += [f"Claims at {ctx.scale} scale: " + ", ".join(f"{n} {s}" for s, n in counts.items())
