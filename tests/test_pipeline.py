@@ -129,12 +129,14 @@ def paper_dag_plan(tmp_path_factory):
     return plan
 
 
+@pytest.mark.xdist_group("paper_dag")  # one worker builds the module fixture once
 def test_paper_scale_dag_builds_in_bounded_cpu_time(paper_dag_plan):
     """The whole process (Python start, snakemake, every experiment's DAG) at most 10 s of CPU on this
     2-core machine; CPU time, unlike wall time, does not grow with the machine's load."""
     assert paper_dag_plan["cpu_s"] < 10, paper_dag_plan["cpu_s"]
 
 
+@pytest.mark.xdist_group("paper_dag")  # one worker builds the module fixture once
 def test_paper_scale_dag_plans_each_cell_once(paper_dag_plan, shared_data):
     """The work behind the DAG, counted: the config validated once, each grid built at most once per
     place that needs it, each cell path parsed at most twice (as a job and as another cell's upstream),
@@ -154,6 +156,7 @@ def test_paper_scale_dag_plans_each_cell_once(paper_dag_plan, shared_data):
     assert len(typed) > 100 and set(typed.values()) == {1}, max(typed.values())  # each cell's settings typed once
 
 
+@pytest.mark.xdist_group("paper_dag")  # one worker builds the module fixture once
 def test_dag_building_runs_no_torch(paper_dag_plan):
     """Planning every paper-scale cell (config, grids, dataset availability, variants, cell settings) must
     not execute torch: it is ~2 s of every snakemake call (the package imports it lazily, plans and rules import no torch-using module)."""

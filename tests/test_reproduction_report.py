@@ -250,6 +250,10 @@ def test_the_report_opens_with_a_summary_per_paper_and_a_z_figure(tmp_path):
     assert row.startswith("| bali_table1 | 2 / 2 |")
     assert "Verdict rule:" in head and (tmp_path / "figures" / "reproduction_z.png").stat().st_size > 0
     assert "](reproduction_z.png)" in head
+    # nothing ran: the figure (a declared output of the report rule) still exists and says so
+    empty = tmp_path / "empty" / "reproduction.md"
+    reproduction.write_report(empty, tmp_path / "none", "quick", PAPERS, generated="")
+    assert (tmp_path / "empty" / "reproduction_z.png").stat().st_size > 0
 
 
 # -- each new check's verdict flips with the (FAKE) data -------------------------------------------------------

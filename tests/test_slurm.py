@@ -31,6 +31,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+# under pytest-xdist (-n 2 --dist loadgroup) every SLURM test runs on one worker: one cluster, brought up once
+pytestmark = pytest.mark.xdist_group("slurm")
+
 REPO = Path(__file__).resolve().parents[1]
 PROFILE_NAME = "slurm"  # `snakemake --profile slurm` from the repo root
 PROFILE = REPO / PROFILE_NAME / "config.yaml"

@@ -39,7 +39,8 @@ if len(curves):
     curves = curves[~curves["rotated"] & (curves["step"] > 0)].dropna(subset=["val_acc", "comm_bytes"])
 sizes = sorted(int(n) for n in ok["n_train"].unique()) if len(ok) else []
 PAPER_SIZES = [1250, 5000, 50000]  # the paper's three panels (Fig. 10): one panel each, n/a where none ran here
-panels = sorted(set(PAPER_SIZES) | set(sizes))
+grid_sizes = {int(n) for n in cells.loc[~cells["rotated"], "n_train"].dropna().unique()}  # this scale's, ran or not
+panels = sorted(set(PAPER_SIZES) | grid_sizes | set(sizes))
 n_seeds = int(ok["seed"].nunique()) if len(ok) else 0
 
 # %%

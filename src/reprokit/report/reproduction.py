@@ -392,23 +392,28 @@ def summary_lines(ctx: Context, doc: dict, verdicts: list) -> list[str]:
     return lines
 
 
-def z_figure(ctx: Context, out: str | Path) -> Path | None:
+def z_figure(ctx: Context, out: str | Path) -> Path:
     """One dot per compared number (z_paper, clipped to +-10), one row per artefact, a panel per paper; written
-    atomically to `out` (PNG). None when no number was compared."""
-    rows = [r for doc in ctx.docs for r in z_rows(ctx, doc)]
-    if not rows:
-        return None
+    atomically to `out` (PNG). With no number compared (nothing ran, or no dataset) the figure says so: it is a
+    declared output of the report rule, so it always exists."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from .style import finish_figure
-    df = pd.DataFrame(rows)
-    papers_here = list(dict.fromkeys(df["paper"]))
+    df = pd.DataFrame([r for doc in ctx.docs for r in z_rows(ctx, doc)],
+                      columns=["paper", "artefact", "row", "column", "z_paper"])
+    papers_here = list(dict.fromkeys(df["paper"])) or [None]
     heights = [max(1.5, 0.35 * df.loc[df["paper"] == p, "artefact"].nunique() + 1) for p in papers_here]
     fig, axes = plt.subplots(len(papers_here), 1, figsize=(7, sum(heights)), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
     for ax, paper in zip(axes[:, 0], papers_here):
+        if paper is None:
+            ax.text(0.5, 0.5, f"no number of the papers was compared at {ctx.scale} scale (nothing with a printed "
+                    "paper s.e. ran)", ha="center", va="center", fontsize=8, transform=ax.transAxes)
+            ax.set_yticks([])
+            ax.set_xlim(-10.5, 10.5)
+            continue
         d = df[df["paper"] == paper]
         names = list(dict.fromkeys(d["artefact"]))
         y = d["artefact"].map({n: i for i, n in enumerate(names)})
@@ -543,7 +548,7 @@ def write_report(out: str | Path, results: str | Path, scale: str, paper_files: 
                      + (" (config/ modified)" if dirty else "") + ".")
     ctx = Context(results, scale, docs, expected, artefacts, archive)
     figure = z_figure(ctx, z_figure_path(out))
-    text = render(ctx, generated, figure.name if figure else "")
+    text = render(ctx, generated, figure.name)
     atomic_write_text(out, text)
     return text
 
