@@ -130,7 +130,7 @@ def peak_at(ctx, experiment: str, axis: str, metric: str, expected, where: dict 
     outcome = ordering(gap, band)
     measured += (f"; {axis} = {expected:g} minus the best other ({axis} = {rival[axis]:g}): {gap:.4g}, noise band "
                  f"{band:.3g} ({how}){_mark(outcome)}")
-    return Verdict({True: HOLDS, False: FAILS}.get(outcome, INCONCLUSIVE), measured, n)
+    return _decide([outcome], measured, n)
 
 
 def _paired_gap(rows: pd.DataFrame, axis: str, metric: str, a, b, stat_a, stat_b) -> tuple[float, float, str]:
@@ -274,9 +274,7 @@ def beats(ctx, artefact: str, better: str, worse: list[str], over: list[str], ax
                 continue
             gap = (b.mean - a.mean) if lower_is_better else (a.mean - b.mean)
             band, how = noise_band(a.mean, a.se, a.n, b.mean, b.se, b.n), ""
-            pairs = getattr(ctx, "paired", None)
-            d = pairs(artefact, *(((o, better), (o, w)) if axis == "columns" else ((better, o), (w, o)))) \
-                if pairs else pd.Series(dtype=float)
+            d = ctx.paired(artefact, *(((o, better), (o, w)) if axis == "columns" else ((better, o), (w, o))))
             if len(d) > 1:  # the same seeds / splits on both sides: the paired difference's s.e.
                 m, se, k = mean_se(d)
                 gap, band, how = (-m if lower_is_better else m), Z_NOISE * se, f", paired over {k}"
@@ -296,7 +294,7 @@ def baseline_far(ctx, artefact: str, row: str, column: str, ours) -> str:
     """Why our baseline entry (row, column) cannot stand for the paper's baseline: it is off the paper's number
     for it by more than BASELINE_REL of that number and BASELINE_Z of its printed s.e.; "" when it is close, or
     when the paper prints no number there."""
-    paper = getattr(ctx, "paper_number", lambda *a: None)(artefact, row, column)
+    paper = ctx.paper_number(artefact, row, column)
     if paper is None or paper.mean is None or not math.isfinite(ours.mean):
         return ""
     off = abs(ours.mean - paper.mean)
@@ -546,9 +544,8 @@ def paired_gap(ctx, pairs: list[list[str]], metric: str, min_gap: float, where_a
     d, se, k = mean_se(diffs)
     band = Z_NOISE * se if k > 1 else REL_TOL_N1 * abs(d)
     outcome = ordering(d, band, min_gap)
-    return Verdict({True: HOLDS, False: FAILS}.get(outcome, INCONCLUSIVE),
-                   f"mean {metric} difference over {len(diffs)} configurations = {d:.4g} ± {se:.2g} (bound >= "
-                   f"{min_gap:g}; noise band {band:.2g}){_mark(outcome)}", min(ns))
+    return _decide([outcome], f"mean {metric} difference over {len(diffs)} configurations = {d:.4g} ± {se:.2g} "
+                   f"(bound >= {min_gap:g}; noise band {band:.2g}){_mark(outcome)}", min(ns))
 
 
 def vs_best_of(ctx, experiment: str, metric: str, reference: dict, min_gap: float = 0.0, where: dict | None = None,
