@@ -7,17 +7,9 @@ from snakemake.utils import min_version
 min_version("8.20")
 
 
-import glob
-
-
-configfile: "config/config.yaml"
-
-
-# Every experiment family has its own file (artefacts + experiment grids), merged in name order.
-for _path in sorted(glob.glob("config/experiments/*.yaml")):
-
-    configfile: _path
-
+# The config: config/config.yaml, then config/experiments/*.yaml in name order (one file per experiment
+# family), then --config / --configfile on top; typed and validated by reprokit.config.load_pipeline_config
+# (workflow/rules/common.smk), the loader every other entry point uses too.
 
 
 include: "workflow/rules/common.smk"

@@ -29,12 +29,11 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reprokit.budget import load_pipeline_config
+from reprokit.config import load_pipeline_config
 from reprokit.cell import context_from_dict
 from reprokit.config import experiment
-from reprokit.data.variant_names import variant_path
 from reprokit.plan import kind as plan_of_kind
-from reprokit.runtime import RuntimeSettings
+from reprokit.plan.job import cell_job
 
 
 def n_eff_ratio(layer, n: float, n_eff: float) -> float:
@@ -74,18 +73,12 @@ def main(argv=None) -> int:
     cfg = load_pipeline_config(REPO, {"scale": args.scale})
     cell = experiment(cfg, args.experiment, args.scale).parse(args.cell)
     plan = plan_of_kind(cell.kind)
-    d = cell.to_dict()
-    d["settings"] = plan.cell_settings(cell)
-    ctx_dict = {"mirrors": cfg["data"]["mirrors"], "cache_dir": cfg["data"]["cache_dir"],
-                "variants_dir": cfg["data"]["variants_dir"], "download": False,
-                "run": RuntimeSettings.from_dict(cfg["run"]).to_dict()}
-    paths = {name: str(variant_path(ctx_dict["variants_dir"], ds, fn)) for name, (ds, fn) in
-             plan.required_variants(cell).items()}
-    ctx = context_from_dict(ctx_dict, paths)
+    job = cell_job(cell, cfg, download=False)  # what the cell rule runs
+    ctx = context_from_dict(job.context, job.variants)
     ctx.runtime.apply()
     run = plan.build(cell, ctx)
     method = run.method
-    ckpt_path = Path(args.checkpoint or Path(cfg["paths"]["checkpoints"]) / cell.rel_dir / "checkpoint.pt")
+    ckpt_path = Path(args.checkpoint or job.checkpoint)
     ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     method.load_state_dict(ckpt["method"])
     model = method.model

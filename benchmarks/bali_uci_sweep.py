@@ -81,7 +81,7 @@ def main(argv=None) -> int:
         n = data.n_train
         bs = n if batch is None else int(batch)
         # BaliConfig's defaults are Table 4 (alpha 0.3, beta 0.2 decayed 5x at 60/80 %, 20000 iterations, ...)
-        cfg = BaliConfig(**{"n_eff": n * n_eff_frac, "n_data": n, "batch_size": bs, **overrides})
+        cfg = BaliConfig(**{"n_eff": n * n_eff_frac, "n_data": n, "batch_size": bs, "wishart_n": "n", **overrides})
         seed = split if args.replicate == 0 else seeds.stream_seed(split, "replicate", keys=(args.replicate,))
         method = BaliMethod(data, hidden, "relu", cfg, bs, seed, n_eval_samples=args.eval_samples, y_std=y_std)
         for step in range(cfg.n_iterations):

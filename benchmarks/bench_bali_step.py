@@ -111,8 +111,7 @@ def main(argv=None) -> dict:
         opt.step()
 
     def bali_stepper(gram_dtype: str):
-        cfg = BaliConfig(
-            alpha=0.25, beta=0.1, sigma_r2=10.0, n_eff=60000 / 50, n_iterations=30000, batch_size=args.batch,
+        cfg = BaliConfig(wishart_n="n", alpha=0.25, beta=0.1, sigma_r2=10.0, n_eff=60000 / 50, n_iterations=30000, batch_size=args.batch,
             reparam=args.reparam, stats_dtype=args.stats_dtype, gram_dtype=gram_dtype,
         )
         torch.manual_seed(args.seed)

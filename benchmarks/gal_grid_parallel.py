@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from reprokit.budget import load_pipeline_config
+from reprokit.config import load_pipeline_config
 from reprokit.experiments import CellContext
 from reprokit.experiments.uci_regression import load_task
 from reprokit.methods.gal_dropout import GalDropoutProtocol

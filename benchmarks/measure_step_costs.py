@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     p.add_argument("--list", action="store_true", help="list what would be measured, measure nothing")
     args = p.parse_args(argv)
 
-    from reprokit.budget import load_pipeline_config, write_costs
+    from reprokit.config import load_pipeline_config, write_costs
 
     config = load_pipeline_config(REPO, {"scale": "paper"})
     cells = {} if args.startup_only else representative_cells(config, experiments=args.experiment)

@@ -1,8 +1,8 @@
 """Run chosen cells of one experiment in parallel processes, without Snakemake.
 
 For a lent GPU box that has PyTorch but no Snakemake: each cell is the same
-`python -m reprokit.cell run ...` command the `cell` rule runs, with the same cell JSON (the plan's
-`cell_settings`), context and variant files, and writes to the same `results/<scale>/<experiment>/...`
+`python -m reprokit.cell run ...` command the `cell` rule runs, from the same job
+(reprokit.plan.job.cell_job: cell JSON, context, variant files, checkpoint), and writes to the same `results/<scale>/<experiment>/...`
 folder, so `snakemake` picks the results up afterwards (it re-runs them only if their inputs changed).
 Variant files are built first with `python -m reprokit.cell variant`. Cells needing upstream cells
 are refused (use Snakemake for those).
@@ -28,12 +28,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reprokit.budget import load_pipeline_config
+from reprokit.config import load_pipeline_config
 from reprokit.config import experiment, format_value
-from reprokit.data.variant_names import variant_path
 from reprokit.plan import kind as plan_of_kind
+from reprokit.plan.job import cell_job, data_context
 from reprokit.report.archive import differing_keys
-from reprokit.runtime import RuntimeSettings
 
 
 def _matches(cell, where: dict[str, set[str]]) -> bool:
@@ -89,10 +88,9 @@ def main(argv=None) -> int:
     cells = [c for c in experiment(cfg, args.experiment, args.scale).cells() if _matches(c, where)]
     if not cells:
         raise SystemExit("no cell matches")
-    context = {"mirrors": args.mirror or cfg["data"]["mirrors"], "cache_dir": cfg["data"]["cache_dir"],
-               "variants_dir": cfg["data"]["variants_dir"], "download": False}
-    cell_context = {**context, "run": RuntimeSettings.from_dict(cfg["run"]).to_dict()}
-    results, logs = Path(cfg["paths"]["results"]), Path(cfg["paths"]["logs"])
+    data_kw = {"mirrors": args.mirror, "download": False}  # args.mirror None: the config's mirrors
+    context = data_context(cfg, **data_kw)
+    logs = Path(cfg["paths"]["logs"])
 
     # 1. variant files, each once
     needed = {}
@@ -101,10 +99,11 @@ def main(argv=None) -> int:
         plan = plan_of_kind(c.kind)
         if plan.required_cells(c):
             raise SystemExit(f"{c.rel_dir} reads upstream cells: run it with snakemake")
-        out = results / c.rel_dir
+        job = cell_job(c, cfg, **data_kw)
+        out = Path(job.out)
         metrics = out / "metrics.json"
         if not args.rerun and metrics.exists() and json.loads(metrics.read_text()).get("status") == "completed":
-            changed = changed_settings(out / "config.json", plan.cell_settings(c))
+            changed = changed_settings(out / "config.json", job.cell["settings"])
             if not changed:
                 skipped.append(c.rel_dir)  # its variant files are not built either
                 continue
@@ -112,15 +111,8 @@ def main(argv=None) -> int:
             why = ("no readable config.json" if changed == [NO_CONFIG] else
                    f"{', '.join(changed)} differ from the config")
             print(f"{c.rel_dir}: completed with other settings ({why}): running it again", flush=True)
-        paths = {name: str(variant_path(context["variants_dir"], d, f))
-                 for name, (d, f) in plan.required_variants(c).items()}
-        for d, f in plan.required_variants(c).values():
-            needed[str(variant_path(context["variants_dir"], d, f))] = d
-        d = c.to_dict()
-        d["settings"] = plan.cell_settings(c)
-        cmd = [sys.executable, "-m", "reprokit.cell", "run", "--cell", json.dumps(d), "--context",
-               json.dumps(cell_context), "--variants", json.dumps(paths), "--out", str(out), "--checkpoint",
-               str(Path(cfg["paths"]["checkpoints"]) / c.rel_dir / "checkpoint.pt"), "--threads", str(args.threads)]
+        needed.update(job.variant_datasets)
+        cmd = [sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)]
         jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", metrics))
     jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
     print(f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run ({len(stale)} completed with other "

@@ -30,3 +30,23 @@ def http_dir(tmp_path):
     yield root, url
     srv.shutdown()
     srv.server_close()
+
+
+@pytest.fixture(scope="session")
+def pipeline_config():
+    """The project's config through its one loader (reprokit.config.load_pipeline_config):
+    `pipeline_config({"scale": "paper"})`. Each call returns a fresh copy, so a test may change it."""
+    import copy
+    import json
+
+    from reprokit.config import load_pipeline_config
+
+    loaded: dict = {}
+
+    def load(overrides: dict | None = None) -> dict:
+        key = json.dumps(overrides or {}, sort_keys=True)
+        if key not in loaded:
+            loaded[key] = load_pipeline_config(REPO, overrides)
+        return copy.deepcopy(loaded[key])
+
+    return load

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.budget import load_pipeline_config
+from reprokit.config import load_pipeline_config
 from reprokit.report import archive, reproduction
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,5 @@
 """BALI classification benchmark (Table 2, Tables 5/6, Figs. 2/3): the experiment kind, OOD ROC, config, tables."""
 
-import glob
 import io
 import json
 import os
@@ -11,7 +10,7 @@ import pytest
 import torch
 
 from reprokit import metrics
-from reprokit.config import experiment, load_config
+from reprokit.config import experiment, load_pipeline_config
 from reprokit.experiments import CellContext
 from reprokit.experiments import bali_classification as bcx
 from reprokit.plan import KINDS as PLANS
@@ -21,8 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config(overrides=None):
-    files = [os.path.join(REPO, "config", "config.yaml"), *sorted(glob.glob(os.path.join(REPO, "config", "experiments", "*.yaml")))]
-    return load_config(files, os.path.join(REPO, "workflow", "schemas", "config.schema.yaml"), overrides)
+    return load_pipeline_config(REPO, overrides)
 
 
 # ------------------------------------------------------------------------------------------- OOD ROC

@@ -105,9 +105,9 @@ def _makers(task):
     opt = OptimConfig(lr=1e-2, batch_size=32, weight_decay=1e-4)
     cfg = dict(n_eff=data.n_train, n_iterations=60, sigma_r2=10.0, alpha=0.25, beta=0.1)
     return data, {
-        "bali_w": lambda: BaliMethod(data, [16], act, BaliConfig(**cfg, reparam="weight"), 32, 3, n_eval_samples=8),
-        "bali_l": lambda: BaliMethod(data, [16], act, BaliConfig(**cfg, reparam="local"), 32, 3, n_eval_samples=8),
-        "bali_mean": lambda: BaliMethod(data, [16], act, BaliConfig(**cfg, reparam="mean"), 32, 3, n_eval_samples=8),
+        "bali_w": lambda: BaliMethod(data, [16], act, BaliConfig(wishart_n="n", **cfg, reparam="weight"), 32, 3, n_eval_samples=8),
+        "bali_l": lambda: BaliMethod(data, [16], act, BaliConfig(wishart_n="n", **cfg, reparam="local"), 32, 3, n_eval_samples=8),
+        "bali_mean": lambda: BaliMethod(data, [16], act, BaliConfig(wishart_n="n", **cfg, reparam="mean"), 32, 3, n_eval_samples=8),
         "dropout": lambda: MCDropout(data, [16], act, 0.2, opt, 60, 3, n_eval_samples=8, dropout_input=True),
         "map": lambda: MAP(data, [16], act, opt, 60, 3),
         "bbb": lambda: BBBMethod(data, [16], act, 0.5, opt, 60, 3, n_eval_samples=8),

@@ -13,7 +13,7 @@ D = torch.float64
 
 def _layer(dx, dy, *, sigma_r2=2.0, sigma_u2=0.5, u0=None, n_eff=1.0, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return BaliLinear(dx - 1, dy, prior_var_r=sigma_r2, prior_var_u=sigma_u2, u0=u0, n_eff=n_eff, generator=g)
+    return BaliLinear(dx - 1, dy, prior_var_r=sigma_r2, prior_var_u=sigma_u2, u0=u0, n_eff=n_eff, n_wishart=n_eff, generator=g)
 
 
 def _data(n, dx, dy, seed=1):
@@ -97,7 +97,7 @@ def test_model_first_step_independent_of_beta_with_bias_correction():
     y = torch.randint(0, 3, (16,))
     posts = []
     for beta in (0.05, 1.0):
-        cfg = BaliConfig(beta=beta, n_eff=64, sigma_r2=10.0, n_iterations=100)
+        cfg = BaliConfig(wishart_n="n", beta=beta, n_eff=64, sigma_r2=10.0, n_iterations=100)
         m = BaliMLP(3, [6], 3, "tanh", "classification", cfg, generator=torch.Generator().manual_seed(0))
         bali_step(m, x, y)
         posts.append([(ly.mean.clone(), ly.sigma.clone()) for ly in m.layers])
@@ -206,20 +206,20 @@ def test_mean_mode_and_initial_weights():
 
 
 def test_features_scale_and_bias_column():
-    layer = BaliLinear(3, 2)
+    layer = BaliLinear(3, 2, n_wishart=1.0)
     h = torch.randn(4, 3)
     f = layer.features(h)
     torch.testing.assert_close(f, torch.cat([h, torch.ones(4, 1)], 1) / 2.0)  # 1 / sqrt(3 + 1)
-    assert BaliLinear(3, 2, scale_input=False).features(h)[:, -1].eq(1).all()
+    assert BaliLinear(3, 2, n_wishart=1.0, scale_input=False).features(h)[:, -1].eq(1).all()
 
 
 def test_model_scales_hidden_features_and_first_layer_only_on_request():
     h = torch.randn(4, 3)
-    default = BaliMLP(3, [5], 2)
+    default = BaliMLP(3, [5], 2, config=BaliConfig(wishart_n="n"))
     assert torch.equal(default.layers[0].features(h), torch.cat([h, torch.ones(4, 1)], 1))  # x_1 = (x, 1)
     hid = torch.randn(4, 5)
     torch.testing.assert_close(default.layers[1].features(hid), torch.cat([hid, torch.ones(4, 1)], 1) / math.sqrt(6))
-    scaled = BaliMLP(3, [5], 2, config=BaliConfig(scale_input_layer=True))
+    scaled = BaliMLP(3, [5], 2, config=BaliConfig(wishart_n="n", scale_input_layer=True))
     torch.testing.assert_close(scaled.layers[0].features(h), torch.cat([h, torch.ones(4, 1)], 1) / 2.0)
 
 
@@ -250,8 +250,11 @@ def test_wishart_n_scales_sigma_by_the_closed_form_factor(n_data):
             assert factor < 0.4  # N / N_eff = 4: Sigma is ~3-4x smaller with the actual N
     with pytest.raises(ValueError, match="wishart_n"):
         BaliConfig(wishart_n="N")
+    # the library has no default of its own: the caller states its reading (the pipeline's is BaliPriors')
+    with pytest.raises(TypeError, match="wishart_n"):
+        BaliConfig(n_eff=7.0)
     # without n_data both choices count N_eff (the library's callers that know only N_eff)
-    assert BaliConfig(n_eff=7.0).wishart_count == BaliConfig(n_eff=7.0, wishart_n="n_eff").wishart_count == 7.0
+    assert BaliConfig(wishart_n="n", n_eff=7.0).wishart_count == BaliConfig(n_eff=7.0, wishart_n="n_eff").wishart_count == 7.0
 
 
 def test_float32_gram_products_feed_float64_emas_and_stay_close_to_float64():
@@ -276,9 +279,9 @@ def test_float32_gram_products_feed_float64_emas_and_stay_close_to_float64():
 
 
 def test_bali_config_gram_dtype_reaches_every_layer_and_rejects_unknown():
-    cfg = BaliConfig(n_eff=100.0, gram_dtype="float32")
+    cfg = BaliConfig(wishart_n="n", n_eff=100.0, gram_dtype="float32")
     model = BaliMLP(3, [8], 2, "tanh", "regression", cfg)
     assert all(layer.gram_dtype == torch.float32 and layer.stats_dtype == torch.float64 for layer in model.layers)
-    assert all(layer.gram_dtype == torch.float64 for layer in BaliMLP(3, [8], 2, config=BaliConfig()).layers)
+    assert all(layer.gram_dtype == torch.float64 for layer in BaliMLP(3, [8], 2, config=BaliConfig(wishart_n="n")).layers)
     with pytest.raises(ValueError, match="gram_dtype 'float16'"):
-        BaliConfig(gram_dtype="float16")
+        BaliConfig(wishart_n="n", gram_dtype="float16")

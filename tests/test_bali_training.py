@@ -10,14 +10,14 @@ from reprokit.bali import BaliConfig, BaliMLP, BaliTrainer, bali_step, predictiv
 
 
 def test_beta_decay_milestones():
-    cfg = BaliConfig(beta=0.2, n_iterations=100)
+    cfg = BaliConfig(wishart_n="n", beta=0.2, n_iterations=100)
     assert [cfg.beta_at(t) for t in (1, 60)] == [0.2, 0.2]
     assert cfg.beta_at(61) == pytest.approx(0.04) and cfg.beta_at(80) == pytest.approx(0.04)
     assert cfg.beta_at(81) == pytest.approx(0.008) and cfg.beta_at(100) == pytest.approx(0.008)
 
 
 def test_training_follows_beta_schedule_and_exact_bias_correction():
-    cfg = BaliConfig(beta=0.5, n_iterations=10, n_eff=8, sigma_r2=4.0)
+    cfg = BaliConfig(wishart_n="n", beta=0.5, n_iterations=10, n_eff=8, sigma_r2=4.0)
     m = BaliMLP(2, [3], 1, "tanh", "regression", cfg, generator=torch.Generator().manual_seed(0))
     x, y = torch.randn(8, 2), torch.randn(8)
     prod = 1.0
@@ -31,18 +31,18 @@ def test_training_follows_beta_schedule_and_exact_bias_correction():
 
 
 def test_config_priors_and_validation():
-    cfg = BaliConfig(n_eff=300, sigma_r=80)
+    cfg = BaliConfig(wishart_n="n", n_eff=300, sigma_r=80)
     assert cfg.prior_var_r == 6400 and cfg.prior_var_u == pytest.approx(3.0)  # sigma_u^2 = 0.01 N_eff
-    assert BaliConfig(sigma_r2=40).prior_var_r == 40
+    assert BaliConfig(wishart_n="n", sigma_r2=40).prior_var_r == 40
     with pytest.raises(ValueError):
-        BaliConfig(sigma_r=2.0, sigma_r2=5.0)
+        BaliConfig(wishart_n="n", sigma_r=2.0, sigma_r2=5.0)
     with pytest.raises(ValueError):
-        BaliConfig(reparam="dropout")
+        BaliConfig(wishart_n="n", reparam="dropout")
     with pytest.raises(ValueError):
         BaliConfig.from_dict({"alpha": 0.1, "learning_rate": 1.0})
-    m = BaliMLP(4, [5], 2, config=BaliConfig(n_eff=50, sigma_u2=2.0, u0=7.0))
+    m = BaliMLP(4, [5], 2, config=BaliConfig(wishart_n="n", n_eff=50, sigma_u2=2.0, u0=7.0))
     assert [ly.u0 for ly in m.layers] == [7.0, 7.0] and m.layers[0].prior_var_u == 2.0
-    assert [ly.u0 for ly in BaliMLP(4, [5], 2).layers] == [5.0, 2.0]  # default u0 = D_y
+    assert [ly.u0 for ly in BaliMLP(4, [5], 2, config=BaliConfig(wishart_n="n")).layers] == [5.0, 2.0]  # default u0 = D_y
 
 
 def test_pseudo_targets_move_outputs_downhill():
@@ -51,7 +51,7 @@ def test_pseudo_targets_move_outputs_downhill():
     torch.manual_seed(0)
     x = torch.randn(5, 9)
     y = torch.randint(0, 4, (5,))
-    cfg = BaliConfig(alpha=0.2, beta=1.0, n_eff=5, sigma_r2=1e8, n_iterations=10)
+    cfg = BaliConfig(wishart_n="n", alpha=0.2, beta=1.0, n_eff=5, sigma_r2=1e8, n_iterations=10)
     m = BaliMLP(9, [], 4, task="classification", config=cfg)
     z0 = m(x).detach().requires_grad_(True)
     loss0 = F.cross_entropy(z0, y)
@@ -74,7 +74,7 @@ def _sine_data(n=64, seed=0):
 @pytest.mark.parametrize("reparam", ["weight", "local"])
 def test_small_regression_fit_reduces_rmse(reparam):
     x, y = _sine_data()
-    cfg = BaliConfig(alpha=0.3, beta=0.2, n_eff=64, sigma_r2=40.0, n_iterations=200, reparam=reparam)
+    cfg = BaliConfig(wishart_n="n", alpha=0.3, beta=0.2, n_eff=64, sigma_r2=40.0, n_iterations=200, reparam=reparam)
     gen = torch.Generator().manual_seed(1)
     m = BaliMLP(1, [32], 1, "tanh", "regression", cfg, generator=gen)
     trainer = BaliTrainer(m, generator=gen)
@@ -94,7 +94,7 @@ def test_classification_fit_on_separable_blobs():
     y = torch.randint(0, 3, (96,), generator=g)
     centres = torch.tensor([[2.0, 0.0], [-1.0, 1.7], [-1.0, -1.7]])
     x = centres[y] + 0.4 * torch.randn(96, 2, generator=g)
-    cfg = BaliConfig(alpha=0.25, beta=0.1, n_eff=96, sigma_r2=10.0, n_iterations=100)
+    cfg = BaliConfig(wishart_n="n", alpha=0.25, beta=0.1, n_eff=96, sigma_r2=10.0, n_iterations=100)
     m = BaliMLP(2, [16, 16], 3, "leaky_tanh", "classification", cfg, generator=g)
     trainer = BaliTrainer(m, generator=g)
     for _ in range(100):
@@ -108,7 +108,7 @@ def test_classification_fit_on_separable_blobs():
 
 def test_predictive_regression_adds_inferred_noise_and_log_likelihood():
     x, y = _sine_data(32)
-    cfg = BaliConfig(n_eff=32, n_iterations=20, reparam="mean")
+    cfg = BaliConfig(wishart_n="n", n_eff=32, n_iterations=20, reparam="mean")
     m = BaliMLP(1, [8], 1, "relu", "regression", cfg)
     for _ in range(20):
         bali_step(m, x, y)
@@ -125,7 +125,7 @@ def test_predictive_regression_adds_inferred_noise_and_log_likelihood():
 
 def test_state_dict_resume_is_bit_identical():
     x, y = _sine_data(32)
-    cfg = BaliConfig(n_eff=32, n_iterations=12)
+    cfg = BaliConfig(wishart_n="n", n_eff=32, n_iterations=12)
 
     def make():
         return BaliMLP(1, [6], 1, "tanh", "regression", cfg, generator=torch.Generator().manual_seed(3))
@@ -150,8 +150,8 @@ def test_state_dict_resume_is_bit_identical():
 
 def test_hidden_noise_prior_override_reaches_hidden_layers_only():
     """sigma_u2_factor_hidden sets U_0 of the hidden layers; the last layer keeps sigma_u2_factor * N_eff."""
-    cfg = BaliConfig(n_eff=200.0, sigma_u2_factor=0.01, sigma_u2_factor_hidden=1.0)
+    cfg = BaliConfig(wishart_n="n", n_eff=200.0, sigma_u2_factor=0.01, sigma_u2_factor_hidden=1.0)
     model = BaliMLP(3, [8, 8], 1, "relu", "regression", cfg, generator=torch.Generator().manual_seed(0))
     assert [layer.prior_var_u for layer in model.layers] == [200.0, 200.0, 2.0]
-    plain = BaliMLP(3, [8, 8], 1, "relu", "regression", BaliConfig(n_eff=200.0), generator=torch.Generator().manual_seed(0))
+    plain = BaliMLP(3, [8, 8], 1, "relu", "regression", BaliConfig(wishart_n="n", n_eff=200.0), generator=torch.Generator().manual_seed(0))
     assert [layer.prior_var_u for layer in plain.layers] == [2.0, 2.0, 2.0]

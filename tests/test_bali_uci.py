@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from reprokit import seeds
-from reprokit.config import experiment, load_config
+from reprokit.config import experiment, load_pipeline_config
 from reprokit.data import registry
 from reprokit.experiments import CellContext, synthetic_predictive, uci_regression
 from reprokit.plan import KINDS as PLANS
@@ -23,9 +23,8 @@ SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
 @pytest.fixture(scope="module")
-def config():
-    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "experiments").glob("*.yaml"))]
-    return load_config(files, SCHEMA)
+def config(pipeline_config):
+    return pipeline_config()
 
 
 def _cell(config, name, scale, **coords):
@@ -51,8 +50,7 @@ def test_bali_ystd_is_bali_with_standardised_targets_at_every_scale(config):
 def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
     """A per-dataset block of the config reaches the BALI the cell builds (N_eff, beta, batch), and only
     that dataset's and that method's cells."""
-    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "experiments").glob("*.yaml"))]
-    cfg = load_config(files, SCHEMA, {"experiments": {"bali_uci": {"settings": {"per_dataset": {
+    cfg = load_pipeline_config(REPO, {"experiments": {"bali_uci": {"settings": {"per_dataset": {
         "uci_yacht": {"bali": {"n_eff_divisor": 3, "beta": 0.123, "batch_size": 7}}}}}}})
     run = uci_regression.build(_cell(cfg, "bali_uci", "test", method="bali", dataset="uci_yacht", seed=0),
                                _ctx(shared_data))

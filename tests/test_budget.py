@@ -11,14 +11,14 @@ import pytest
 
 from reprokit import budget
 from reprokit.budget import CostTable, Part, estimate, read_costs, runtime_minutes, write_costs
-from reprokit.config import experiment
+from reprokit.config import experiment, load_pipeline_config
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def paper_config():
-    return budget.load_pipeline_config(REPO, {"scale": "paper"})
+    return load_pipeline_config(REPO, {"scale": "paper"})
 
 
 def first_cell(config, name, **coords):
@@ -38,7 +38,8 @@ def h100():
 
 def test_import_and_estimates_run_no_torch():
     code = ("import sys\nimport reprokit.budget as b\nassert 'torch' not in sys.modules, 'import'\n"
-            "cfg = b.load_pipeline_config('.', {'scale': 'paper'})\n"
+            "from reprokit.config import load_pipeline_config\n"
+            "cfg = load_pipeline_config('.', {'scale': 'paper'})\n"
             "rows = b.budget(cfg, b.CostTable(b.read_costs(), 'h100'))\n"
             "print('TORCH_EXECUTED', 'torch._C' in sys.modules, len(rows))\n")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -109,7 +110,7 @@ IMAGE_DATASETS_NOT_HERE = ("cifar10", "tinyimagenet")  # a researcher with inter
 
 @pytest.fixture(scope="module")
 def quick_config():
-    return budget.load_pipeline_config(REPO, {"scale": "quick"})
+    return load_pipeline_config(REPO, {"scale": "quick"})
 
 
 def quick_cpu_hours(config) -> tuple[float, list[dict]]:

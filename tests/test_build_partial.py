@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reprokit.budget import load_pipeline_config
+from reprokit.config import load_pipeline_config
 from reprokit.config import experiment
 from reprokit.data import registry
 from reprokit.plan import kind

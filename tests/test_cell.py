@@ -168,14 +168,12 @@ def test_a_checkpoint_resumes_only_the_cell_that_wrote_it(tmp_path, monkeypatch,
 
 def _fig2a_test_cell(tmp_path):
     """A real test-scale cell (Fig. 2a, partitioned, 60 steps, under a second) and its context as JSON."""
-    import glob
 
-    from reprokit.config import experiment, load_config
+    from reprokit.config import experiment, load_pipeline_config
     from reprokit.data import variants
     from reprokit.data.variants import variant_path
 
-    files = [str(REPO / "config" / "config.yaml"), *sorted(glob.glob(str(REPO / "config" / "experiments" / "*.yaml")))]
-    cfg = load_config(files, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    cfg = load_pipeline_config(REPO)
     cell = next(c for c in experiment(cfg, "fig2a", "test").cells() if c.coord_dict["method"] == "partitioned")
     paths = {}
     for name, (ds, fn) in cell_mod.kind(cell.kind).required_variants(cell).items():

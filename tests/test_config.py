@@ -5,18 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.config import ConfigError, ExperimentGrid, experiment, format_value, load_config, validate_config
+from reprokit.config import ConfigError, ExperimentGrid, experiment, format_value, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
-CONFIG_FILES = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "experiments").glob("*.yaml"))]
 
 
 @pytest.fixture
-def config():
-    return load_config(CONFIG_FILES, SCHEMA)
+def config(pipeline_config):
+    return pipeline_config()
 
 
 def test_shipped_config_is_valid(config):

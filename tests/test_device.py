@@ -13,7 +13,6 @@ metrics.json, and checkpoint contents.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import math
 import os
@@ -24,7 +23,7 @@ import pytest
 import torch
 
 from reprokit import cell as cell_mod
-from reprokit.config import Cell, experiment, load_config
+from reprokit.config import Cell, experiment, load_pipeline_config
 from reprokit.data import variants
 from reprokit.data.variants import variant_path
 from reprokit.experiments import CellContext, Measurement, Run
@@ -36,8 +35,7 @@ CUDA = torch.cuda.is_available()
 
 
 def _config():
-    files = [os.path.join(REPO, "config", "config.yaml"), *sorted(glob.glob(os.path.join(REPO, "config", "experiments", "*.yaml")))]
-    return load_config(files, os.path.join(REPO, "workflow", "schemas", "config.schema.yaml"))
+    return load_pipeline_config(REPO)
 
 
 def _test_cell(name: str, method: str | None) -> Cell:
@@ -186,10 +184,8 @@ def test_runtime_settings_name_the_bad_key_and_value():
 def test_config_schema_rejects_a_bad_device_before_any_job(tmp_path):
     from reprokit.config import ConfigError
 
-    files = [os.path.join(REPO, "config", "config.yaml")]
     with pytest.raises(ConfigError, match="device"):
-        load_config(files + sorted(glob.glob(os.path.join(REPO, "config", "experiments", "*.yaml"))),
-                    os.path.join(REPO, "workflow", "schemas", "config.schema.yaml"), {"run": {"device": "tpu"}})
+        load_pipeline_config(REPO, {"run": {"device": "tpu"}})
 
 
 @pytest.mark.skipif(CUDA, reason="checks the error on a machine without CUDA")

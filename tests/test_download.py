@@ -134,7 +134,7 @@ def test_fetch_command_fails_on_a_corrupted_file_and_records_a_failed_download(s
 def test_nested_config_overrides_are_typed_as_snakemake_delivers_them():
     from snakemake.cli import parse_config
 
-    from reprokit.budget import load_pipeline_config
+    from reprokit.config import load_pipeline_config
 
     over = parse_config(["data={download: false, mirrors: [http://127.0.0.1:8/m, /tmp/m]}",
                          "run={checkpoint_every: 100, deterministic: yes}",
@@ -151,7 +151,7 @@ def test_nested_config_overrides_are_typed_as_snakemake_delivers_them():
 def test_a_string_the_schema_cannot_read_still_fails_naming_the_key():
     from snakemake.cli import parse_config
 
-    from reprokit.budget import load_pipeline_config
+    from reprokit.config import load_pipeline_config
 
     with pytest.raises(ConfigError, match=r"run\.checkpoint_every"):
         load_pipeline_config(REPO, parse_config(["run={checkpoint_every: often}"]))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprokit.config import ConfigError, experiment, load_config
+from reprokit.config import ConfigError, experiment
 from reprokit.plan import _settings_type as settings_type
 from reprokit.plan import kind
 
@@ -21,9 +21,8 @@ SCALES = ("test", "quick", "paper")
 
 
 @pytest.fixture(scope="module")
-def config():
-    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "experiments").glob("*.yaml"))]
-    return load_config(files, REPO / "workflow" / "schemas" / "config.schema.yaml")
+def config(pipeline_config):
+    return pipeline_config()
 
 
 def _schema(name: str) -> dict:
@@ -144,17 +143,19 @@ def test_bali_classification_defaults(config):
         kind(cell.kind).settings(_with(cell, dropout_p=None)).need("dropout_p")
 
 
-def test_wishart_n_default_and_values_agree_with_the_library():
-    """`wishart_n` (commit 015830c; the N in u = u_0 + N, Eq. 16d) has its pipeline default in BaliPriors; the
-    library's BaliConfig default and valid values, and both kinds' schema enums, must agree with it."""
-    from reprokit.bali.config import WISHART_N, BaliConfig
+def test_every_wishart_n_the_config_may_hold_runs_in_the_library_with_its_own_count():
+    """`wishart_n` (commit 015830c; the N in u = u_0 + N, Eq. 16d): its one default is BaliPriors' (the
+    library's BaliConfig has none), and each value both kinds' schemas allow builds a BaliConfig that counts
+    its own N (n: the training-set size, n_eff: N_eff)."""
+    from reprokit.bali.config import BaliConfig
     from reprokit.plan.bali_blocks import BaliPriors
     default = {f.name: f.default for f in dataclasses.fields(BaliPriors)}["wishart_n"]
-    assert default == {f.name: f.default for f in dataclasses.fields(BaliConfig)}["wishart_n"] == "n"
     for name, block in (("uci_regression", "bali"), ("bali_classification", "bali")):
         settings = _schema(name)["settings"]
-        prop = _resolve(settings["properties"][block], settings)["properties"]["wishart_n"]
-        assert set(prop["enum"]) == set(WISHART_N) and default in prop["enum"]
+        values = _resolve(settings["properties"][block], settings)["properties"]["wishart_n"]["enum"]
+        assert default in values
+        counts = {v: BaliConfig(wishart_n=v, n_eff=10.0, n_data=500.0).wishart_count for v in values}
+        assert counts == {"n": 500.0, "n_eff": 10.0}
 
 
 @pytest.mark.parametrize("name,coords,value", [

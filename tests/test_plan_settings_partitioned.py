@@ -7,13 +7,12 @@ The dataclass (reprokit.plan.<kind>) supplies the defaults, the JSON schema
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 
 import pytest
 import yaml
 
-from reprokit.config import ConfigError, experiment, load_config
+from reprokit.config import ConfigError, experiment, load_pipeline_config
 from reprokit.plan import kind
 from reprokit.plan.federated import FederatedSettings
 from reprokit.plan.input_selection import InputSelectionSettings
@@ -30,8 +29,7 @@ def _schema(name: str) -> dict:
 
 
 def _config() -> dict:
-    files = [os.path.join(REPO, "config", "config.yaml"), *sorted(glob.glob(os.path.join(REPO, "config", "experiments", "*.yaml")))]
-    return load_config(files, os.path.join(REPO, "workflow", "schemas", "config.schema.yaml"))
+    return load_pipeline_config(REPO)
 
 
 def _cells(cfg: dict, name: str):

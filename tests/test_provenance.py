@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.budget import load_pipeline_config
+from reprokit.config import load_pipeline_config
 from reprokit.report import provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,7 +122,7 @@ def test_publish_refuses_a_report_of_another_scale(tmp_path):
 def test_cells_of_an_unavailable_dataset_do_not_stale_a_record():
     """A build where a dataset was n/a names it; its cells' settings then shaped nothing in the artefact,
     so changing them leaves the record valid, while changing a cell that ran stales it."""
-    from reprokit.budget import load_pipeline_config
+    from reprokit.config import load_pipeline_config
 
     cfg = load_pipeline_config(REPO, {"scale": "quick"})
     rec = provenance.record(cfg, "table1", "quick", ["cpu"], root=REPO, unavailable=["cifar10", "tinyimagenet"])

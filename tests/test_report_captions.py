@@ -3,7 +3,6 @@ tables are in the report (the HTML rendering write_table puts beside each .tex).
 
 import base64
 import functools
-import glob
 import io
 import re
 import types
@@ -13,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprokit.config import load_config
+from reprokit.config import load_pipeline_config
 from reprokit.report.tables import write_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,8 +36,7 @@ MESSAGE = re.compile(r"\((DEBUG|INFO|WARNING|ERROR|SEVERE)/(\d)\) (.*)")
 
 @functools.lru_cache(maxsize=1)
 def _config() -> dict:
-    files = [str(REPO / "config" / "config.yaml"), *sorted(glob.glob(str(REPO / "config" / "experiments" / "*.yaml")))]
-    return load_config(files, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    return load_pipeline_config(REPO)
 
 
 def render_caption(text: str, config: dict, categories=("Partitioned networks", "BALI", "Reproduction report"),

@@ -33,7 +33,7 @@ def _listed(capsys) -> tuple[str, list[str]]:
 
 
 def _settings_now(rel_dir: str) -> dict:
-    from reprokit.budget import load_pipeline_config
+    from reprokit.config import load_pipeline_config
     from reprokit.config import experiment
     from reprokit.plan import kind as plan_of_kind
 

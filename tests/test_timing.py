@@ -12,15 +12,15 @@ import pandas as pd
 import pytest
 import torch
 
-from reprokit.config import ConfigError, experiment, load_config
+from reprokit.config import ConfigError, experiment, load_pipeline_config
 from reprokit.experiments import update_timing
 from reprokit.experiments.update_timing import UpdateTiming, summarize
 from reprokit.plan import kind
 from reprokit.plan.update_timing import UpdateTimingSettings
+from reprokit.report.stats import median_ci
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
-CONFIGS = [REPO / "config" / "config.yaml", REPO / "config" / "experiments" / "partitioned_tables.yaml"]
 
 
 def tiny_settings(**kw) -> UpdateTimingSettings:
@@ -161,7 +161,7 @@ def test_summary_is_median_of_per_repetition_ratios_without_warmup():
     assert out["param_ratio_of_minima"] == pytest.approx(1.1)  # fastest param 1.1 s / fastest standard 1.0 s
     # quartiles of [1.1, 1.1, 1.2, 1.3] (linear interpolation): 1.1 + 0.75 * 0 and 1.2 + 0.25 * 0.1
     assert (out["param_ratio_q25"], out["param_ratio_q75"]) == pytest.approx((1.1, 1.225))
-    assert (out["param_ratio_ci_lo"], out["param_ratio_ci_hi"]) == update_timing.median_ci([1.1, 1.1, 1.2, 1.3])
+    assert (out["param_ratio_ci_lo"], out["param_ratio_ci_hi"]) == median_ci([1.1, 1.1, 1.2, 1.3])
 
 
 def test_quartiles_hand_example():
@@ -173,13 +173,16 @@ def test_quartiles_hand_example():
 def test_median_ci_is_the_percentile_interval_of_bootstrap_medians():
     # Two values: a resample's median is 0 (p = 1/4), 0.5 (1/2) or 1 (1/4). The 95% interval's ends
     # (2.5% and 97.5% quantiles) are 0 and 1; a 40% interval (30% .. 70%) holds only the middle value.
-    assert update_timing.median_ci([0.0, 1.0]) == (0.0, 1.0)
-    assert update_timing.median_ci([0.0, 1.0], level=0.4) == (0.5, 0.5)
+    assert median_ci([0.0, 1.0]) == (0.0, 1.0)
+    assert median_ci([0.0, 1.0], level=0.4) == (0.5, 0.5)
     # Three values 0, 0, 1: a resample's median is 1 with p = 7/27 (two or three 1s), else 0, so the 40%..60%
     # interval is (0, 0); bootstrapping the mean instead would give (1/3, 1/3).
-    assert update_timing.median_ci([0.0, 0.0, 1.0], level=0.2) == (0.0, 0.0)
-    assert update_timing.median_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
-    assert update_timing.median_ci([1.0, 3.0, 8.0]) == update_timing.median_ci([1.0, 3.0, 8.0])  # fixed seed
+    assert median_ci([0.0, 0.0, 1.0], level=0.2) == (0.0, 0.0)
+    assert median_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
+    # a wider level gives an interval that holds the narrower one, and both hold the sample's median
+    x = np.random.default_rng(3).normal(size=41)
+    (lo50, hi50), (lo95, hi95) = median_ci(x, level=0.5), median_ci(x, level=0.95)
+    assert lo95 <= lo50 <= float(np.median(x)) <= hi50 <= hi95 and lo95 < lo50 and hi50 < hi95
 
 
 def test_cpu_model_is_named():
@@ -188,7 +191,7 @@ def test_cpu_model_is_named():
 
 
 def config(scale="test"):
-    return load_config(CONFIGS, SCHEMA, {"scale": scale})
+    return load_pipeline_config(REPO, {"scale": scale})
 
 
 def test_each_model_cell_builds_with_its_own_settings():

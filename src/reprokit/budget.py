@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import glob
 import math
 import os
 import sys
@@ -340,6 +339,13 @@ class CostTable:
         return row["ms_per_step"] / 1e3 if row is not None else 0.0
 
 
+def run_settings(config: dict | None):
+    """The config's `run:` block as reprokit.runtime.RuntimeSettings (its defaults where a key is absent)."""
+    from .runtime import RuntimeSettings
+
+    return RuntimeSettings.from_dict((config or {}).get("run"))
+
+
 def estimate(cell, table: CostTable, precision: str = "fp32") -> Estimate:
     notes: list[str] = []
     work = cell_work(cell)
@@ -361,7 +367,7 @@ def runtime_minutes(cell, config: dict | None = None, table: CostTable | None = 
     Priced with the profile of $REPROKIT_COST_PROFILE, else the scale's default (paper: h100)."""
     if table is None:
         table = default_table(os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE.get(cell.scale, "cpu"))
-    precision = str(((config or {}).get("run") or {}).get("precision", "fp32"))
+    precision = run_settings(config).precision
     est = estimate(cell, table, precision)
     minutes = MARGIN * est.seconds / 60 + EXTRA_MINUTES
     return int(min(MAX_MINUTES, 5 * math.ceil(minutes / 5)))
@@ -394,20 +400,11 @@ def parse_config_args(items: list[str]) -> dict:
     return out
 
 
-def load_pipeline_config(root: str | Path, overrides: dict) -> dict:
-    """config/config.yaml, then config/experiments/*.yaml in name order (as the Snakefile), then overrides."""
-    from .config import load_config
-
-    root = Path(root)
-    paths = [root / "config" / "config.yaml", *sorted(glob.glob(str(root / "config" / "experiments" / "*.yaml")))]
-    return load_config(paths, root / "workflow" / "schemas" / "config.schema.yaml", overrides)
-
-
 def budget(config: dict, table: CostTable, experiments: list[str] | None = None) -> list[dict]:
     from .config import experiment
 
     scale = config["scale"]
-    precision = str((config.get("run") or {}).get("precision", "fp32"))
+    precision = run_settings(config).precision
     rows = []
     for name in sorted(config["experiments"]):
         if experiments and name not in experiments:
@@ -438,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--notes", action="store_true", help="list how each non-exact price was made")
     args = p.parse_args(argv)
 
+    from .config import load_pipeline_config
+
     config = load_pipeline_config(args.root, parse_config_args(args.config))
     scale = config["scale"]
     profile = args.profile or DEFAULT_PROFILE[scale]
@@ -447,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         if name not in known:
             raise SystemExit(f"--experiment: no experiment '{name}' (have: {', '.join(sorted(known))})")
     rows = budget(config, table, args.experiment)
-    precision = str((config.get("run") or {}).get("precision", "fp32"))
+    precision = run_settings(config).precision
     print(f"scale {scale}, precision {precision}, step costs of profile '{profile}' ({table.device}), "
           f"{Path(args.costs).name}")
     w = max([22, *(len(r["experiment"]) + 2 for r in rows)])  # names never run into the kind column

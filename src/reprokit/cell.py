@@ -50,7 +50,7 @@ def context_from_dict(d: dict, variant_paths: dict | None = None) -> CellContext
     pipeline resolved for it ({name: path}, as its plan's required_variants() declared them)."""
     return CellContext(mirrors=list(d["mirrors"]), cache_dir=d.get("cache_dir"), variants_dir=d["variants_dir"],
                        download=bool(d.get("download", False)), checksums=dict(d.get("checksums") or {}),
-                       runtime_settings=dict(d.get("run") or {"device": "auto"}),
+                       runtime_settings=dict(d.get("run") or {}),
                        variant_paths=dict(variant_paths or {}))
 
 
@@ -104,7 +104,8 @@ def _guard_checkpoint(cell: Cell, checkpoint: Path) -> None:
 
 
 def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str | Path | None,
-             checkpoint_every: int = 500, log_every_seconds: float = 30.0) -> dict:
+             checkpoint_every: int | None = None, log_every_seconds: float = 30.0) -> dict:
+    """Run one cell; `checkpoint_every` None takes the context's `run.checkpoint_every`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out_dir / "config.json", {**cell.to_dict(), "context": {
@@ -126,6 +127,8 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
             result = LoopResult(status="completed", steps=run.n_steps, curve=curve, resumed_from=0,
                                 seconds=time.monotonic() - t0)
             return _write_record(cell, rt, out_dir, checkpoint, run, result, metrics)
+        if checkpoint_every is None:
+            checkpoint_every = rt.settings.checkpoint_every
         loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every, checkpoint_every=checkpoint_every,
                           log_every_seconds=log_every_seconds, label=cell.rel_dir)
         result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None, precision=rt.autocast,
@@ -182,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--variants", default="{}", help="JSON {name: path} of the variant files the cell reads")
     p_run.add_argument("--out", required=True, help="output folder of the cell")
     p_run.add_argument("--checkpoint", default=None, help="checkpoint file (outside the output folder)")
-    p_run.add_argument("--checkpoint-every", type=int, default=500)
+    p_run.add_argument("--checkpoint-every", type=int, default=None,
+                       help="iterations between checkpoints (default: the context's run.checkpoint_every)")
     p_run.add_argument("--threads", type=int, default=1)
     p_var = sub.add_parser("variant", help="build one dataset variant file")
     p_var.add_argument("--dataset", required=True)

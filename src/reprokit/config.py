@@ -228,20 +228,42 @@ def experiment(config: dict, name: str, scale: str) -> ExperimentGrid:
     return ExperimentGrid(name, experiments[name], scale)
 
 
-def load_config(paths, schema_path: str | Path, overrides: dict | None = None) -> dict:
-    """Load and merge YAML files (later files override earlier), apply overrides, validate.
+def pipeline_files(root: str | Path = ".") -> list[Path]:
+    """The pipeline's config files, in merge order: config/config.yaml, then config/experiments/*.yaml by name."""
+    root = Path(root)
+    return [root / "config" / "config.yaml", *sorted((root / "config" / "experiments").glob("*.yaml"))]
 
-    Used outside Snakemake (tests, notebooks); the Snakefile merges the same files itself.
-    """
+
+def schema_path(root: str | Path = ".") -> Path:
+    """The top-level JSON schema (workflow/schemas/config.schema.yaml; each kind's schema sits beside it)."""
+    return Path(root) / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def load_pipeline_config(root: str | Path = ".", overrides: dict | None = None) -> dict:
+    """The pipeline's config as every consumer sees it: :func:`pipeline_files` merged in order, then
+    `overrides` (Snakemake's `--config`, a test's changes), typed and validated. The one loader of the
+    project: the Snakefile, the budget, the report, the benchmarks and the tests call it."""
+    return load_config(pipeline_files(root), schema_path(root), overrides)
+
+
+def load_config(paths, schema_path: str | Path, overrides: dict | None = None) -> dict:
+    """Load and merge YAML files (later files override earlier), apply overrides, type command-line
+    strings by the schemas, validate. :func:`load_pipeline_config` is this over the pipeline's files;
+    call this directly only for a config assembled from other files (a test's own experiment file)."""
     import yaml
 
     config: dict = {}
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        with open(path) as f:
-            config = deep_merge(config, yaml.safe_load(f) or {})
+        try:
+            with open(path) as f:
+                config = deep_merge(config, yaml.safe_load(f) or {})
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} not found (run from the project's root folder)") from None
     config = coerce_config(deep_merge(config, overrides or {}), schema_path)
     validate_config(config, schema_path)
-    return config
+    from .runtime import RuntimeSettings
+
+    return {**config, "run": RuntimeSettings.from_dict(config.get("run")).to_dict()}  # every key, defaults filled
 
 
 _TRUE = {"true", "yes", "on"}
@@ -356,7 +378,7 @@ def coerce_config(config: dict, schema_path: str | Path) -> dict:
     """The config with command-line strings typed by the schemas: the top-level schema, then each
     experiment's settings and grid by its kind's schema (see :func:`coerce_strings`). Values that are
     already typed (from the YAML files) are returned as they are."""
-    schema = _load_yaml(schema_path)
+    schema = _top_schema(schema_path)
     config = coerce_strings(config, schema)
     experiments = dict(config.get("experiments") or {})
     for name, spec in experiments.items():
@@ -401,6 +423,15 @@ def _load_yaml(path: str | Path) -> dict:
     return _YAML_CACHE[key]
 
 
+def _top_schema(schema_path: str | Path) -> dict:
+    """The top-level schema with its generated parts filled in: `run` from reprokit.runtime.RuntimeSettings."""
+    from .runtime import run_schema
+
+    schema = dict(_load_yaml(schema_path))
+    schema["properties"] = {**schema.get("properties", {}), "run": run_schema()}
+    return schema
+
+
 def _first_error(validator, instance, prefix: str):
     import jsonschema
 
@@ -426,8 +457,7 @@ def validate_config(config: dict, schema_path: str | Path) -> None:
     # schemas was ~1 s of it
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     schema_path = Path(schema_path)
-    with open(schema_path) as f:
-        schema = yaml.load(f, Loader=loader)
+    schema = _top_schema(schema_path)
     message = _first_error(jsonschema.Draft202012Validator(schema), config, "")
     if message:
         raise ConfigError(message)

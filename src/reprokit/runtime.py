@@ -1,7 +1,7 @@
 """Where and how a cell computes: the one place that decides the device, the numeric precision and
 determinism, and that places data, models and random generators on that device.
 
-    run:
+    run:                                    (RuntimeSettings below: every default and allowed value)
       device: auto | cpu | cuda | cuda:N    auto = CUDA when available, else CPU
       precision: fp32 | tf32 | bf16         fp32 (default) keeps numbers comparable with the papers
       deterministic: false                  true: deterministic kernels (a resumed GPU cell then ends
@@ -26,41 +26,67 @@ import os
 import platform
 import resource
 import sys
-from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 DEVICES_HELP = "auto, cpu, cuda or cuda:N"
 PRECISIONS = ("fp32", "tf32", "bf16")
 
 
 class DeviceConfigError(ValueError):
-    """A bad `run.device` / `run.precision` value (named in the message)."""
+    """A bad `run:` value, e.g. `run.device` / `run.precision` (named in the message)."""
 
 
-@dataclass(frozen=True)
-class RuntimeSettings:
-    """The `run:` block's numeric settings, each default here and nowhere else (the schema validates)."""
+class RuntimeSettings(BaseModel):
+    """The config's `run:` block: each key's default and allowed values here and nowhere else. The JSON
+    schema that validates `run:` in the config is generated from this model (:func:`run_schema`), so the
+    two cannot drift; pydantic v2 because it gives both the typed object and that schema from one class."""
 
-    device: str = "auto"
-    precision: str = "fp32"
-    deterministic: bool = False
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda|cuda:[0-9]+)$",
+                        description=f"where cells compute: {DEVICES_HELP} (auto = CUDA when available)")
+    precision: Literal["fp32", "tf32", "bf16"] = Field(
+        "fp32", description="fp32 (comparable with the papers), tf32, or bf16 (autocast + channels_last)")
+    deterministic: bool = Field(
+        False, description="deterministic kernels: a resumed GPU cell ends with an uninterrupted one's metrics")
+    checkpoint_every: int = Field(500, ge=1, description="training iterations between a cell's checkpoints")
+    threads_per_cell: int = Field(1, ge=1, description="intra-op threads of one cell (the cell rule's threads)")
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "RuntimeSettings":
-        d = dict(d or {})
-        known = {k: d[k] for k in ("device", "precision", "deterministic") if k in d}
-        s = cls(**known)
-        s.check()
-        return s
-
-    def check(self) -> None:
-        dev = str(self.device)
-        if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
-            raise DeviceConfigError(f"run.device: '{dev}' is not a device (valid: {DEVICES_HELP})")
-        if self.precision not in PRECISIONS:
-            raise DeviceConfigError(f"run.precision: '{self.precision}' unknown (valid: {', '.join(PRECISIONS)})")
+        """The block's settings; a bad key or value raises DeviceConfigError naming `run.<key>`."""
+        try:
+            return cls.model_validate(dict(d or {}))
+        except ValidationError as err:
+            e = err.errors()[0]
+            key = ".".join(map(str, e["loc"])) or "(block)"
+            value = (d or {}).get(e["loc"][0]) if e["loc"] else d
+            if e["type"] == "extra_forbidden":
+                raise DeviceConfigError(f"run.{key}: unknown key (valid: {', '.join(cls.model_fields)})") from None
+            if key == "device":
+                raise DeviceConfigError(f"run.device: '{value}' is not a device (valid: {DEVICES_HELP})") from None
+            if key == "precision":
+                raise DeviceConfigError(f"run.precision: '{value}' unknown (valid: {', '.join(PRECISIONS)})") from None
+            raise DeviceConfigError(f"run.{key}: {value!r}: {e['msg']}") from None
 
     def to_dict(self) -> dict:
-        return {"device": self.device, "precision": self.precision, "deterministic": bool(self.deterministic)}
+        return self.model_dump()
+
+    def numeric_dict(self) -> dict:
+        """The keys that can change a cell's numbers (device, precision, determinism): what a cell's context
+        carries, so that changing how often it checkpoints or how many threads it uses re-runs nothing."""
+        return self.model_dump(include={"device", "precision", "deterministic"})
+
+
+def run_schema() -> dict:
+    """The JSON schema of the config's `run:` block, generated from :class:`RuntimeSettings`."""
+    schema = RuntimeSettings.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema
 
 
 class Runtime:
@@ -70,7 +96,6 @@ class Runtime:
         import torch
 
         self.settings = settings or RuntimeSettings()
-        self.settings.check()
         dev = self.settings.device
         if dev == "auto":
             dev = "cuda" if torch.cuda.is_available() else "cpu"

@@ -47,7 +47,7 @@ class Preempted(SystemExit):
 class LoopConfig:
     n_steps: int
     eval_every: int
-    checkpoint_every: int = 500
+    checkpoint_every: int = 0  # 0: a checkpoint only when the run is interrupted (the pipeline passes run.checkpoint_every)
     log_every_seconds: float = 30.0
     label: str = "train"
 

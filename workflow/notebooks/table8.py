@@ -24,8 +24,8 @@
 import numpy as np
 import pandas as pd
 
-from reprokit.experiments.update_timing import median_ci
 from reprokit.report import papers, style
+from reprokit.report.stats import median_ci
 from reprokit.report.tables import write_table
 
 log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)

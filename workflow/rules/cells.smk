@@ -2,15 +2,13 @@
 # finished one again), e.g.
 #   snakemake --cores 1 --force results/quick/fig2a/method~partitioned/n_inputs~15/seed~0/metrics.json
 # A cell may depend on other cells' results (its plan's `required_cells`): they run first.
-# Everything here asks the kind's plan (reprokit.plan, torch-free); the cell itself gets the resolved
-# variant paths and upstream results and recomputes nothing.
+# Everything here asks the package (reprokit.plan.job.cell_job, torch-free, also what
+# benchmarks/run_cells.py runs); the cell itself gets the resolved variant paths and upstream results.
 
 from reprokit.budget import runtime_minutes
-from reprokit.config import format_value
 
 
-_UPSTREAM = {}
-_VARIANTS = {}
+_JOBS = {}
 
 
 def kind_of(cell):
@@ -20,55 +18,24 @@ def kind_of(cell):
         raise WorkflowError(str(err)) from None
 
 
-def cell_variant_paths(cell):
-    """{name: path} of the variant files the cell reads (its plan's required_variants)."""
-    key = id(cell)  # cells live as long as the DAG (cell_of caches them): no rel_dir formatting per call
-    if key not in _VARIANTS:
-        _VARIANTS[key] = {name: str(variant_path(VARIANTS, d, f))
-                          for name, (d, f) in kind_of(cell).required_variants(cell).items()}
-    return _VARIANTS[key]
+def job_of(wildcards):
+    """The cell's job (reprokit.plan.job.cell_job: cell JSON, context, variant files, checkpoint), built once."""
+    cell = cell_of(wildcards)
+    key = id(cell)  # cells live as long as the DAG (cell_of caches them)
+    if key not in _JOBS:
+        try:
+            _JOBS[key] = cell_job(cell, config, grid)
+        except ConfigError as err:
+            raise WorkflowError(str(err)) from None
+    return _JOBS[key]
 
 
 def cell_variants(wildcards):
-    return list(cell_variant_paths(cell_of(wildcards)).values())
-
-
-def cell_upstream(cell):
-    """{name: metrics.json} of the cells this cell reads (a kind's optional `required_cells(cell)`,
-    {name: (experiment, coords)}, e.g. a retrain cell reading the hyperparameters another cell found)."""
-    key = id(cell)
-    if key in _UPSTREAM:
-        return _UPSTREAM[key]
-    out = {}
-    for name, (exp, coords) in kind_of(cell).required_cells(cell).items():
-        try:
-            src = grid(exp, cell.scale)
-            missing = [a for a in src.axes if a not in coords]
-            if missing:
-                raise ConfigError(f"cell {cell.rel_dir} needs a cell of '{exp}' but does not give its axes {missing}")
-            rel = "/".join(f"{a}~{format_value(coords[a])}" for a in src.axes)
-            out[name] = f"{cell_dir(src.parse(rel))}/metrics.json"
-        except ConfigError as err:
-            raise WorkflowError(f"{cell.rel_dir}: input '{name}': {err}") from None
-    _UPSTREAM[key] = out
-    return out
+    return list(job_of(wildcards).variants.values())
 
 
 def cell_upstream_inputs(wildcards):
-    return list(cell_upstream(cell_of(wildcards)).values())
-
-
-def cell_json(wildcards):
-    # Upstream results reach the cell as settings["_inputs"] = {name: path of metrics.json}.
-    # The plan's `cell_settings(cell)` keeps only the settings the cell uses, so a change elsewhere
-    # (e.g. another method's block) does not mark the cell's parameters changed and re-run it.
-    cell = cell_of(wildcards)
-    d = cell.to_dict()
-    d["settings"] = kind_of(cell).cell_settings(cell)
-    upstream = cell_upstream(cell)
-    if upstream:
-        d["settings"] = {**d["settings"], "_inputs": upstream}
-    return shlex.quote(json.dumps(d))
+    return list(job_of(wildcards).upstream.values())
 
 
 def cell_runtime(wildcards):
@@ -91,12 +58,13 @@ rule cell:
     benchmark:
         f"{LOGS}/benchmarks/{{scale}}/{{experiment}}/{{coords}}.tsv"
     params:
-        cell=cell_json,
-        context=shlex.quote(json.dumps(CELL_CONTEXT)),
-        variants=lambda w: shlex.quote(json.dumps(cell_variant_paths(cell_of(w)))),
-        checkpoint=lambda w: f"{CHECKPOINTS}/{w.scale}/{w.experiment}/{w.coords}/checkpoint.pt",
-        checkpoint_every=config["run"].get("checkpoint_every", 500),
-    threads: config["run"].get("threads_per_cell", 1)
+        # upstream results reach the cell as settings["_inputs"] = {name: metrics.json}
+        cell=lambda w: shlex.quote(json.dumps(job_of(w).cell)),
+        context=lambda w: shlex.quote(json.dumps(job_of(w).context)),
+        variants=lambda w: shlex.quote(json.dumps(job_of(w).variants)),
+        checkpoint=lambda w: job_of(w).checkpoint,
+        checkpoint_every=config["run"]["checkpoint_every"],
+    threads: config["run"]["threads_per_cell"]
     resources:
         runtime=cell_runtime,
         # a cell is one process with `threads` intra-op threads (no data-loading workers)

@@ -3,22 +3,22 @@ import json
 import shlex
 from pathlib import Path
 
-from reprokit.config import ConfigError, coerce_config, experiment, validate_config
+from reprokit.config import ConfigError, experiment, load_pipeline_config
 from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data.mirrors import is_available
-from reprokit.data.variant_names import variant_path
-from reprokit.plan import kind as plan_of_kind
+from reprokit.plan import kind as plan_of_kind, validate_cells
 from reprokit.report.papers import load as load_paper
-from reprokit.runtime import RuntimeSettings
+from reprokit.plan.job import cell_job, data_context
 
-_SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 try:
-    # nested `--config key='{a: true}'` arrives as strings (snakemake reads it with YAML's BaseLoader):
-    # typed by the schemas first, then validated
-    config.update(coerce_config(config, _SCHEMA))
-    validate_config(config, _SCHEMA)
+    # What snakemake holds now is only --config / --configfile (the Snakefile names no configfile): the
+    # package's loader merges the project's files under it, types command-line strings (snakemake reads a
+    # nested `--config key='{a: true}'` with YAML's BaseLoader) and validates.
+    _loaded = load_pipeline_config(".", dict(config))
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
+config.clear()
+config.update(_loaded)
 
 SCALE = config["scale"]
 RESULTS = config["paths"]["results"]
@@ -31,19 +31,9 @@ EXPERIMENTS = sorted(config["experiments"])
 CACHE = config["data"]["cache_dir"]
 DOWNLOAD = config["data"]["download"]
 
-CONTEXT = {
-    "mirrors": MIRRORS,
-    "cache_dir": CACHE,
-    "variants_dir": VARIANTS,
-    "download": DOWNLOAD,
-    "checksums": config["data"].get("checksums") or {},
-}
-# Training cells also get the `run:` block's device / precision / determinism (reprokit/runtime.py
-# decides what they mean; checked here, torch-free, before any job starts).
-try:
-    CELL_CONTEXT = {**CONTEXT, "run": RuntimeSettings.from_dict(config["run"]).to_dict()}
-except ValueError as err:
-    raise WorkflowError(f"config: {err}") from None
+# The `variant` and `dataset` rules' context; a training cell's job (reprokit.plan.job.cell_job) adds the
+# `run:` block's device / precision / determinism.
+CONTEXT = data_context(config)
 
 wildcard_constraints:
     scale="paper|quick|test",
@@ -148,3 +138,11 @@ def paper_numbers_file(paper):
 def all_artefact_outputs():
     # every artefact in every declared format
     return [f"figures/{name}.{ext}" for name, spec in config["artefacts"].items() for ext in spec["outputs"]]
+
+
+# Every cell of this scale is checked before the DAG is built (its kind's plan: settings, allowed values,
+# what its method needs), so a bad value fails `snakemake -n` naming the experiment, the cell and the key.
+try:
+    validate_cells(grid(name, SCALE) for name in EXPERIMENTS)
+except ConfigError as err:
+    raise WorkflowError(f"config: {err}") from None

@@ -2,7 +2,7 @@
 # by reprokit.report.reproduction from the experiments' results at this scale (config/papers/*.yaml hold
 # the papers' numbers and claims). Also `python -m reprokit.report.reproduction` on partial results.
 
-PAPER_FILES = sorted(glob.glob("config/papers/*.yaml"))
+PAPER_FILES = sorted(str(p) for p in Path("config/papers").glob("*.yaml"))
 REPORT_EXPERIMENTS = sorted({e for spec in config["artefacts"].values() for e in spec["experiments"]})
 
 

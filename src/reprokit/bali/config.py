@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Sequence
 
 import torch
@@ -38,11 +38,11 @@ class BaliConfig:
                       N_eff < N: Tables 4/5 say "we use the effective dataset size N_eff (instead of the actual
                       dataset size N) for the EMA updates in Eq. (17)", and Alg. 1 keeps N ("Require: N: number
                       of training examples") in "Sigma_l <- U_l / (u_{0,l} + N + D_y + 1)".
-                      "n" (default, the text as written): u = u_0 + n_data, so U (an EMA scaled by N_eff / B)
+                      "n" (the text as written): u = u_0 + n_data, so U (an EMA scaled by N_eff / B)
                       is divided by ~N and Sigma is ~N_eff / N times the "n_eff" one. "n_eff": u = u_0 + n_eff,
                       the count the EMA statistics actually carry (Sigma is then a consistent residual
-                      variance). The pipeline's default lives in reprokit.plan.bali_blocks.BaliPriors; a
-                      test keeps this one equal to it.
+                      variance). Required, with no default here: the pipeline's default is the one in
+                      reprokit.plan.bali_blocks.BaliPriors, and a caller of the library states its reading.
     batch_size:       informational (the N_eff/B scale uses the actual batch size of each step).
     reparam:          "weight" (BALI-W, Eq. 22), "local" (BALI-L, App. F Eq. 68) or "mean" (App. F Eq. 69).
     scale_input_layer: also divide the first layer's features (x, 1) by sqrt(D_0 + 1). Eq. 12 scales the
@@ -72,7 +72,7 @@ class BaliConfig:
     sigma_u2_factor_hidden: float | None = None
     u0: float | None = None
     n_data: float | None = None
-    wishart_n: str = "n"
+    wishart_n: str = field(kw_only=True)  # no default: a choice the caller makes (the pipeline: BaliPriors)
     batch_size: int | None = None
     reparam: str = "weight"
     scale_input_layer: bool = False

@@ -59,7 +59,7 @@ class BaliLinear(nn.Module):
         prior_var_u: float = 1.0,
         u0: float | None = None,
         n_eff: float = 1.0,
-        n_wishart: float | None = None,
+        n_wishart: float,
         scale_input: bool = True,
         stats_dtype: torch.dtype = torch.float64,
         gram_dtype: torch.dtype | None = None,
@@ -75,7 +75,7 @@ class BaliLinear(nn.Module):
         self.prior_var_u = float(prior_var_u)
         self.u0 = float(self.dy if u0 is None else u0)
         self.n_eff = float(n_eff)
-        self.n_wishart = float(self.n_eff if n_wishart is None else n_wishart)  # N in u = u_0 + N (16d)
+        self.n_wishart = float(n_wishart)  # N in u = u_0 + N (16d): n_data or n_eff, BaliConfig.wishart_count
         self.stats_dtype = stats_dtype
         self.gram_dtype = stats_dtype if gram_dtype is None else gram_dtype
         if self.prior_var_r <= 0 or self.prior_var_u <= 0:

@@ -44,7 +44,9 @@ class BaliMLP(nn.Module):
         super().__init__()
         if task not in TASKS:
             raise ValueError(f"task '{task}' unknown (valid: {', '.join(TASKS)})")
-        self.config = config if config is not None else BaliConfig()
+        if config is None:
+            raise TypeError("BaliMLP needs config=BaliConfig(...) (its wishart_n has no default)")
+        self.config = config
         self.task = task
         self.in_features = int(in_features)
         self.out_features = int(out_features)

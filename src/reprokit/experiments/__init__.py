@@ -24,13 +24,13 @@ class CellContext:
     download: bool = False
     checksums: dict = field(default_factory=dict)  # data.checksums: {mirror-relative path: digest} overrides
     variant_paths: dict = field(default_factory=dict)  # name -> Path of required variants
-    runtime_settings: dict = field(default_factory=lambda: {"device": "cpu"})  # the `run:` block (device, precision)
+    runtime_settings: dict = field(default_factory=dict)  # the `run:` block (reprokit.runtime.RuntimeSettings)
     _runtime: object = field(default=None, repr=False, compare=False)
 
     @property
     def runtime(self):
         """The cell's :class:`reprokit.runtime.Runtime` (device, precision): where build() places data,
-        models and generators. Tests that build a context by hand get the CPU."""
+        models and generators. A context built without a `run` block gets RuntimeSettings' defaults."""
         if self._runtime is None:
             from ..runtime import Runtime, RuntimeSettings
 

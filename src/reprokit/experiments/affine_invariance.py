@@ -166,8 +166,7 @@ def _lml_fn(predict_k, data: TaskData, chunk_ids: torch.Tensor, n_chunks: int, n
 
 
 def _hyper_lr(st: AffineSettings, cell) -> float:
-    if st.hyper_lr is None:
-        raise ValueError(f"{cell.rel_dir}: method '{st.method}' needs the setting 'hyper_lr'")
+    """`hyper_lr`, which the plan's check (run for every cell before any job) requires for these methods."""
     return float(st.hyper_lr)
 
 

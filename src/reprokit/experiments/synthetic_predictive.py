@@ -72,7 +72,8 @@ def build(cell, ctx: CellContext) -> Run:
         b, t = st.need("bali"), st.need(data.task)
         cfg = BaliConfig(alpha=float(b.alpha), beta=float(b.beta), n_iterations=n_steps, n_eff=float(data.n_train),
                          sigma_init=float(t.sigma_init), sigma_r=float(t.sigma_r),
-                         sigma_u2_factor=float(t.sigma_u2_factor), batch_size=batch, reparam=b.reparam)
+                         sigma_u2_factor=float(t.sigma_u2_factor), batch_size=batch, reparam=b.reparam,
+                         wishart_n="n")  # N_eff = N here (no n_data): both readings count the same N
         inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
         info.update({"alpha": cfg.alpha, "beta": cfg.beta, "sigma_init": cfg.sigma_init, "sigma_r": float(t.sigma_r),
                      "sigma_u2": cfg.prior_var_u, "n_eff": cfg.n_eff, "reparam": cfg.reparam})

@@ -63,6 +63,7 @@ import torch
 
 from .. import seeds
 from ..plan.update_timing import PLAN, UpdateTimingSettings
+from ..report.stats import median_ci
 from . import CellContext, Measurement
 
 log = logging.getLogger("reprokit.update_timing")
@@ -350,17 +351,6 @@ def _quantiles(values) -> tuple[float, float, float]:
         return (math.nan,) * 3
     q25, q50, q75 = np.quantile(a, [0.25, 0.5, 0.75])
     return float(q25), float(q50), float(q75)
-
-
-def median_ci(values, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap confidence interval of the median (fixed seed: reproducible)."""
-    a = np.asarray(values, dtype=float)
-    if a.size == 0:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    meds = np.median(a[rng.integers(0, a.size, size=(n_boot, a.size))], axis=1)
-    lo, hi = np.quantile(meds, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
 
 
 def summarize(rows: list[dict], timer: str = "cpu") -> dict:

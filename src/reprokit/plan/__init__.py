@@ -16,6 +16,9 @@ answers, without torch:
 * ``required_cells(cell)``    {name: (experiment, coords)} whose metrics.json this cell reads
 * ``cell_settings(cell)``     the settings a cell's re-run depends on (Snakemake params)
 * ``n_steps(cell)``           training iterations (the cost model and progress)
+* ``check(cell)``             everything above, plus what the cell's method needs (a setting only
+                              some methods use): :func:`validate_cells` runs it for every cell of a
+                              scale before any job starts, so a bad value fails ``snakemake -n``
 
 and names its build function (``experiments.<kind>.build``), imported only when a cell runs.
 """
@@ -114,6 +117,21 @@ class KindPlan:
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).n_steps)
 
+    def needs(self, st) -> tuple:
+        """Settings (names of fields) that the cell's method needs although the kind makes them optional."""
+        return ()
+
+    def check(self, cell) -> None:
+        """Raise ConfigError when the cell cannot run as configured: its settings (types, allowed values,
+        unknown or missing keys), its step count, its inputs, and each setting its method needs."""
+        st = self.settings(cell)
+        for name in self.needs(st):
+            if getattr(st, name, None) is None:
+                raise ConfigError(f"method '{getattr(st, 'method', '?')}' needs the setting '{name}'")
+        self.n_steps(cell)
+        self.required_variants(cell)
+        self.required_cells(cell)
+
     def build(self, cell, ctx):
         module, _, func = self.build_target.partition(":")
         return getattr(importlib.import_module(module), func)(cell, ctx)
@@ -138,6 +156,25 @@ def kind(name: str) -> KindPlan:
 
 def kind_names() -> list[str]:
     return sorted(KINDS)
+
+
+def validate_cells(grids) -> int:
+    """Check every cell of `grids` (ExperimentGrid objects, one scale) with its kind's plan; the first
+    problem raises ConfigError naming the experiment, the cell and the key. Returns the cells checked.
+    The plan caches each cell's settings, so the DAG that follows reuses them."""
+    n = 0
+    for grid in grids:
+        plan = kind(grid.kind)
+        for cell in grid.cells():
+            try:
+                plan.check(cell)
+            except ConfigError as err:
+                text = str(err)
+                prefix = f"{cell.experiment} ({plan.name}): "
+                text = text[len(prefix):] if text.startswith(prefix) else text
+                raise ConfigError(f"experiment '{grid.name}', cell {cell.rel_dir}: {text}") from None
+            n += 1
+    return n
 
 
 from . import (  # noqa: E402,F401 - each module registers its kind

@@ -151,10 +151,16 @@ class AffineSettings(Settings):
         return int(self.finetune_epochs) * (int(self.n_train) // min(int(self.batch_size), int(self.n_train)))
 
 
+HYPER_LR_METHODS = ("partitioned", "partitioned_ens", "validation_opt")  # learn psi with the `hyper_lr` optimiser
+
+
 class AffineInvariancePlan(KindPlan):
     name = "affine_invariance"
     Settings = AffineSettings
     build_target = "reprokit.experiments.affine_invariance:build"
+
+    def needs(self, st) -> tuple:
+        return ("hyper_lr",) if st.method in HYPER_LR_METHODS else ()
 
     def n_steps(self, cell) -> int:
         st = self.settings(cell)

@@ -61,6 +61,9 @@ class BaliClassificationPlan(KindPlan):
     Settings = ClassificationSettings
     build_target = "reprokit.experiments.bali_classification:build"
 
+    def needs(self, st) -> tuple:
+        return (*METHOD_KEYS[st.method], *(() if st.eval_every is not None else ("eval_every_epochs",)))
+
     def cell_settings(self, cell) -> dict:
         """The settings this cell runs with: the shared ones and its own method's keys (BALI: `bali`; DO:
         `optim`, `dropout_p`; MAP: `optim`), so editing one method's settings leaves the others' cells untouched."""

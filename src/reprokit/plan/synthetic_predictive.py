@@ -68,5 +68,11 @@ class SyntheticPredictivePlan(KindPlan):
     Settings = SyntheticSettings
     build_target = "reprokit.experiments.synthetic_predictive:build"
 
+    def needs(self, st) -> tuple:
+        """BALI: its block and the priors of the dataset's task; Bayes by Backprop: its block."""
+        from ..data.specs import dataset_info
+
+        return ("bali", dataset_info(st.dataset).task) if st.method == "bali" else ("bbb",)
+
 
 PLAN = register(SyntheticPredictivePlan())

@@ -131,6 +131,9 @@ class UciRegressionPlan(KindPlan):
         method = cell.coord_dict["method"]
         return {k: v for k, v in cell.settings.items() if k not in METHODS or k == method}
 
+    def needs(self, st) -> tuple:
+        return (st.method,)  # the method's own block
+
     def n_steps(self, cell) -> int:
         st = self.settings(cell)
         if st.method == "dropout":

@@ -7,6 +7,7 @@ silently dropping them.
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -126,3 +127,25 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def norm(value):
+    """A coordinate as comparable: lists (also written "[0.3, 0.7]") -> tuples of floats, "true" -> True,
+    numbers -> float."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        if text.startswith("["):
+            return norm(ast.literal_eval(text))
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    if isinstance(value, (list, tuple)):
+        return tuple(norm(v) for v in value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    return value

@@ -60,7 +60,7 @@ def build(name: str, scale: str, results: str | Path = "results", root: str | Pa
           out_dir: str | Path | None = None, archive_root: str | Path | None = None) -> dict:
     """Run artefact `name`'s notebook on the cells found; returns the provenance record it wrote. `root`: the
     repository (config, notebooks); `archive_root`: where figures/<scale>/cells/ lives (default `root`)."""
-    from ..budget import load_pipeline_config
+    from ..config import load_pipeline_config
 
     root = Path(root)
     config = load_pipeline_config(root, {"scale": scale})

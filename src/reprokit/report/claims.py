@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .aggregate import norm
 from .stats import mean_se
 
 HOLDS, FAILS, NOT_RUN = "holds", "does not hold", "not run"
@@ -386,8 +387,6 @@ def _axis_values(a: pd.DataFrame, b: pd.DataFrame, by: str | None, at: str) -> l
 
 
 def _key(v):
-    from .reproduction import norm
-
     v = norm(v)
     return v if not isinstance(v, list) else tuple(v)
 

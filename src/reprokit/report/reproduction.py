@@ -19,7 +19,6 @@ names any it did not use. Nothing here knows Snakemake.
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime as _dt
 import glob
 import json
@@ -34,7 +33,7 @@ from ..io import atomic_write_text
 from . import archive as cell_archive
 from . import claims as claim_checks
 from . import papers, provenance
-from .aggregate import device_of
+from .aggregate import device_of, norm
 from .stats import mean_se
 from .style import GET_DATA, RAN_STATUSES, SCALE_NOTE, unavailable_notes
 
@@ -47,28 +46,6 @@ def matches(column: pd.Series, value) -> pd.Series:
     coordinate such as a partition ratio [0.3, 0.7] is one value, never an operand of the same length)."""
     target = norm(value)
     return column.map(lambda entry: norm(entry) == target).astype(bool)
-
-
-def norm(value):
-    """A coordinate as comparable: lists (also written "[0.3, 0.7]") -> tuples of floats, "true" -> True,
-    numbers -> float."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lower() in ("true", "false"):
-            return text.lower() == "true"
-        if text.startswith("["):
-            return norm(ast.literal_eval(text))
-        try:
-            return float(text)
-        except ValueError:
-            return text
-    if isinstance(value, (list, tuple)):
-        return tuple(norm(v) for v in value)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    return value
 
 
 def finished_cells(experiment_dir: str | Path) -> pd.DataFrame:
@@ -561,7 +538,7 @@ def z_figure_path(out: str | Path) -> Path:
 def pipeline_config(root: str | Path, scale: str, with_config: bool = False) -> tuple:
     """(cells per experiment, the `artefacts:` block[, the whole config]) of the pipeline's config at `scale`
     (torch-free)."""
-    from ..budget import load_pipeline_config
+    from ..config import load_pipeline_config
     from ..config import experiment
 
     cfg = load_pipeline_config(root, {"scale": scale})

@@ -13,6 +13,20 @@ import numpy as np
 import pandas as pd
 
 
+def median_ci(values, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval of the median (scipy.stats.bootstrap; fixed seed: reproducible)."""
+    from scipy.stats import bootstrap
+
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return (math.nan, math.nan)
+    if np.all(a == a[0]):  # a degenerate sample: every resample has this median
+        return (float(a[0]), float(a[0]))
+    ci = bootstrap((a,), np.median, confidence_level=level, n_resamples=n_boot, method="percentile",
+                   rng=np.random.default_rng(seed), vectorized=True).confidence_interval
+    return float(ci.low), float(ci.high)
+
+
 def mean_se(values) -> tuple[float, float, int]:
     """(mean, s.e., n) of `values`; NaN propagates; no values: (NaN, NaN, 0)."""
     v = np.asarray(list(values), dtype=np.float64)

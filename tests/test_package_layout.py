@@ -1,0 +1,120 @@
+"""The package's import structure: report code (and the artefact notebooks) imports nothing that imports
+torch, and no two modules import each other, directly or around a longer loop (lazy imports included)."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src" / "reprokit"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """reprokit modules `path` imports anywhere in its body (module level or inside functions)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("reprokit")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("reprokit"):
+                continue
+            out.add(mod)
+            out |= {f"{mod}.{a.name}" for a in node.names}  # `from . import x` names a module
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in SRC.rglob("*.py")}
+    return {m: {i for i in _imports(p) if i in modules and i != m} for m, p in modules.items()}
+
+
+def _cycle(graph: dict[str, set[str]], within: str) -> list[str] | None:
+    nodes = {m for m in graph if m.startswith(within)}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m] & nodes):
+            if state.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in state:
+                found = visit(n)
+                if found:
+                    return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(nodes):
+        if m not in state:
+            found = visit(m)
+            if found:
+                return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_planted_loop():
+    assert _cycle({"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}}, "a.") == ["a.x", "a.y", "a.z", "a.x"]
+    assert _cycle({"a.x": {"a.y"}, "a.y": set()}, "a.") is None
+
+
+def test_report_modules_import_each_other_without_a_loop():
+    cycle = _cycle(_graph(), "reprokit.report")
+    assert cycle is None, " -> ".join(cycle)
+
+
+@pytest.mark.parametrize("module", sorted(
+    _module_name(p) for p in (SRC / "report").glob("*.py")) + ["reprokit.plan", "reprokit.plan.job", "reprokit.config",
+                                                             "reprokit.budget"])
+def test_module_imports_no_torch(module):
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert res.stdout.strip() == "False", f"{module} imports torch"
+
+
+# notebooks that draw the library itself, not results: they need it, torch included
+LIBRARY_FIGURES = {"fig4.py": "the masks of a real partitioned nn.Linear (reprokit.partition.partition)",
+                   "table9.py": "the CNN's layers, read from the model definition (reprokit.models.registry)"}
+
+
+def test_artefact_notebooks_import_only_torch_free_package_code():
+    """Each `from reprokit... import ...` of every notebook, imported one after another in one fresh
+    process: the first that brings torch in is named with its notebook."""
+    wanted = []
+    for nb in sorted((REPO / "workflow" / "notebooks").glob("*.py")):
+        if nb.name in LIBRARY_FIGURES:
+            continue
+        for node in ast.walk(ast.parse(nb.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("reprokit"):
+                wanted.append((nb.name, node.module))
+    assert wanted
+    code = ("import importlib, sys, json\n"
+            f"for nb, mod in {wanted!r}:\n"
+            "    importlib.import_module(mod)\n"
+            "    if 'torch' in sys.modules:\n"
+            "        print('TORCH', nb, mod); break\n"
+            "else:\n"
+            "    print('CLEAN')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert res.stdout.strip() == "CLEAN", res.stdout
