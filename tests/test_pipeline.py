@@ -152,8 +152,10 @@ def test_paper_scale_dag_plans_each_cell_once(paper_dag_plan, shared_data):
     assert {n for (_, scale), n in by_name["__init__"].items()} <= {1, 2}  # validation + the rules' cache
     assert {scale for _, scale in by_name["__init__"]} == {"paper"}
     assert set(by_name["is_available"].values()) == {1}
-    typed = by_name["from_dict"]
-    assert len(typed) > 100 and set(typed.values()) == {1}, max(typed.values())  # each cell's settings typed once
+    # each cell's settings typed once (by the check of every cell before the DAG; the DAG reuses them). Nested
+    # blocks ("<experiment> (<kind>).bali") are typed with their cell, so equal blocks of many cells repeat.
+    typed = {key: n for key, n in by_name["from_dict"].items() if key[0].endswith(")")}
+    assert len(typed) > 1000 and set(typed.values()) == {1}, max(typed.items(), key=lambda kv: kv[1])
 
 
 @pytest.mark.xdist_group("paper_dag")  # one worker builds the module fixture once
