@@ -129,6 +129,15 @@ def test_partial_experiment_shows_its_n(tmp_path):
     assert set(ctx.table("bali_cls_image")["device"]) == {"cuda (FAKE GPU)"}
 
 
+def test_one_cell_prints_no_standard_error(tmp_path):
+    write_cell(tmp_path, "bali_cls_image", {"dataset": "mnist", "method": "bali", "seed": 0}, {"ood_auroc": 0.8708})
+    claim = line_of(report(tmp_path, expected={"bali_cls_image": 18}), "bali_fig3_mnist_ood_almost_perfect")
+    assert "0.8708 (one cell, no s.e.)" in claim and "±" not in claim.split("bound")[0].split("0.8708")[1]
+    write_cell(tmp_path, "bali_cls_image", {"dataset": "mnist", "method": "bali", "seed": 1}, {"ood_auroc": 0.8908})
+    claim = line_of(report(tmp_path, expected={"bali_cls_image": 18}), "bali_fig3_mnist_ood_almost_perfect")
+    assert "0.8808 ± 0.0100" in claim
+
+
 def test_cli_writes_the_report(tmp_path):
     write_csv(tmp_path, "table8_timing", table8_rows(1.1))
     out = tmp_path / "figures" / "reproduction.md"

@@ -19,6 +19,7 @@
 import textwrap
 
 import matplotlib.pyplot as plt
+import pandas as pd
 
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
@@ -28,6 +29,9 @@ log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 style.setup()
 df = bc.load([snakemake.input["bali_cls_image"]])  # noqa: F821
+# BALI with wishart_n n_eff (ours: the other reading of N in Sigma's degrees of freedom), where its cells ran
+variant = bc.as_wishart_variant(bc.load([snakemake.input["bali_cls_image_wishart"]]))  # noqa: F821
+df = pd.concat([df, variant], ignore_index=True) if len(variant) else df
 scale = bc.scale_of(df)
 
 # %%

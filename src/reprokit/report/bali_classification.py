@@ -18,8 +18,10 @@ from .style import SCALE_NOTE
 
 DATASETS = {"spambase": "Spambase", "cdc_diabetes": "Diabetes", "magic": "Telescope", "mnist": "MNIST",
             "fashion_mnist": "FashionMNIST"}
-METHODS = {"bali": "BALI", "dropout": "DO", "map": "MAP"}
-COLORS = {"bali": "tab:blue", "dropout": "tab:orange", "map": "tab:green"}
+# "bali_neff": BALI with the other reading of N in Sigma's degrees of freedom (wishart_n n_eff; experiment
+# bali_cls_image_wishart), drawn beside the paper's methods where its cells ran (ours, not the paper's)
+METHODS = {"bali": "BALI", "dropout": "DO", "map": "MAP", "bali_neff": "BALI (wishart_n n_eff)"}
+COLORS = {"bali": "tab:blue", "dropout": "tab:orange", "map": "tab:green", "bali_neff": "tab:purple"}
 UCI = ("spambase", "cdc_diabetes", "magic")
 ROC_PREFIX = "roc_tpr_at_fpr_"
 
@@ -33,6 +35,16 @@ def load(paths) -> pd.DataFrame:
         except pd.errors.EmptyDataError:
             continue
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def as_wishart_variant(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a `wishart_n` sweep (bali_cls_image_wishart) with method "bali_neff" where the cell counted
+    N_eff (its `bali.wishart_n` coordinate), so that they sit beside the paper's methods as one more method."""
+    if len(df) == 0 or "bali.wishart_n" not in df:
+        return df.iloc[0:0]
+    out = df[df["bali.wishart_n"].astype(str) == "n_eff"].copy()
+    out["method"] = "bali_neff"
+    return out
 
 
 def _ran(df: pd.DataFrame) -> pd.DataFrame:

@@ -214,7 +214,7 @@ def near_value(ctx, experiment: str, metric: str, target: float, rel_tol: float,
         return Verdict(NOT_RUN, "no cell ran", n)
     ok = abs(m - target) <= rel_tol * abs(target)
     size = f" at {largest} = {rows[largest].max():g}" if largest else ""
-    return Verdict(HOLDS if ok else FAILS, f"{metric}{size} = {m:.3f} ± {se:.3f} (target {target:.3f} ± {rel_tol:.0%})", n)
+    return Verdict(HOLDS if ok else FAILS, f"{metric}{size} = {_pm(m, se, n, 3)} (target {target:.3f} ± {rel_tol:.0%})", n)
 
 
 def metric_at_least(ctx, experiment: str, metric: str, bound: float, where: dict | None = None) -> Verdict:
@@ -222,7 +222,12 @@ def metric_at_least(ctx, experiment: str, metric: str, bound: float, where: dict
     m, se, n = _stat(ctx.cells(experiment, where or {}), metric)
     if n == 0 or not math.isfinite(m):
         return Verdict(NOT_RUN, "no cell ran", n)
-    return Verdict(HOLDS if m >= bound else FAILS, f"{metric} = {m:.4f} ± {se:.4f} (bound >= {bound:g})", n)
+    return Verdict(HOLDS if m >= bound else FAILS, f"{metric} = {_pm(m, se, n, 4)} (bound >= {bound:g})", n)
+
+
+def _pm(m: float, se: float, n: int, digits: int) -> str:
+    """"mean ± s.e." over n > 1 cells; one cell has no s.e., and says so."""
+    return f"{m:.{digits}f} ± {se:.{digits}f}" if n > 1 else f"{m:.{digits}f} (one cell, no s.e.)"
 
 
 def better_in_at_least(ctx, experiments: list[str], metric: str, by: str, better: dict, worse: dict,
