@@ -25,11 +25,6 @@ def data_context(config: dict, *, mirrors: list | None = None, download: bool | 
             "checksums": dict(data.get("checksums") or {})}
 
 
-def run_context(config: dict, **data_kw) -> dict:
-    """A training cell's context: :func:`data_context` plus the `run:` keys that change numbers."""
-    return {**data_context(config, **data_kw), "run": RuntimeSettings.from_dict(config.get("run")).numeric_dict()}
-
-
 def upstream_metrics(cell, config: dict, grid=None) -> dict:
     """{name: metrics.json path} of the cells this cell reads (its plan's `required_cells(cell)`,
     {name: (experiment, coords)}, e.g. a retrain cell reading the hyperparameters another cell found).
@@ -52,7 +47,7 @@ def upstream_metrics(cell, config: dict, grid=None) -> dict:
 @dataclass(frozen=True)
 class CellJob:
     cell: dict  # the cell JSON: scale, experiment, kind, coords, datasets, settings (the plan's cell_settings)
-    context: dict  # run_context(config)
+    context: dict  # data_context(config) plus the `run:` keys that change numbers (RuntimeSettings.numeric_dict)
     variants: dict  # {name: path} of the variant files the cell reads
     variant_datasets: dict  # {path: dataset} of those files (to build one that is missing)
     upstream: dict  # {name: metrics.json} of the cells it reads (they run first)
@@ -79,7 +74,8 @@ def cell_job(cell, config: dict, grid=None, **data_kw) -> CellJob:
     d["settings"] = plan.cell_settings(cell)
     if upstream:
         d["settings"] = {**d["settings"], "_inputs": dict(upstream)}
-    context = run_context(config, **data_kw)
+    run = RuntimeSettings.from_dict(config.get("run"))  # the `run:` block, read once per job
+    context = {**data_context(config, **data_kw), "run": run.numeric_dict()}
     variants, datasets = {}, {}
     for name, (dataset, filename) in plan.required_variants(cell).items():
         path = str(variant_path(context["variants_dir"], dataset, filename))
@@ -87,4 +83,4 @@ def cell_job(cell, config: dict, grid=None, **data_kw) -> CellJob:
     return CellJob(cell=d, context=context, variants=variants, variant_datasets=datasets, upstream=upstream,
                    out=str(Path(config["paths"]["results"]) / cell.rel_dir),
                    checkpoint=str(Path(config["paths"]["checkpoints"]) / cell.rel_dir / "checkpoint.pt"),
-                   checkpoint_every=RuntimeSettings.from_dict(config.get("run")).checkpoint_every)
+                   checkpoint_every=run.checkpoint_every)
