@@ -356,6 +356,18 @@ def test_convergence_from_curves_flips(tmp_path, bali_rate, verdict):
     assert _verdict(tmp_path, "bali_fig2_converges_faster") == verdict
 
 
+def test_convergence_below_the_curves_resolution_is_inconclusive(tmp_path):
+    # FAKE NLL curves: every method makes 90% of its improvement by the first evaluation after the start (the
+    # paper-scale MNIST cells do, evaluated every 10 epochs); one step later DO would have lost
+    for exp, dataset in (("bali_cls_uci", "spambase"), ("bali_cls_image", "mnist")):
+        rows = [{"dataset": dataset, "method": m, "seed": 0, "step": step, "test_nll": 0.1 + math.exp(-rate * step / 100)}
+                for m, rate in (("bali", 60.0), ("dropout", 50.0), ("map", 50.0)) for step in range(0, 2001, 100)]
+        _curve_csv(tmp_path, exp, rows)
+        _cells(exp, [{"dataset": dataset, "method": m} for m in ("bali", "dropout", "map")], tmp_path)
+    assert _verdict(tmp_path, "bali_fig2_converges_faster") == "inconclusive"
+    assert "below the curves' resolution" in line_of(report(tmp_path), "| bali_fig2_converges_faster |")
+
+
 @pytest.mark.parametrize("spread, verdict", [(0.01, "holds"), (0.05, "does not hold")])
 def test_sensitivity_spread_and_trend(tmp_path, spread, verdict):
     grid = [([8, 1], [8, 1]), ([8, 1], [1, 8]), ([1, 8], [8, 1]), ([1, 8], [1, 8])]

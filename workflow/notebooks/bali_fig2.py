@@ -36,7 +36,7 @@ for ax, d in zip(axes, order):
     ax.set_title(bc.DATASETS[d])
     ax.set_xlabel("iteration")
     if rows.empty or (rows["status"] == "unavailable").all():  # the cells' notes and how to get the data
-        style.na_panel(ax, rows, otherwise="not in this scale's grid", width=40, fontsize=6)
+        style.na_panel(ax, rows, otherwise="no cell of this dataset ran at this scale", width=40, fontsize=6)
         continue
     for m in bc.METHODS:
         c = bc.nll_curves(curves, d, m) if not curves.empty else None

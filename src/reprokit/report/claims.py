@@ -612,11 +612,15 @@ def converges_faster(ctx, experiments: list[str], fast: dict, slow: list[dict], 
                     parts.append(f"{k}: too few evaluations")
                     continue
                 ta, tb = _time_to(a, fraction, lower_is_better), _time_to(b, fraction, lower_is_better)
-                results.append(ta < ratio * tb)
+                # both there at the first evaluation after the start: the curves' spacing, not the methods,
+                # decides; no ordering can be read off them
+                unresolved = ta == tb == min(a.index[1], b.index[1])
+                results.append(INCONCLUSIVE if unresolved else ta < ratio * tb)
                 seeds = [int(cf[cf[by] == k]["seed"].nunique()) if "seed" in cf else 1,
                          int(cs[cs[by] == k]["seed"].nunique()) if "seed" in cs else 1]
                 ns.append(min(seeds))
-                parts.append(f"{k}: {_words(fast)} {ta:g} vs {_words(w)} {tb:g} iterations")
+                parts.append(f"{k}: {_words(fast)} {ta:g} vs {_words(w)} {tb:g} iterations"
+                             + (" (both at the first evaluation: below the curves' resolution)" if unresolved else ""))
     return _decide(results, f"iterations to {fraction:.0%} of the {metric} improvement (bound: < {ratio:g} x): "
                    + "; ".join(parts), min(ns, default=0))
 

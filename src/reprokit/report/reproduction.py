@@ -506,7 +506,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
             claim.paper, claim.id, claim.artefact, claim.words, f"**{v.status}**", v.measured, v.n,
             ctx.scale, why_not_here(ctx.scale, claim, v) or "—")) + " |")
     archived = sum(ctx.archived.values())
-    where = f"`{ctx.results / ctx.scale}`" + (f" and {archived} archived cells (figures/{ctx.scale}/cells)"
+    where = f"`{ctx.results / ctx.scale}`" + (f" and {archived} archived cells that are not under it (figures/{ctx.scale}/cells)"
                                               if archived else "")
     lines[2] = f"Scale: **{scale_note}**. Results: {where}. {generated}".rstrip()
     return "\n".join(lines) + "\n"
@@ -538,8 +538,7 @@ def z_figure_path(out: str | Path) -> Path:
 def pipeline_config(root: str | Path, scale: str, with_config: bool = False) -> tuple:
     """(cells per experiment, the `artefacts:` block[, the whole config]) of the pipeline's config at `scale`
     (torch-free)."""
-    from ..config import load_pipeline_config
-    from ..config import experiment
+    from ..config import experiment, load_pipeline_config
 
     cfg = load_pipeline_config(root, {"scale": scale})
     cells = {name: sum(1 for _ in experiment(cfg, name, scale).cells()) for name in cfg["experiments"]}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One call on a lent GPU: the CUDA tests beside BALI classification cells at paper scale (seed 0 first),
+# each launcher stopped at a common deadline; results and logs packed into $OUT for
+# `python -m reprokit.report.archive`. Unfinished cells keep their checkpoints on the machine: a
+# second call with the same command resumes them (completed cells are skipped by run_cells.py).
+#
+#   OUT=/tmp/out DEADLINE_S=480 MIRROR=.gpudata bash benchmarks/gpu_bali_cls.sh
+#   SCALE=test DEADLINE_S=120 bash benchmarks/gpu_bali_cls.sh       # the same plumbing at test scale, any device
+#
+# Carry the mirror (MNIST, FashionMNIST, UCI-classification/{magic,spambase}, MANIFEST.tsv: ~43 MB) and the
+# wheels the image lacks (jsonschema, pydantic and their needs, pooch). Re-running the same command on the
+# same warm machine resumes: name the mirror in `carry` again (a call that does not carry it finds it gone).
+# Seen on an H200 (2026-11-26, fp32, six cells sharing the GPU): DO / MAP on MNIST-size data 3.3-3.9 ms per
+# step (about 2 min per 30000-step cell with its evaluations), BALI about 27 ms per step (784-256-256-10,
+# batch 2048, float64 factorisations; about 14 min per 30000-step cell with four BALI cells sharing the GPU).
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
+OUT=${OUT:-/tmp/gpu_out}; SCALE=${SCALE:-paper}; MIRROR=${MIRROR:-.gpudata}; DEADLINE_S=${DEADLINE_S:-480}
+mkdir -p "$OUT"; T0=$(date +%s)
+left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
+cells() {  # experiment, jobs, --where filters...
+  local exp=$1 jobs=$2; shift 2
+  local t; t=$(left); [ "$t" -gt 20 ] || { echo "skip $exp $* (deadline)"; return; }
+  echo "== $exp $* (jobs $jobs, ${t} s left)"
+  timeout "$t" python3 benchmarks/run_cells.py --experiment "$exp" --scale "$SCALE" --mirror "$MIRROR" \
+    --jobs "$jobs" --where "$@"
+  echo "== $exp $* rc $? after $(( $(date +%s) - T0 )) s"
+}
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
+} > "$OUT/device.txt"
+# the CUDA tests need the data mirror: without REPROKIT_TEST_DATA they skip (as on 2026-11-26: 13 passed, 55 skipped);
+# their cells read UCI regression too: add ../shared/data/UCI (9 MB) to the carried mirror
+( REPROKIT_TEST_DATA="$(cd "$MIRROR" && pwd)" timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
+    tests/test_device.py > "$OUT/test_device.log" 2>&1
+  echo "rc $?" >> "$OUT/test_device.log" ) &
+( cells bali_cls_image 2 method=dropout,map dataset=mnist seed=0
+  cells bali_cls_uci 6 dataset=spambase,magic seed=0
+  cells bali_cls_image 4 method=dropout,map seed=1,2 ) > "$OUT/cells_a.log" 2>&1 &
+( cells bali_cls_image 3 dataset=fashion_mnist seed=0 ) > "$OUT/cells_b.log" 2>&1 &
+( cells bali_cls_image_wishart 1 dataset=fashion_mnist seed=0 ) > "$OUT/cells_c.log" 2>&1 &
+wait
+tar czf "$OUT/results.tgz" "results/$SCALE" logs 2>/dev/null
+echo "done after $(( $(date +%s) - T0 )) s"; ls -la "$OUT"
