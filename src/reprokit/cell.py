@@ -32,8 +32,8 @@ import torch
 from . import __version__
 from .config import Cell
 from .experiments import CellContext, Measurement
+from .io import atomic_write_json, atomic_write_text
 from .plan import kind
-from .io import atomic_write_json, atomic_write_text, rows_to_csv
 from .runtime import is_oom
 from .train import LoopConfig, LoopResult, run_loop
 
@@ -135,7 +135,7 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
                           evaluate=run.evaluation.curve)
         with rt.autocast():
             metrics = _final_metrics(run.evaluation.final, result)
-    except Exception as err:  # noqa: BLE001 - only out-of-memory is an outcome; anything else re-raises
+    except Exception as err:
         if not is_oom(err):
             raise
         log.error("%s: out of memory on %s: %s", cell.rel_dir, rt.device, str(err).splitlines()[0])
@@ -150,7 +150,9 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
 
 def _write_record(cell: Cell, rt, out_dir: Path, checkpoint, run, result: LoopResult, metrics: dict) -> dict:
     """curve.csv, then metrics.json (last, atomically); the finished cell's checkpoint is removed."""
-    atomic_write_text(out_dir / "curve.csv", rows_to_csv(result.curve))
+    import pandas as pd  # here, not at the top: a cell imports it only to write its curve
+
+    atomic_write_text(out_dir / "curve.csv", pd.DataFrame(result.curve).to_csv(index=False))
     ran = max(1, result.steps - result.resumed_from)
     record = {
         "status": result.status,
@@ -210,7 +212,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "variant":
         from .data import variants
-
         from .data.checksums import overrides_for
         from .data.specs import dataset_info
 
