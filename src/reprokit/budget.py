@@ -154,12 +154,12 @@ def _bali_step(reparam: str | None) -> str:
 
 
 def _uci_regression(cell) -> CellWork:
-    from .plan.uci_regression import PLAN  # torch-free typed settings
+    from .plan.uci_regression import FULL_BATCH, PLAN  # torch-free typed settings
 
     st = PLAN.settings(cell)
     m = st.block
     n = PLAN.n_steps(cell)  # dropout with Gal's protocol: grid points x epochs x batches, plus the retraining
-    images = None if m.batch_size in ("full", 0, None) else int(m.batch_size)  # full batch: as measured on that dataset
+    images = None if m.batch_size in FULL_BATCH else int(m.batch_size)  # full batch: as measured on that dataset
     step = _bali_step(m.reparam) if st.method.startswith("bali") else st.method
     return CellWork(n, [Part(mlp_key(st.hidden, st.dataset), step, images, n)])
 

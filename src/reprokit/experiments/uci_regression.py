@@ -20,7 +20,7 @@ train_* likewise, noise_sd (inferred / learned noise std in original units).
 from __future__ import annotations
 
 from ..data import registry
-from ..plan.uci_regression import BALI_METHODS, PLAN
+from ..plan.uci_regression import BALI_METHODS, PLAN, batch_size_of
 from . import CellContext, Evaluation, Run
 
 
@@ -37,13 +37,6 @@ def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool
             "split": split, "standardize_x": standardize_x, "standardize_y": standardize_y,
             "y_std_train": float(stats["y_std"].reshape(-1)[0])}
     return data, y_std, info
-
-
-def batch_size_of(value, n_train: int) -> int:
-    """`full` (or 0) = the whole training split (Table 4: B = N for yacht, concrete, energy)."""
-    if value in ("full", 0, None):
-        return n_train
-    return min(int(value), n_train)
 
 
 def build(cell, ctx: CellContext) -> Run:

@@ -58,9 +58,17 @@ class UciDropoutBlock(Settings):
         if self.protocol == "learned_noise":
             return int(self.n_steps)
         n_train = UCI_N_TRAIN[dataset]
-        batch = n_train if self.batch_size in ("full", 0, None) else int(self.batch_size)
+        batch = batch_size_of(self.batch_size, n_train)
         inner, full = gal_protocol_steps(n_train, int(self.epochs), batch, float(self.val_fraction))
         return (1 if self.parallel_grid else len(self.rates) * len(self.taus_for(dataset))) * inner + full
+
+
+FULL_BATCH = ("full", 0, None)  # a batch_size meaning the whole training split (Table 4: B = N for yacht, concrete, energy)
+
+
+def batch_size_of(value, n_train: int) -> int:
+    """Rows per step of a `batch_size` setting: `full` (or 0) = the whole training split, else at most that."""
+    return int(n_train) if value in FULL_BATCH else min(int(value), int(n_train))
 
 
 def gal_steps_per_epoch(n: int, batch_size: int) -> int:
