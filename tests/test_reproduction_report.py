@@ -469,3 +469,51 @@ def test_a_claim_testable_only_at_paper_scale_is_not_testable_below_it(tmp_path)
     assert quick.status == "not testable" and "testable at paper scale only" in quick.measured
     assert "does not hold by the check's reading" in quick.measured  # what ran is still shown
     assert claims.verdict(reproduction.Context(tmp_path, "paper", docs), claim).status == "does not hold"
+
+
+@pytest.mark.parametrize("accs, status", [((0.975, 0.98), "met"), ((0.975, 0.96), "missed"), ((), "not run"),
+                                          ((0.99, math.nan), "missed")])
+def test_a_target_is_met_only_when_every_cell_it_names_reaches_it(tmp_path, accs, status):
+    # FAKE cells of a sensitivity grid: the target names the main setting ([8, 1] x [8, 1]) only
+    rows = [{"dataset": "mnist", "param_proportions": "[8, 1]", "chunk_proportions": "[8, 1]", "seed": s,
+             "status": "completed", "test_acc": a} for s, a in enumerate(accs)]
+    rows += [{"dataset": "mnist", "param_proportions": "[1, 8]", "chunk_proportions": "[8, 1]", "seed": 0,
+              "status": "completed", "test_acc": 0.5}]  # another setting: not named, its 0.5 does not count
+    write_csv(tmp_path, "sens_mnist_c2", rows)
+    artefacts = {"fig5": {"paper": "partitioned", "experiments": ["sens_mnist_c2"], "targets": {"quick": [
+        {"experiments": ["sens_mnist_c2"], "where": {"param_proportions": [8, 1], "chunk_proportions": [8, 1]},
+         "metric": "test_acc", "at_least": 0.97, "why": "FAKE: the paper's accuracy level"}]}}}
+    text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated="")
+    line = line_of(text, "| fig5 | sens_mnist_c2 |")
+    assert f"**{status}**" in line and "each >= 0.97" in line
+    assert "param_proportions = [8, 1]" in line
+    assert f"### Targets at quick scale: {int(status == 'met')} of 1 met" in text
+    if accs and status == "missed" and not any(map(math.isnan, accs)):
+        assert "| 0.96 |" in line  # the worst cell is shown
+
+
+def test_a_target_naming_another_artefacts_experiment_is_a_config_error(pipeline_config):
+    from reprokit.config import ConfigError, schema_path, validate_config
+
+    cfg = pipeline_config({"scale": "quick"})
+    cfg["artefacts"]["fig5"]["targets"] = {"quick": [{"experiments": ["fig3a"], "metric": "test_acc",
+                                                       "at_least": 0.9, "why": "FAKE"}]}
+    with pytest.raises(ConfigError, match=r"artefacts\.fig5\.targets\.quick\[0\]\.experiments.*'fig3a'"):
+        validate_config(cfg, schema_path(REPO))
+    cfg["artefacts"]["fig5"]["targets"] = {"quick": [{"experiments": ["sens_mnist_c2"], "metric": "test_acc",
+                                                       "why": "FAKE: no bound"}]}
+    with pytest.raises(ConfigError, match=r"artefacts\.fig5\.targets\.quick\.0"):
+        validate_config(cfg, schema_path(REPO))
+
+
+def test_a_mean_target_reads_the_mean_of_the_cells(tmp_path):
+    # FAKE UCI cells: RMSE 1.0 and 2.0 over two splits; the bound 1.6 holds for the mean, not for each
+    write_csv(tmp_path, "bali_uci", [{"method": "bali", "dataset": "uci_yacht", "seed": s, "status": "completed",
+                                      "test_rmse": r} for s, r in enumerate((1.0, 2.0))])
+    target = {"experiments": ["bali_uci"], "where": {"method": "bali", "dataset": "uci_yacht"}, "metric": "test_rmse",
+              "at_most": 1.6, "why": "FAKE"}
+    for of, status in (("mean", "met"), ("every", "missed")):
+        artefacts = {"bali_table1": {"paper": "bali", "experiments": ["bali_uci"], "targets": {"quick": [{**target, "of": of}]}}}
+        text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated="")
+        line = line_of(text, "| bali_table1 | bali_uci |")
+        assert f"**{status}**" in line and ("mean <= 1.6" if of == "mean" else "each <= 1.6") in line

@@ -492,6 +492,13 @@ def validate_config(config: dict, schema_path: str | Path) -> None:
         for exp in art["experiments"]:
             if exp not in config.get("experiments", {}):
                 raise ConfigError(f"config error at 'artefacts.{name}.experiments': no experiment '{exp}'")
+        for scale_name, targets in (art.get("targets") or {}).items():
+            for i, target in enumerate(targets):
+                for exp in target["experiments"]:
+                    if exp not in art["experiments"]:
+                        raise ConfigError(f"config error at 'artefacts.{name}.targets.{scale_name}[{i}].experiments': "
+                                          f"'{exp}' is not one of the artefact's experiments "
+                                          f"({', '.join(art['experiments'])})")
     scale = config.get("scale", "quick")
     for name in config.get("experiments", {}):
         ExperimentGrid(name, config["experiments"][name], scale)  # axis names, ranges

@@ -369,6 +369,52 @@ def summary_lines(ctx: Context, doc: dict, verdicts: list) -> list[str]:
     return lines
 
 
+def target_rows(ctx: Context) -> list[dict]:
+    """Each target of the config's `artefacts.<name>.targets.<scale>` at this scale: met (every cell it names
+    reaches the bound, or with `of: mean` their mean does), missed, or not run (no such cell ran), with the
+    worst and the mean cell value."""
+    rows = []
+    for name in sorted(ctx.artefacts):
+        for t in (ctx.artefacts[name].get("targets") or {}).get(ctx.scale) or []:
+            for exp in t["experiments"]:
+                cells = ctx.cells(exp, t.get("where") or {})
+                vals = (pd.to_numeric(cells[t["metric"]], errors="coerce") if t["metric"] in cells
+                        else pd.Series(dtype=float))
+                lower = "at_least" in t
+                bound = float(t["at_least"] if lower else t["at_most"])
+                if vals.isna().all():  # also: no cell
+                    status, worst, mean = "not run", math.nan, math.nan
+                else:
+                    worst = float(vals.min() if lower else vals.max())  # a NaN cell (diverged) misses the bound
+                    mean = float(vals.mean())
+                    value = mean if t.get("of", "every") == "mean" else worst
+                    ok = bool(vals.notna().all()) and (value >= bound if lower else value <= bound)
+                    status = "met" if ok else "missed"
+                rows.append({"artefact": name, "experiment": exp, "where": t.get("where") or {}, "metric": t["metric"],
+                             "bound": f"{'mean' if t.get('of') == 'mean' else 'each'} {'>=' if lower else '<='} {bound:g}",
+                             "worst": worst, "mean": mean,
+                             "n": int(vals.notna().sum()), "status": status, "why": t["why"]})
+    return rows
+
+
+def target_lines(ctx: Context) -> list[str]:
+    rows = target_rows(ctx)
+    if not rows:
+        return []
+    met = sum(r["status"] == "met" for r in rows)
+    lines = [f"### Targets at {ctx.scale} scale: {met} of {len(rows)} met", "",
+             ("What each artefact's cells must reach to speak to its claims (config: `artefacts.<name>.targets."
+              f"{ctx.scale}`): each cell named, or their mean, must reach the bound."), "",
+             "| artefact | experiment | cells | metric | target | worst cell | mean | n | status | why |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        where = ", ".join(f"{k} = {v}" for k, v in r["where"].items()) or "all"
+        lines.append("| " + " | ".join(_cell(str(x)) for x in (
+            r["artefact"], r["experiment"], where, r["metric"], r["bound"], _f(r["worst"]), _f(r["mean"]), r["n"],
+            f"**{r['status']}**", r["why"])) + " |")
+    return lines + [""]
+
+
 def z_figure(ctx: Context, out: str | Path) -> Path:
     """One dot per compared number (z_paper, clipped to +-10), one row per artefact, a panel per paper; written
     atomically to `out` (PNG). With no number compared (nothing ran, or no dataset) the figure says so: it is a
@@ -476,6 +522,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     for doc in ctx.docs:
         lines += [f"### Summary: {PAPER_NAMES.get(doc['paper'], doc['paper'])}", ""]
         lines += summary_lines(ctx, doc, verdicts) + [""]
+    lines += target_lines(ctx)
     if z_image:
         lines += [f"![z_paper of every compared number]({z_image})", ""]
     insert_at = len(lines)  # the missing datasets go here, once the sections below have read every experiment
