@@ -47,6 +47,10 @@ standard update's time in the same repetition), with the inter-quartile range; t
 repetition). ``torch.set_num_threads(num_threads)`` fixes the intra-op threads. A cell of this kind
 is a measurement, not a training: `build` returns an `experiments.Measurement` and the cell runs it
 without the training loop (no checkpoints; an interrupted measurement starts again).
+
+The timing loop is hand-written on purpose: `torch.utils.benchmark.Timer` times one statement at a time with
+one clock (blocked autorange), while this measurement interleaves the updates in a rotating order and reads
+both the process CPU clock and the wall clock around each call, so that each repetition gives paired ratios.
 """
 
 from __future__ import annotations
