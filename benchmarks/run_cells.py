@@ -45,6 +45,28 @@ def _matches(cell, where: dict[str, set[str]]) -> bool:
     return True
 
 
+def parse_where(items: list[str]) -> dict[str, set[str]]:
+    """`axis=v1,v2` filters (values as in paths) -> {axis: {values}}."""
+    where = {}
+    for item in items:
+        axis, _, values = item.partition("=")
+        where[axis] = set(values.split(","))
+    return where
+
+
+def build_variants(needed: dict, context: dict, logs: Path) -> int:
+    """Build each missing variant file ({path: dataset}) with the cell command's `variant`; 0, or the first
+    failing return code."""
+    for path, dataset in needed.items():
+        if not Path(path).exists():
+            rc, sec = _run([sys.executable, "-m", "reprokit.cell", "variant", "--dataset", dataset, "--out", path,
+                            "--context", json.dumps(context)], logs / "variants" / (Path(path).name + ".log"))
+            print(f"variant {path}: rc {rc} in {sec:.1f} s", flush=True)
+            if rc:
+                return rc
+    return 0
+
+
 def _run(cmd: list[str], log: Path) -> tuple[int, float]:
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -81,10 +103,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     cfg = load_pipeline_config(REPO, {"scale": args.scale})
-    where = {}
-    for item in args.where:
-        axis, _, values = item.partition("=")
-        where[axis] = set(values.split(","))
+    where = parse_where(args.where)
     cells = [c for c in experiment(cfg, args.experiment, args.scale).cells() if _matches(c, where)]
     if not cells:
         raise SystemExit("no cell matches")
@@ -122,13 +141,9 @@ def main(argv=None) -> int:
         for rel, *_ in jobs:
             print("  ", rel)
         return 0
-    for path, dataset in needed.items():
-        if not Path(path).exists():
-            rc, sec = _run([sys.executable, "-m", "reprokit.cell", "variant", "--dataset", dataset, "--out", path,
-                            "--context", json.dumps(context)], logs / "variants" / (Path(path).name + ".log"))
-            print(f"variant {path}: rc {rc} in {sec:.1f} s", flush=True)
-            if rc:
-                return rc
+    rc = build_variants(needed, context, logs)
+    if rc:
+        return rc
 
     # 2. the cells, --jobs at a time
     summary, t0 = [], time.perf_counter()

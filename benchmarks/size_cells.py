@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,8 +24,12 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-from reprokit.config import experiment, format_value, load_pipeline_config
+from run_cells import _matches, _run, build_variants, parse_where
+
+from reprokit.config import experiment, load_pipeline_config
+from reprokit.plan import kind
 from reprokit.plan.job import cell_job, data_context
 
 
@@ -58,38 +60,26 @@ def main(argv=None) -> int:
     out = Path(args.out)
     cfg["paths"] = {**cfg["paths"], "results": str(out / "results"), "checkpoints": str(out / "checkpoints")}
 
-    where = {axis: set(values.split(",")) for axis, _, values in (w.partition("=") for w in args.where)}
-    cells = [c for c in experiment(cfg, args.experiment, args.scale).cells()
-             if all(format_value(c.coord_dict.get(a)) in vs for a, vs in where.items())]
+    where = parse_where(args.where)
+    cells = [c for c in experiment(cfg, args.experiment, args.scale).cells() if _matches(c, where)]
     if not cells:
         raise SystemExit("no cell matches --where")
     for c in cells:
-        from reprokit.plan import kind
-
         kind(c.kind).check(c)  # a bad override fails here, naming the key
+    jobs = [(c, cell_job(c, cfg, download=False)) for c in cells]
+    needed = {path: ds for _, job in jobs for path, ds in job.variant_datasets.items()}
+    if build_variants(needed, data_context(cfg, download=False), out / "logs"):
+        raise SystemExit(f"a variant file failed to build (logs under {out / 'logs' / 'variants'})")
 
-    context = data_context(cfg, download=False)
-    for c in cells:  # variant files (chunked, rotated, subset data), each once, as run_cells.py builds them
-        for path, dataset in cell_job(c, cfg, download=False).variant_datasets.items():
-            if not Path(path).exists():
-                rc = subprocess.call([sys.executable, "-m", "reprokit.cell", "variant", "--dataset", dataset, "--out",
-                                      path, "--context", json.dumps(context)], cwd=REPO)
-                if rc:
-                    raise SystemExit(f"variant {path}: rc {rc}")
-
-    def run(cell):
-        job = cell_job(cell, cfg, download=False)
-        log = out / "logs" / f"{cell.rel_dir}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
-        with open(log, "w") as fh:
-            rc = subprocess.call([sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)], stdout=fh,
-                                 stderr=subprocess.STDOUT, cwd=REPO)
-        return cell, job, rc, time.perf_counter() - t0
+    def run(cell_and_job):
+        cell, job = cell_and_job
+        rc, sec = _run([sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)],
+                       out / "logs" / f"{cell.rel_dir}.log")
+        return cell, job, rc, sec
 
     print(f"{len(cells)} cell(s) of {args.experiment} at {args.scale} with {overrides}; scratch {out}", flush=True)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for cell, job, rc, sec in pool.map(run, cells):
+        for cell, job, rc, sec in pool.map(run, jobs):
             print(f"\n{cell.rel_dir}: rc {rc}, {sec:.0f} s (log {out / 'logs' / cell.rel_dir}.log)", flush=True)
             curve = Path(job.out) / "curve.csv"
             if rc or not curve.exists():

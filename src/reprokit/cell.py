@@ -135,7 +135,7 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
                           evaluate=run.evaluation.curve)
         with rt.autocast():
             metrics = _final_metrics(run.evaluation.final, result)
-    except Exception as err:
+    except Exception as err:  # only out-of-memory is an outcome; anything else re-raises
         if not is_oom(err):
             raise
         log.error("%s: out of memory on %s: %s", cell.rel_dir, rt.device, str(err).splitlines()[0])

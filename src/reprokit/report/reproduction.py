@@ -380,18 +380,18 @@ def target_rows(ctx: Context) -> list[dict]:
                 cells = ctx.cells(exp, t.get("where") or {})
                 vals = (pd.to_numeric(cells[t["metric"]], errors="coerce") if t["metric"] in cells
                         else pd.Series(dtype=float))
-                lower = "at_least" in t
+                lower, of = "at_least" in t, t.get("of", "every")
                 bound = float(t["at_least"] if lower else t["at_most"])
                 if vals.isna().all():  # also: no cell
                     status, worst, mean = "not run", math.nan, math.nan
                 else:
                     worst = float(vals.min() if lower else vals.max())  # a NaN cell (diverged) misses the bound
                     mean = float(vals.mean())
-                    value = mean if t.get("of", "every") == "mean" else worst
+                    value = mean if of == "mean" else worst
                     ok = bool(vals.notna().all()) and (value >= bound if lower else value <= bound)
                     status = "met" if ok else "missed"
                 rows.append({"artefact": name, "experiment": exp, "where": t.get("where") or {}, "metric": t["metric"],
-                             "bound": f"{'mean' if t.get('of') == 'mean' else 'each'} {'>=' if lower else '<='} {bound:g}",
+                             "bound": f"{'mean' if of == 'mean' else 'each'} {'>=' if lower else '<='} {bound:g}",
                              "worst": worst, "mean": mean,
                              "n": int(vals.notna().sum()), "status": status, "why": t["why"]})
     return rows
