@@ -157,3 +157,14 @@ def test_a_cuda_checkpoint_on_a_machine_without_cuda_is_not_moved_aside(tmp_path
     with pytest.raises(train.CheckpointNeedsCuda):
         run_loop(ToyRegression(), CFG, ckpt)
     assert ckpt.exists() and not list(tmp_path.glob("*.unreadable-*"))
+
+
+def test_a_doubling_schedule_adds_curve_rows_at_the_start_only():
+    """eval_doubling_until: rows at 1, 2, 4, 8 (below 10) besides every eval_every steps and the last step."""
+    cfg = LoopConfig(n_steps=25, eval_every=10, eval_doubling_until=10)
+    res = run_loop(ToyRegression(), cfg, None)
+    assert [r["step"] for r in res.curve] == [0, 1, 2, 4, 8, 10, 20, 25]
+    plain = run_loop(ToyRegression(), LoopConfig(n_steps=25, eval_every=10), None)
+    assert [r["step"] for r in plain.curve] == [0, 10, 20, 25]
+    # the extra rows only evaluate: the training itself is unchanged
+    assert res.curve[-1]["mse"] == plain.curve[-1]["mse"]

@@ -47,9 +47,20 @@ class Preempted(SystemExit):
 class LoopConfig:
     n_steps: int
     eval_every: int
+    # also evaluate at steps 1, 2, 4, 8, ... below this step: a doubling schedule that shows a curve's start,
+    # which a long period would step over (0: none)
+    eval_doubling_until: int = 0
     checkpoint_every: int = 0  # 0: a checkpoint only when the run is interrupted (the pipeline passes run.checkpoint_every)
     log_every_seconds: float = 30.0
     label: str = "train"
+
+
+def _is_eval_step(step: int, cfg: LoopConfig) -> bool:
+    """A curve row after `step`: every `eval_every` steps, the last step, and the doubling steps (1, 2, 4, ..)
+    below `eval_doubling_until`."""
+    if step % cfg.eval_every == 0 or step == cfg.n_steps:
+        return True
+    return step < cfg.eval_doubling_until and step & (step - 1) == 0
 
 
 @dataclass
@@ -246,7 +257,7 @@ def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = Non
                     status = "diverged"
                     break
                 progress.update(step, loss)
-                if cfg.eval_every > 0 and (step % cfg.eval_every == 0 or step == cfg.n_steps):
+                if cfg.eval_every > 0 and _is_eval_step(step, cfg):
                     with precision():
                         curve.append({"step": step, "loss": loss, **evaluate(step)})
                 if sigterm.raised:

@@ -46,8 +46,12 @@ for ax, d in zip(axes, order):
         ax.plot(c["step"], c["train_nll"], color=bc.COLORS[m], ls="--", lw=1.0, label=f"{bc.METHODS[m]} train")
     ax.set_yscale("log")
     ran = rows[rows["status"] != "unavailable"]
-    ax.text(0.98, 0.98, f"eval every {int(ran['eval_every'].iloc[0])} it., "
-            f"{int(ran['eval_samples'].iloc[0])} samples", ha="right", va="top", fontsize=6, transform=ax.transAxes)
+    doubling = int(ran["eval_doubling_until"].fillna(0).max()) if "eval_doubling_until" in ran else 0
+    if doubling > 1:  # rows at 1, 2, 4, ..: a log-like x axis (linear through 0) shows the curves' start
+        ax.set_xscale("symlog", linthresh=1)
+    every = f"eval every {int(ran['eval_every'].iloc[0])} it." + (f" and at 1, 2, 4, .. < {doubling}" if doubling > 1 else "")
+    ax.text(0.98, 0.98, f"{every}, {int(ran['eval_samples'].iloc[0])} samples", ha="right", va="top", fontsize=6,
+            transform=ax.transAxes)
 if not style.na_texts(axes[0]):
     axes[0].set_ylabel("NLL (log scale)")
 style.figure_legend(fig, axes, ncol=6, frameon=True, bbox_to_anchor=(0.5, 1.06))  # every plotted method

@@ -97,6 +97,7 @@ class Run:
     eval_every: int
     info: dict = field(default_factory=dict)  # extra facts for metrics.json (e.g. data sizes)
     evaluation: Evaluation | None = None  # None: the method's own evaluate / final_metrics
+    eval_doubling_until: int = 0  # LoopConfig's: extra curve rows at steps 1, 2, 4, .. below it
 
     def __post_init__(self):
         if self.evaluation is None:

@@ -163,6 +163,7 @@ def build(cell, ctx: CellContext) -> Run:
     eval_samples, final_samples = int(st.eval_samples), int(st.final_samples)
     eval_every = st.eval_every_steps(data.n_train)
     info.update({"dataset_name": dataset, "batch_size": batch, "n_steps": n_steps, "eval_every": eval_every,
+                 "eval_doubling_until": int(st.eval_doubling_until),
                  "eval_samples": eval_samples, "final_samples": final_samples,
                  "hidden": "x".join(map(str, hidden)), "activation": activation,
                  "standardize": bool(st.standardize)})
@@ -199,4 +200,5 @@ def build(cell, ctx: CellContext) -> Run:
             info["ood_note"] = f"OOD dataset {st.ood_dataset} unavailable: " + str(err).splitlines()[0]
     ev = ClassificationEvaluation(inner, data, seed, eval_samples, final_samples, st.train_eval_size,
                                   st.test_eval_size, ood_x)
-    return Run(inner, n_steps, eval_every, info=info, evaluation=Evaluation(ev.evaluate, ev.final_metrics))
+    return Run(inner, n_steps, eval_every, info=info, evaluation=Evaluation(ev.evaluate, ev.final_metrics),
+               eval_doubling_until=int(st.eval_doubling_until))

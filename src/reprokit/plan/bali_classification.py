@@ -39,6 +39,7 @@ class ClassificationSettings(BaliKindSettings):
     standardize: bool = False  # z-score the features with training statistics
     eval_every: int | None = None  # overrides eval_every_epochs
     eval_every_epochs: float | None = None  # round(epochs N_train / batch_size) iterations
+    eval_doubling_until: int = 0  # also a curve row at steps 1, 2, 4, .. below it (the curve's start)
     train_eval_size: int | None = None  # None: the whole training set
     test_eval_size: int | None = None
     train_subset: int | None = None  # tiny test scale only
