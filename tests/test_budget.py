@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from reprokit import budget
-from reprokit.budget import CostTable, Part, estimate, read_costs, runtime_minutes, write_costs
+from reprokit.budget import CostTable, estimate, read_costs, runtime_minutes, write_costs
 from reprokit.config import experiment, load_pipeline_config
+from reprokit.plan.costs import Part
 
 REPO = Path(__file__).resolve().parents[1]
 

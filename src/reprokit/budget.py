@@ -6,8 +6,8 @@
 A cell's cost is the sum of its *parts*: (model, step kind, images per step, how many such steps),
 priced with the measured per-step times of `data/step_costs.tsv` (columns: profile, device, model,
 step, precision, images, ms_per_step, source, date), plus one start-up per cell. Each experiment kind
-says, torch-free, which parts its cells run (:data:`KIND_PARTS`); the numbers are read from the cell's
-settings and coordinates as the kind's `build` reads them. A row measured at another number of images
+says, torch-free, which parts its cells run (`KindPlan.cost_parts` in `plan/<kind>.py`, parts from
+`plan/costs.py`); the numbers are read from the cell's settings as the kind's `build` reads them. A row measured at another number of images
 per step (batch x augmentation samples) is scaled linearly to the cell's.
 
 Rows of the chosen profile are used first; every other price is labelled in the output, never silent:
@@ -40,32 +40,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .plan.costs import CellWork, Part
+
 COSTS_FILE = Path(__file__).resolve().parent / "data" / "step_costs.tsv"
 COLUMNS = ("profile", "device", "model", "step", "precision", "images", "ms_per_step", "source", "date")
 FALLBACK_MS = 1000.0  # per step, for a (model, step) measured nowhere: loudly marked FALLBACK
 DEFAULT_PROFILE = {"paper": "h100", "quick": "cpu", "test": "cpu"}  # paper scale runs on GPUs (README)
 PROFILE_ENV = "REPROKIT_COST_PROFILE"  # overrides the profile `runtime_minutes` prices SLURM cells with
 MARGIN, EXTRA_MINUTES, MAX_MINUTES = 1.5, 10, 24 * 60  # cells checkpoint: one cut off at the cap resumes
-EVAL_FORWARD_SHARE = 1.0 / 3  # a forward pass is ~1/3 of a training step (forward + backward + update)
 # Labelled estimates (ESTIMATE in the notes) for steps without a measured row, per image of a standard step:
 LILA_HYPER_FACTOR = 25.0  # Diff. Laplace hyper step: 10 class backward passes with create_graph + their backward
 LLML_FACTOR = 2.7  # Last-layer ML step (~11 s at batch 200, orbit 20, 1200 inducing points on the CPU profile)
-IMAGE_TEST_SIZE = {"mnist": 10000, "cifar10": 10000, "tinyimagenet": 10000}
-
-
-@dataclass(frozen=True)
-class Part:
-    model: str
-    step: str          # plain | standard | partitioned | param | hyper | lila_hyper | llml | bali_w | bali_l | dropout
-    #                    | map | bbb | startup
-    images: int | None  # per step (batch x augmentation samples); None: as measured (full-batch MLP sets)
-    count: float       # how many such steps the cell runs
-
-
-@dataclass
-class CellWork:
-    n_steps: int
-    parts: list[Part]
 
 
 @dataclass
@@ -77,154 +62,15 @@ class Estimate:
 
 
 # ------------------------------------------------------------------------------------------------
-# cells -> parts (one function per experiment kind; torch-free)
-
-
-def _value(cell, key, default=None):
-    c = cell.coord_dict
-    return c[key] if key in c else cell.settings.get(key, default)
-
-
-def _affine_invariance(cell) -> CellWork:
-    from .plan.affine_invariance import PLAN  # torch-free typed settings
-
-    st = PLAN.settings(cell)
-    model, method = st.model, st.method
-    n, B, S = st.steps, int(st.batch_size), int(st.aug_samples)
-    S_eval = st.eval_samples
-    if method == "baseline":  # no augmentation: one sample
-        parts = [Part(model, "standard", B, n)]
-    elif method == "partitioned":
-        parts = [Part(model, "partitioned", B * S, n)]
-    elif method == "partitioned_ens":  # C networks step ("all"), then one hyper update
-        c = len(st.chunks)
-        per = c if st.ens_update == "all" else 1
-        parts = [Part(model, "standard", B * S, n * per), Part(model, "hyper", B * S, n)]
-    elif method == "diff_laplace":  # MAP steps, then every `dl_marglik_every` steps the KFAC marginal likelihood
-        rounds = sum(1 for k in range(1, n + 1) if k >= int(st.dl_burnin) and k % int(st.dl_marglik_every) == 0)
-        images = int(st.dl_marglik_batches) * int(st.dl_marglik_batch_size or B) * int(st.dl_n_aug_marglik)
-        parts = [Part(model, "standard", B * S, n), Part(model, "lila_hyper", images, rounds * int(st.dl_marglik_steps))]
-    elif method == "validation_opt":  # a weight step and a psi step, each a full forward/backward; then finetuning
-        parts = [Part(model, "partitioned", B * S, n), Part(model, "standard", B * S, st.finetune_steps)]
-    elif method == "last_layer_ml":  # CNN features of B x orbit images + the sparse GP; evaluated at its orbit size
-        S, S_eval = int(st.llml_orbit_size), int(st.llml_eval_orbit_size or st.llml_orbit_size)
-        parts = [Part(model, "llml", B * S, n)]
-    else:  # augerino (psi in the same backward), random, retrain, fixed
-        parts = [Part(model, "standard", B * S, n)]
-    n = PLAN.n_steps(cell)  # validation_opt: search + finetune steps
-    every = int(st.eval_every or 0)
-    n_evals = (n // every if every > 0 else 0) + 1
-    n_test = st.n_test or IMAGE_TEST_SIZE.get(str(st.dataset), 10000)
-    n_eval_train = int(st.n_eval_train or 0)
-    parts.append(Part(model, "standard", B * S, n_evals * EVAL_FORWARD_SHARE * (int(n_test) + n_eval_train) * S_eval
-                      / (B * S)))
-    return CellWork(n, parts)
-
-
-def _update_timing(cell) -> CellWork:
-    from .plan.update_timing import PLAN  # torch-free typed settings
-
-    st = PLAN.settings(cell)
-    model = str(st.model)
-    B, S = int(st.batch_size), int(st.n_aug_samples)
-    n = st.n_steps
-    # standard, Augerino and Diff. Laplace param updates cost a standard step; the Diff. Laplace hyper update
-    # runs in dl_warmup + dl_repeats repetitions only
-    return CellWork(n, [Part(model, "standard", B * S, 3 * n), Part(model, "param", B * S, n),
-                        Part(model, "hyper", B * S, n), Part(model, "lila_hyper", B * S, st.dl_warmup + st.dl_repeats)])
-
-
-def mlp_key(hidden, dataset) -> str:
-    """The model key of an MLP kind's cell: hidden widths and dataset (input/output sizes follow it)."""
-    return f"mlp{'x'.join(str(int(h)) for h in hidden)}/{dataset}"
-
-
-def _input_selection(cell) -> CellWork:
-    from .plan.input_selection import PLAN  # torch-free typed settings
-
-    st = PLAN.settings(cell)
-    n = int(st.n_steps)
-    model = mlp_key(st.hidden, st.dataset)
-    step = {"laplace": "standard", "partitioned": "param", "partitioned_mask": "partitioned"}[st.method]
-    return CellWork(n, [Part(model, step, int(st.batch_size), n)])
-
-
-def _bali_step(reparam: str | None) -> str:
-    return "bali_l" if reparam == "local" else "bali_w"
-
-
-def _uci_regression(cell) -> CellWork:
-    from .plan.uci_regression import FULL_BATCH, PLAN  # torch-free typed settings
-
-    st = PLAN.settings(cell)
-    m = st.block
-    n = PLAN.n_steps(cell)  # dropout with Gal's protocol: grid points x epochs x batches, plus the retraining
-    images = None if m.batch_size in FULL_BATCH else int(m.batch_size)  # full batch: as measured on that dataset
-    step = _bali_step(m.reparam) if st.method.startswith("bali") else st.method
-    return CellWork(n, [Part(mlp_key(st.hidden, st.dataset), step, images, n)])
-
-
-def _bali_classification(cell) -> CellWork:
-    from .plan.bali_classification import PLAN
-
-    st = PLAN.settings(cell)
-    n = int(st.n_steps)
-    step = _bali_step(st.need("bali").reparam) if st.method == "bali" else st.method
-    return CellWork(n, [Part(mlp_key(st.hidden, st.dataset), step, int(st.batch_size), n)])
-
-
-def _synthetic_predictive(cell) -> CellWork:
-    from .plan.synthetic_predictive import PLAN
-
-    st = PLAN.settings(cell)
-    n = int(st.n_steps)
-    step = _bali_step(st.need("bali").reparam) if st.method == "bali" else st.method
-    images = int(st.batch_size) if st.batch_size else None  # 0: full batch
-    return CellWork(n, [Part(mlp_key(st.hidden, st.dataset), step, images, n)])
-
-
-def _federated(cell) -> CellWork:
-    """A round: clients_per_round clients, each one epoch of its ~n_train/n_clients examples in batches
-    (FedAvg / Augerino: one network; Partitioned: sum_k u_k (C - k + 1) partitions trained per client in
-    expectation, plus a psi gradient on the local data of clients of chunks k >= 2), then evaluations."""
-    import math
-
-    from .plan.federated import PLAN  # torch-free typed settings
-
-    st = PLAN.settings(cell)
-    model, n = str(st.model), int(st.rounds)
-    S = 1 if st.method == "fedavg" else int(st.aug_samples)
-    n_local = max(1, int(st.n_train) // int(st.n_clients))
-    B = min(int(st.batch_size), n_local)
-    steps = math.ceil(n_local / int(st.batch_size)) * int(st.local_epochs) * int(st.clients_per_round)
-    parts = [Part(model, "standard", B * S, n * steps)]
-    if st.method == "partitioned":
-        u = [float(v) / sum(st.chunk_proportions) for v in st.chunk_proportions]
-        c = len(u)
-        parts = [Part(model, "param", B * S, n * steps * sum(u[k] * (c - k) for k in range(c)))]
-        hyper_n = int(st.hyper_batch_size or n_local)
-        parts.append(Part(model, "hyper", min(hyper_n, n_local) * S, n * int(st.clients_per_round) * (1 - u[0])))
-    n_val = int(st.n_val_eval or st.n_val)
-    n_evals = n // int(st.eval_every) + 1
-    parts.append(Part(model, "standard", B * S, n_evals * EVAL_FORWARD_SHARE * n_val * int(st.eval_aug_samples) / (B * S)))
-    return CellWork(n, parts)
-
-
-KIND_PARTS = {
-    "affine_invariance": _affine_invariance,
-    "update_timing": _update_timing,
-    "input_selection": _input_selection,
-    "uci_regression": _uci_regression,
-    "bali_classification": _bali_classification,
-    "synthetic_predictive": _synthetic_predictive,
-    "federated": _federated,
-}
+# cells -> parts: each kind's plan owns them (KindPlan.cost_parts, torch-free)
 
 
 def cell_work(cell) -> CellWork | None:
     """The cell's parts, or None for a kind the cost model does not know (priced as FALLBACK)."""
-    fn = KIND_PARTS.get(cell.kind)
-    return fn(cell) if fn is not None else None
+    from .plan import KINDS
+
+    plan = KINDS.get(cell.kind)
+    return plan.cost_parts(cell) if plan is not None else None
 
 
 # ------------------------------------------------------------------------------------------------

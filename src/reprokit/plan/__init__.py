@@ -117,6 +117,11 @@ class KindPlan:
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).n_steps)
 
+    def cost_parts(self, cell):
+        """The cell's work for the cost model (`plan.costs.CellWork`), or None for a kind without a cost model
+        (the budget prices it as a loud FALLBACK)."""
+        return None
+
     def needs(self, st) -> tuple:
         """Settings (names of fields) that the cell's method needs although the kind makes them optional."""
         return ()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ..config import ConfigError
 from ..data import variant_names as variants
 from . import KindPlan, Settings, register
+from .costs import EVAL_FORWARD_SHARE, IMAGE_TEST_SIZE, CellWork, Part
 
 METHODS = ("baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned", "partitioned_ens", "validation_opt",
            "random", "retrain", "fixed")
@@ -186,6 +187,40 @@ class AffineInvariancePlan(KindPlan):
         if not st.source_experiment:
             raise ConfigError(f"{cell.rel_dir}: method 'retrain' needs the setting 'source_experiment'")
         return {"found": (st.source_experiment, {**cell.coord_dict, "method": st.source_method})}
+
+
+    def cost_parts(self, cell) -> CellWork:
+        st = self.settings(cell)
+        model, method = st.model, st.method
+        n, B, S = st.steps, int(st.batch_size), int(st.aug_samples)
+        S_eval = st.eval_samples
+        if method == "baseline":  # no augmentation: one sample
+            parts = [Part(model, "standard", B, n)]
+        elif method == "partitioned":
+            parts = [Part(model, "partitioned", B * S, n)]
+        elif method == "partitioned_ens":  # C networks step ("all"), then one hyper update
+            per = len(st.chunks) if st.ens_update == "all" else 1
+            parts = [Part(model, "standard", B * S, n * per), Part(model, "hyper", B * S, n)]
+        elif method == "diff_laplace":  # MAP steps, then every `dl_marglik_every` steps the KFAC marginal likelihood
+            rounds = sum(1 for k in range(1, n + 1) if k >= int(st.dl_burnin) and k % int(st.dl_marglik_every) == 0)
+            images = int(st.dl_marglik_batches) * int(st.dl_marglik_batch_size or B) * int(st.dl_n_aug_marglik)
+            parts = [Part(model, "standard", B * S, n),
+                     Part(model, "lila_hyper", images, rounds * int(st.dl_marglik_steps))]
+        elif method == "validation_opt":  # a weight step and a psi step, each a full forward/backward; then finetuning
+            parts = [Part(model, "partitioned", B * S, n), Part(model, "standard", B * S, st.finetune_steps)]
+        elif method == "last_layer_ml":  # CNN features of B x orbit images + the sparse GP; evaluated at its orbit size
+            S, S_eval = int(st.llml_orbit_size), int(st.llml_eval_orbit_size or st.llml_orbit_size)
+            parts = [Part(model, "llml", B * S, n)]
+        else:  # augerino (psi in the same backward), random, retrain, fixed
+            parts = [Part(model, "standard", B * S, n)]
+        n = self.n_steps(cell)  # validation_opt: search + finetune steps
+        every = int(st.eval_every or 0)
+        n_evals = (n // every if every > 0 else 0) + 1
+        n_test = st.n_test or IMAGE_TEST_SIZE.get(str(st.dataset), 10000)
+        n_eval_train = int(st.n_eval_train or 0)
+        parts.append(Part(model, "standard", B * S,
+                          n_evals * EVAL_FORWARD_SHARE * (int(n_test) + n_eval_train) * S_eval / (B * S)))
+        return CellWork(n, parts)
 
 
 PLAN = register(AffineInvariancePlan())

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors
+from .costs import CellWork, bali_step, mlp_cell
 
 METHODS = ("bali", "dropout", "map")
 UCI = ("spambase", "magic", "cdc_diabetes")
@@ -71,6 +72,12 @@ class BaliClassificationPlan(KindPlan):
         own = set(METHOD_KEYS[cell.coord_dict["method"]])
         other = {k for keys in METHOD_KEYS.values() for k in keys} - own
         return {k: v for k, v in cell.settings.items() if k not in other}
+
+
+    def cost_parts(self, cell) -> CellWork:
+        st = self.settings(cell)
+        step = bali_step(st.need("bali").reparam) if st.method == "bali" else st.method
+        return mlp_cell(int(st.n_steps), st.hidden, st.dataset, step, int(st.batch_size))
 
 
 PLAN = register(BaliClassificationPlan())

@@ -6,11 +6,13 @@ Adam, FedOpt), augerino (FedAvg + Augerino), partitioned (FedAvg + Partitioned).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..config import ConfigError
 from ..data import variant_names as variants
 from . import KindPlan, Settings, register
+from .costs import EVAL_FORWARD_SHARE, CellWork, Part
 
 METHODS = ("fedavg", "augerino", "partitioned")
 BATCHING = ("loop", "vmap", "auto")
@@ -94,6 +96,30 @@ class FederatedPlan(KindPlan):
             "federated", n=int(st.n_train), n_clients=int(st.n_clients), alpha=st.split_alpha,
             by="rotation" if st.rotated else "label", val=int(st.n_val), seed=int(st.data_seed)))
         return out
+
+
+    def cost_parts(self, cell) -> CellWork:
+        """A round: clients_per_round clients, each one epoch of its ~n_train/n_clients examples in batches
+        (FedAvg / Augerino: one network; Partitioned: sum_k u_k (C - k + 1) partitions trained per client in
+        expectation, plus a psi gradient on the local data of clients of chunks k >= 2), then evaluations."""
+        st = self.settings(cell)
+        model, n = str(st.model), int(st.rounds)
+        S = 1 if st.method == "fedavg" else int(st.aug_samples)
+        n_local = max(1, int(st.n_train) // int(st.n_clients))
+        B = min(int(st.batch_size), n_local)
+        steps = math.ceil(n_local / int(st.batch_size)) * int(st.local_epochs) * int(st.clients_per_round)
+        parts = [Part(model, "standard", B * S, n * steps)]
+        if st.method == "partitioned":
+            u = [float(v) / sum(st.chunk_proportions) for v in st.chunk_proportions]
+            c = len(u)
+            parts = [Part(model, "param", B * S, n * steps * sum(u[k] * (c - k) for k in range(c)))]
+            hyper_n = int(st.hyper_batch_size or n_local)
+            parts.append(Part(model, "hyper", min(hyper_n, n_local) * S, n * int(st.clients_per_round) * (1 - u[0])))
+        n_val = int(st.n_val_eval or st.n_val)
+        n_evals = n // int(st.eval_every) + 1
+        parts.append(Part(model, "standard", B * S,
+                          n_evals * EVAL_FORWARD_SHARE * n_val * int(st.eval_aug_samples) / (B * S)))
+        return CellWork(n, parts)
 
 
 PLAN = register(FederatedPlan())

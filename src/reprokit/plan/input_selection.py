@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..config import ConfigError
 from ..data import variant_names as variants
 from . import KindPlan, Settings, register
+from .costs import CellWork, mlp_cell
 
 METHODS = ("partitioned", "laplace", "partitioned_mask")
 CHUNKED = ("partitioned", "partitioned_mask")
@@ -77,6 +78,12 @@ class InputSelectionPlan(KindPlan):
             return {}
         name = variants.variant_filename("chunks", n=st.n_train, proportions=st.chunk_proportions, seed=st.seed)
         return {"chunks": (st.dataset, name)}
+
+
+    def cost_parts(self, cell) -> CellWork:
+        st = self.settings(cell)
+        step = {"laplace": "standard", "partitioned": "param", "partitioned_mask": "partitioned"}[st.method]
+        return mlp_cell(int(st.n_steps), st.hidden, st.dataset, step, int(st.batch_size))
 
 
 PLAN = register(InputSelectionPlan())

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings
+from .costs import CellWork, bali_step, mlp_cell
 
 METHODS = ("bali", "bbb")
 DATASETS = ("sines_trend", "sinc", "two_moons")
@@ -73,6 +74,13 @@ class SyntheticPredictivePlan(KindPlan):
         from ..data.specs import dataset_info
 
         return ("bali", dataset_info(st.dataset).task) if st.method == "bali" else ("bbb",)
+
+
+    def cost_parts(self, cell) -> CellWork:
+        st = self.settings(cell)
+        step = bali_step(st.need("bali").reparam) if st.method == "bali" else st.method
+        images = int(st.batch_size) if st.batch_size else None  # 0: full batch
+        return mlp_cell(int(st.n_steps), st.hidden, st.dataset, step, images)
 
 
 PLAN = register(SyntheticPredictivePlan())

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..config import ConfigError
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors
+from .costs import CellWork, bali_step, mlp_cell
 
 METHODS = ("bali", "bali_ystd", "dropout", "bbb")
 BALI_METHODS = ("bali", "bali_ystd")
@@ -147,6 +148,15 @@ class UciRegressionPlan(KindPlan):
         if st.method == "dropout":
             return st.block.total_steps(str(st.dataset))
         return int(st.block.n_steps)
+
+
+    def cost_parts(self, cell) -> CellWork:
+        st = self.settings(cell)
+        m = st.block
+        n = self.n_steps(cell)  # dropout with Gal's protocol: grid points x epochs x batches, plus the retraining
+        images = None if m.batch_size in FULL_BATCH else int(m.batch_size)  # full batch: as measured on that dataset
+        step = bali_step(m.reparam) if st.method.startswith("bali") else st.method
+        return mlp_cell(n, st.hidden, st.dataset, step, images)
 
 
 PLAN = register(UciRegressionPlan())

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..config import ConfigError
 from . import KindPlan, Settings, register
+from .costs import CellWork, Part
 
 BACKWARDS = ("minimal", "full")
 TIMERS = ("auto", "cpu", "wall")
@@ -78,6 +79,18 @@ class UpdateTimingPlan(KindPlan):
     name = "update_timing"
     Settings = UpdateTimingSettings
     build_target = "reprokit.experiments.update_timing:build"
+
+
+    def cost_parts(self, cell) -> CellWork:
+        st = self.settings(cell)
+        model = str(st.model)
+        B, S = int(st.batch_size), int(st.n_aug_samples)
+        n = st.n_steps
+        # standard, Augerino and Diff. Laplace param updates cost a standard step; the Diff. Laplace hyper update
+        # runs in dl_warmup + dl_repeats repetitions only
+        return CellWork(n, [Part(model, "standard", B * S, 3 * n), Part(model, "param", B * S, n),
+                            Part(model, "hyper", B * S, n),
+                            Part(model, "lila_hyper", B * S, st.dl_warmup + st.dl_repeats)])
 
 
 PLAN = register(UpdateTimingPlan())
