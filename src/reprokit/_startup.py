@@ -1,8 +1,11 @@
 """Per-cell start-up: keep `torch._dynamo` out of processes that never compile.
 
-A quick cell spends most of its wall time starting. torch 2.x imports `torch._dynamo` (~1.5 s on a
-laptop CPU, ~40% of a tiny cell) the first time any optimiser is built, although nothing in a cell
-calls `torch.compile`:
+A quick cell spends most of its wall time starting. torch 2.x imports `torch._dynamo` the first time any
+optimiser is built, although nothing in a cell calls `torch.compile`. Measured with torch 2.14.1 on this
+project's 2-core CPU (2026-11-26, `python benchmarks/bench_startup.py --repeats 3`, medians): a test-scale
+cell run takes 4.1 s with `prepare()` and 6.5 s without it (`import torch` alone 2.9 s), so it still saves
+~2.4 s per job, ~11 CPU-minutes over the ~280 jobs of a quick build; that is why it stays despite
+reaching into torch's wrappers (and why those are checked, below). The wrappers:
 
 * `Optimizer.add_param_group` (run by every optimiser's `__init__`), `zero_grad`, `state_dict` and
   `load_state_dict` are decorated with `torch._disable_dynamo`, whose wrapper imports `torch._dynamo`
