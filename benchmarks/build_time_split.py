@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
-START = re.compile(r"^(?:local)?rule (\w+):$")
+START = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
 WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
@@ -53,7 +53,7 @@ def parse_log(lines) -> list[dict]:
         m = FINISHED.match(line)
         if m and m.group(1) in open_jobs:
             job = open_jobs.pop(m.group(1))
-            job["end"] = stamp
+            job["end"], job["rule"] = stamp, m.group(2)
             jobs.append(job)
     return jobs
 
