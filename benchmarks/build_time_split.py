@@ -1,7 +1,7 @@
 """Where a pipeline build's time went: per rule, and for cells training against everything else.
 
     snakemake --cores 2 > build.log 2>&1
-    python benchmarks/build_time_split.py build.log [--results results] [--scale quick]
+    python benchmarks/build_time_split.py build.log [--results results] [--top 12]
 
 Reads Snakemake's own log (each job's start and finish time stamp, its rule and wildcards) and each cell's
 metrics.json (`seconds_this_run`: the training loop's wall time, evaluations included). A cell job's wall

@@ -7,8 +7,8 @@ A cell's cost is the sum of its *parts*: (model, step kind, images per step, how
 priced with the measured per-step times of `data/step_costs.tsv` (columns: profile, device, model,
 step, precision, images, ms_per_step, source, date), plus one start-up per cell. Each experiment kind
 says, torch-free, which parts its cells run (`KindPlan.cost_parts` in `plan/<kind>.py`, parts from
-`plan/costs.py`); the numbers are read from the cell's settings as the kind's `build` reads them. A row measured at another number of images
-per step (batch x augmentation samples) is scaled linearly to the cell's.
+`plan/costs.py`); the numbers are read from the cell's settings as the kind's `build` reads them. A row
+measured at another number of images per step (batch x augmentation samples) is scaled linearly to the cell's.
 
 Rows of the chosen profile are used first; every other price is labelled in the output, never silent:
   * `standard` priced by the `plain` (hand-written torch) row of the same model (the goal in

@@ -129,8 +129,8 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
             return _write_record(cell, rt, out_dir, checkpoint, run, result, metrics)
         if checkpoint_every is None:
             checkpoint_every = rt.settings.checkpoint_every
-        loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every, eval_doubling_until=run.eval_doubling_until,
-                          checkpoint_every=checkpoint_every,
+        loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every,
+                          eval_doubling_until=run.eval_doubling_until, checkpoint_every=checkpoint_every,
                           log_every_seconds=log_every_seconds, label=cell.rel_dir)
         result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None, precision=rt.autocast,
                           evaluate=run.evaluation.curve)

@@ -47,9 +47,10 @@ for ax, d in zip(axes, order):
     ax.set_yscale("log")
     ran = rows[rows["status"] != "unavailable"]
     doubling = int(ran["eval_doubling_until"].fillna(0).max()) if "eval_doubling_until" in ran else 0
+    every = f"eval every {int(ran['eval_every'].iloc[0])} it."
     if doubling > 1:  # rows at 1, 2, 4, ..: a log-like x axis (linear through 0) shows the curves' start
         ax.set_xscale("symlog", linthresh=1)
-    every = f"eval every {int(ran['eval_every'].iloc[0])} it." + (f" and at 1, 2, 4, .. < {doubling}" if doubling > 1 else "")
+        every += f" and at 1, 2, 4, .. < {doubling}"
     ax.text(0.98, 0.98, f"{every}, {int(ran['eval_samples'].iloc[0])} samples", ha="right", va="top", fontsize=6,
             transform=ax.transAxes)
 if not style.na_texts(axes[0]):
