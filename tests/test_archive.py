@@ -137,3 +137,9 @@ def test_every_committed_archived_cell_still_matches_heads_config():
         config = load_pipeline_config(REPO, {"scale": scale})
         stale += archive.split(archive.load(path), archive.current_settings(config, scale, experiment))[1]
     assert stale == [], "archived cells whose settings differ from HEAD's config:\n" + "\n".join(stale)
+
+
+def test_pipeline_glue_keys_are_not_settings_but_real_keys_still_differ():
+    then = {"n_steps": 1200, "sizes": (8, 1), "_inputs": {"found": "results/quick/x/metrics.json"}}
+    assert archive.differing_keys(then, {"n_steps": 1200, "sizes": [8, 1]}) == []
+    assert archive.differing_keys(then, {"n_steps": 1500, "sizes": [8, 1]}) == ["n_steps"]

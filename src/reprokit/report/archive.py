@@ -115,8 +115,9 @@ def current_settings(config: dict, scale: str, experiment: str) -> dict[str, dic
 
 def differing_keys(then: dict, now: dict) -> list[str]:
     """Top-level settings keys whose values differ between a cell's recorded settings and the config's now
-    (both in JSON's view: tuples as lists)."""
-    then, now = _plain(then), _plain(now)
+    (both in JSON's view: tuples as lists). Keys starting with "_" are pipeline glue, not settings (`_inputs`:
+    where a retrain cell's source cell was found), and the config never gives them: they are not compared."""
+    then, now = (_plain({k: v for k, v in d.items() if not k.startswith("_")}) for d in (then, now))
     return sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
 
 
