@@ -124,3 +124,27 @@ def test_parametrisation_default_is_the_partitioned_ones():
         augerino_parametrisation("benton", "schwobel")
     with pytest.raises(ValueError):
         augerino_parametrisation("same", "none")
+
+
+def test_chunked_evaluation_draws_the_same_augmentations(monkeypatch):
+    """On a CPU, predict_augmented splits a forward into runtime.CPU_INFERENCE_CHUNK images: the augmentations are
+    drawn for the whole batch first, so the predictive is the unchunked one (up to float rounding), and every
+    network forward takes at most that many images."""
+    from reprokit import runtime
+    from reprokit.methods.augmented import predict_augmented
+
+    torch.manual_seed(0)
+    aug = build_augmentation("schwobel", init=0.3)
+    seen = []
+    body = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3))
+    body.register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[0]))
+    net = SeededAugmentedModel(body, aug, 2, make_generator(0))
+    x = torch.rand(50, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    whole = predict_augmented(net, x, 4, make_generator(5), batch_size=50)
+    assert seen == [200]
+    monkeypatch.setattr(runtime, "CPU_INFERENCE_CHUNK", 64)
+    seen.clear()
+    parts = predict_augmented(net, x, 4, make_generator(5), batch_size=50)
+    assert seen == [64, 64, 64, 8]
+    torch.testing.assert_close(parts, whole)
+    assert not torch.equal(predict_augmented(net, x, 4, make_generator(6), batch_size=50), whole)  # draws matter

@@ -107,6 +107,22 @@ def test_mnist_loads_and_verifies(shared_data, tmp_path):
     assert all(f in verified for f in MNIST_FILES)
 
 
+def test_mnist_is_decoded_once_per_cache(shared_data, tmp_path, monkeypatch):
+    from reprokit.data import images
+
+    first = registry.load("mnist", [shared_data], cache_dir=tmp_path, dtype="uint8")
+    assert len(list(tmp_path.glob("mnist-idx-decoded-*.pt"))) == 1
+
+    def boom(path):
+        raise AssertionError("IDX files decoded again although a decoded copy is cached")
+
+    monkeypatch.setattr(images, "_read_idx", boom)
+    again = registry.load("mnist", [shared_data], cache_dir=tmp_path, dtype="uint8")
+    assert torch.equal(again.x_train, first.x_train) and torch.equal(again.y_test, first.y_test)
+    with pytest.raises(AssertionError, match="decoded again"):  # a new cache folder decodes
+        registry.load("mnist", [shared_data], cache_dir=tmp_path / "other")
+
+
 def test_uint8_images(shared_data):
     b = registry.load("mnist", [shared_data], dtype="uint8")
     f = registry.load("mnist", [shared_data])

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import seeds
+from .. import runtime, seeds
 from ..augment.affine import AffineAugmentation, AugmentedModel
 from .common import classification_metrics
 
@@ -33,14 +33,22 @@ class SeededAugmentedModel(AugmentedModel):
         self.generator = generator
 
     def forward(self, x: torch.Tensor, n_samples: int | None = None,
-                generator: torch.Generator | None = None) -> torch.Tensor:
+                generator: torch.Generator | None = None, chunk: int | None = None) -> torch.Tensor:
+        """Log of the mean predictive over `n_samples` augmentations of each input. `chunk`: at most this many
+        augmented images per network forward (the draws are made for the whole batch first, so chunking
+        changes nothing but float rounding)."""
         if self.augmentation is None:
-            return F.log_softmax(self.model(x), dim=-1)
+            return F.log_softmax(self._model_in_chunks(x, chunk), dim=-1)
         s = self.n_samples if n_samples is None else int(n_samples)
         xa = self.augmentation(x, s, generator=self.generator if generator is None else generator)
-        logits = self.model(xa.reshape(s * x.shape[0], *x.shape[1:]))
+        logits = self._model_in_chunks(xa.reshape(s * x.shape[0], *x.shape[1:]), chunk)
         logp = F.log_softmax(logits, dim=-1).reshape(s, x.shape[0], -1)
         return torch.logsumexp(logp, dim=0) - math.log(s)
+
+    def _model_in_chunks(self, x: torch.Tensor, chunk: int | None) -> torch.Tensor:
+        if chunk is None or x.shape[0] <= chunk:
+            return self.model(x)
+        return torch.cat([self.model(part) for part in x.split(chunk)])
 
     def get_extra_state(self):
         return {"generator": self.generator.get_state()}
@@ -55,7 +63,8 @@ def predict_augmented(net: SeededAugmentedModel, x: torch.Tensor, n_samples: int
     was_training = net.training
     net.eval()
     try:
-        return torch.cat([net(x[i : i + batch_size], n_samples=n_samples, generator=generator)
+        chunk = runtime.inference_chunk(x.device)
+        return torch.cat([net(x[i : i + batch_size], n_samples=n_samples, generator=generator, chunk=chunk)
                           for i in range(0, x.shape[0], batch_size)])
     finally:
         net.train(was_training)
