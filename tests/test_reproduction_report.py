@@ -517,3 +517,17 @@ def test_a_mean_target_reads_the_mean_of_the_cells(tmp_path):
         text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated="")
         line = line_of(text, "| bali_table1 | bali_uci |")
         assert f"**{status}**" in line and ("mean <= 1.6" if of == "mean" else "each <= 1.6") in line
+
+
+@pytest.mark.parametrize("fast, slow, ratio, expected", [
+    ((1, 2), (4, 8), 0.5, True),        # at most 2 against more than 4: below 0.5x whatever lies between rows
+    ((16, 32), (16, 32), 0.5, False),   # same row after doubling rows: the ratio is above 0.5 for sure
+    ((16, 32), (16, 32), 1.0, "inconclusive"),  # ... but may be on either side of 1
+    ((0, 100), (0, 100), 0.5, "inconclusive"),  # both at the first evaluation
+    ((30, 60), (60, 120), 0.5, "inconclusive"),  # 60 against 60-120: could be 0.5-1, could be 0.25
+    ((400, 500), (100, 200), 1.0, False),
+])
+def test_convergence_crossings_are_read_between_evaluations(fast, slow, ratio, expected):
+    from reprokit.report.claims import _faster
+
+    assert _faster(fast, slow, ratio) == expected

@@ -581,19 +581,34 @@ def _mean_curve(curves: pd.DataFrame, metric: str) -> pd.Series:
     return c.groupby("step")[metric].mean().sort_index()
 
 
-def _time_to(curve: pd.Series, fraction: float, lower_is_better: bool) -> float:
-    """First step at which the curve has made `fraction` of its total improvement (first value -> best)."""
+def _time_to(curve: pd.Series, fraction: float, lower_is_better: bool) -> tuple[float, float]:
+    """(last evaluated step before, first evaluated step at) which the curve has made `fraction` of its total
+    improvement (first value -> best): the crossing lies between the two (both 0 if it starts there)."""
     v = -curve if lower_is_better else curve
     start, best = float(v.iloc[0]), float(v.max())
     target = start + fraction * (best - start)
-    return float(v.index[int(np.argmax(v.to_numpy() >= target - 1e-12))])
+    i = int(np.argmax(v.to_numpy() >= target - 1e-12))
+    return float(v.index[max(i - 1, 0)]), float(v.index[i])
+
+
+def _faster(a: tuple[float, float], b: tuple[float, float], ratio: float):
+    """Is crossing a below `ratio` x crossing b, each known only between two evaluations ((before, at] steps)?
+    True / False where every pair of times in the intervals agrees, else INCONCLUSIVE (the curves' spacing
+    decides, not the methods)."""
+    (pa, ta), (pb, tb) = a, b
+    if pb > 0 and ta / pb <= ratio:  # a's latest possible time against b's earliest
+        return True
+    if pa / tb >= ratio:
+        return False
+    return INCONCLUSIVE
 
 
 def converges_faster(ctx, experiments: list[str], fast: dict, slow: list[dict], by: str = "dataset",
                      metric: str = "test_nll", fraction: float = 0.9, ratio: float = 1.0,
                      lower_is_better: bool = True, fast_experiments: list[str] | None = None) -> Verdict:
     """Per value of `by`, the mean learning curve (over seeds) of the `fast` cells makes `fraction` of its total
-    improvement in fewer than `ratio` x the iterations each `slow` one needs (curves: ctx.curves)."""
+    improvement in fewer than `ratio` x the iterations each `slow` one needs (curves: ctx.curves). A curve's
+    crossing is known only between two evaluations: a pair whose intervals allow both answers is inconclusive."""
     results, parts, ns = [], [], []
     for i, exp in enumerate(experiments):
         f_exp = (fast_experiments or experiments)[i]
@@ -611,16 +626,18 @@ def converges_faster(ctx, experiments: list[str], fast: dict, slow: list[dict], 
                     results.append(None)
                     parts.append(f"{k}: too few evaluations")
                     continue
-                ta, tb = _time_to(a, fraction, lower_is_better), _time_to(b, fraction, lower_is_better)
-                # both there at the first evaluation after the start: the curves' spacing, not the methods,
-                # decides; no ordering can be read off them
-                unresolved = ta == tb == min(a.index[1], b.index[1])
-                results.append(INCONCLUSIVE if unresolved else ta < ratio * tb)
+                (pa, ta), (pb, tb) = crossings = _time_to(a, fraction, lower_is_better), _time_to(b, fraction,
+                                                                                                   lower_is_better)
+                verdict = _faster(*crossings, ratio)
+                results.append(verdict)
                 seeds = [int(cf[cf[by] == k]["seed"].nunique()) if "seed" in cf else 1,
                          int(cs[cs[by] == k]["seed"].nunique()) if "seed" in cs else 1]
                 ns.append(min(seeds))
+                between = ("both at the first evaluation: below the curves' resolution" if pa == pb == 0
+                           else f"crossings between evaluations: ratio in ({pa / tb:.2g}, "
+                                f"{ta / pb if pb else float('inf'):.2g}), below the curves' resolution")
                 parts.append(f"{k}: {_words(fast)} {ta:g} vs {_words(w)} {tb:g} iterations"
-                             + (" (both at the first evaluation: below the curves' resolution)" if unresolved else ""))
+                             + (f" ({between})" if verdict == INCONCLUSIVE else ""))
     return _decide(results, f"iterations to {fraction:.0%} of the {metric} improvement (bound: < {ratio:g} x): "
                    + "; ".join(parts), min(ns, default=0))
 
