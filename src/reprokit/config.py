@@ -238,7 +238,7 @@ def pipeline_files(root: str | Path = ".") -> list[Path]:
 
 
 def schema_path(root: str | Path = ".") -> Path:
-    """The top-level JSON schema (workflow/schemas/config.schema.yaml; each kind's schema sits beside it)."""
+    """The top-level JSON schema (workflow/schemas/config.schema.yaml; each kind's is generated: reprokit.plan.kind_schema)."""
     return Path(root) / "workflow" / "schemas" / "config.schema.yaml"
 
 
@@ -388,10 +388,10 @@ def coerce_config(config: dict, schema_path: str | Path) -> dict:
     for name, spec in experiments.items():
         if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
             continue
-        kind_file = Path(schema_path).parent / "kinds" / f"{spec['kind']}.schema.yaml"
-        if not kind_file.exists():
+        settings_schema = _kind_schema(spec["kind"])
+        if settings_schema is None:
             continue
-        settings_schema = _load_yaml(kind_file).get("settings", {})
+        settings_schema = settings_schema["settings"]
         spec = dict(spec)
         if isinstance(spec.get("settings"), dict):
             spec["settings"] = coerce_strings(spec["settings"], settings_schema)
@@ -427,6 +427,14 @@ def _load_yaml(path: str | Path) -> dict:
     return _YAML_CACHE[key]
 
 
+def _kind_schema(name: str) -> dict | None:
+    """The JSON schema of experiment kind `name`, generated from its settings model (reprokit.plan), or None
+    for an unknown kind."""
+    from .plan import KINDS, kind_schema
+
+    return kind_schema(name) if name in KINDS else None
+
+
 def _top_schema(schema_path: str | Path) -> dict:
     """The top-level schema with its generated parts filled in: `run` from reprokit.runtime.RuntimeSettings."""
     from .runtime import run_schema
@@ -450,30 +458,26 @@ def _first_error(validator, instance, prefix: str):
 def validate_config(config: dict, schema_path: str | Path) -> None:
     """Validate against the JSON schema; raise one ConfigError naming the bad key or value.
 
-    The top-level schema fixes the structure; each experiment's settings and grid axes are checked
-    against `kinds/<kind>.schema.yaml` beside it. The schemas live with the workflow
-    (workflow/schemas/); the package only applies them.
+    The top-level schema (workflow/schemas/config.schema.yaml) fixes the structure; each experiment's
+    settings blocks and grid axes are checked against its kind's schema, generated from the kind's settings
+    model (`reprokit.plan.kind_schema`), which also checks every merged cell before the DAG runs.
     """
     import jsonschema
-    import yaml
 
-    # libyaml's loader when available: every DAG build validates, and pure-Python YAML parsing of the
-    # schemas was ~1 s of it
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     schema_path = Path(schema_path)
     schema = _top_schema(schema_path)
     message = _first_error(jsonschema.Draft202012Validator(schema), config, "")
     if message:
         raise ConfigError(message)
-    kinds: dict[str, tuple[dict, object]] = {}  # kind -> (schema, settings validator), each loaded once
+    kinds: dict[str, tuple[dict, object]] = {}  # kind -> (schema, settings validator), each built once
     for name, spec in config.get("experiments", {}).items():
         if spec["kind"] not in kinds:
-            kind_file = schema_path.parent / "kinds" / f"{spec['kind']}.schema.yaml"
-            if not kind_file.exists():
+            kind_schema = _kind_schema(spec["kind"])
+            if kind_schema is None:
+                from .plan import kind_names
+
                 raise ConfigError(f"config error at 'experiments.{name}.kind': no experiment kind '{spec['kind']}' "
-                                  f"(no schema {kind_file})")
-            with open(kind_file) as f:
-                kind_schema = yaml.load(f, Loader=loader)
+                                  f"(valid: {', '.join(kind_names())})")
             kinds[spec["kind"]] = (kind_schema, jsonschema.Draft202012Validator(kind_schema["settings"]))
         kind, settings_validator = kinds[spec["kind"]]
         blocks = [(f"experiments.{name}.settings", spec.get("settings", {}), spec.get("grid", {}))]

@@ -7,9 +7,9 @@ The pipeline reads top-down in the order data flows:
     metrics.py  ->  report/aggregate.py  ->  report/ + workflow/notebooks (artefacts)
 
 Each experiment kind is one :class:`KindPlan` registered in :data:`KINDS` (explicit, no module
-discovery). A plan owns the kind's typed :class:`Settings` (each default in exactly one place: the
-dataclass; the JSON schema in workflow/schemas/kinds/ validates, a test keeps the two in step), and
-answers, without torch:
+discovery). A plan owns the kind's typed :class:`Settings` (a pydantic model: each default, allowed value, bound
+and description in exactly one place; the kind's JSON schema is generated from it), and answers,
+without torch:
 
 * ``settings(cell)``          the cell's typed settings (grid coordinates override shared settings)
 * ``required_variants(cell)`` {name: (dataset, variant file)} the pipeline builds first
@@ -25,62 +25,60 @@ and names its build function (``experiments.<kind>.build``), imported only when 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
-import typing
 import weakref
-from dataclasses import dataclass, fields
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..config import ConfigError
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Base of every kind's (and method block's) typed settings.
+class Settings(BaseModel):
+    """Base of every kind's (and method block's) typed settings: a frozen pydantic model.
 
-    Subclasses are frozen dataclasses: a field without a default is required; nested blocks are
-    dataclass-typed fields built from the config's mapping. `from_dict` names an unknown or missing key.
+    Each field holds its default (a field without one is required), its allowed values (``Literal``), its
+    bounds (``Field(ge=...)``) and its description; the kind's JSON schema, which validates the config's
+    blocks before any cell exists, is generated from it (:meth:`KindPlan.schema`). Nested method blocks are
+    Settings-typed fields built from the config's mapping. Unknown keys are errors. pydantic v2 because one
+    class gives the typed object, its checks and that schema (as ``RuntimeSettings`` does for ``run:``).
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
 
     @classmethod
     def from_dict(cls, values: dict, where: str = "settings"):
-        values = {k: v for k, v in (values or {}).items() if not str(k).startswith("_")}  # _inputs: pipeline glue
-        spec = _field_spec(cls)
-        unknown = sorted(set(values) - set(spec))
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} for {cls.__name__} "
-                              f"(valid: {', '.join(spec)})")
-        out = {}
-        for name, (required, block) in spec.items():
-            if name not in values:
-                if required:
-                    raise ConfigError(f"{where}.{name}: required by {cls.__name__} but not set")
-                continue
-            value = values[name]
-            if block is not None and isinstance(value, dict):
-                value = block.from_dict(value, f"{where}.{name}")
-            out[name] = value
-        return cls(**out)
+        """The typed settings of `values` (keys starting with `_`, pipeline glue such as `_inputs`, dropped);
+        a ConfigError naming `where`, the key and the bad value otherwise."""
+        values = {k: v for k, v in (values or {}).items() if not str(k).startswith("_")}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as err:
+            raise ConfigError(_message(err, cls, where)) from None
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return self.model_dump()
 
 
-@functools.lru_cache(maxsize=None)
-def _field_spec(cls) -> dict:
-    """{field: (required, nested Settings type or None)} of a Settings dataclass, computed once per class."""
-    hints = typing.get_type_hints(cls)
-    return {f.name: (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                     _settings_type(hints.get(f.name))) for f in fields(cls)}
-
-
-def _settings_type(hint):
-    """The Settings subclass a field holds (also inside `X | None`), else None."""
-    for cand in (hint, *typing.get_args(hint)):
-        if isinstance(cand, type) and issubclass(cand, Settings):
-            return cand
-    return None
+def _message(err: ValidationError, cls, where: str) -> str:
+    """One line for the first problem pydantic found (all unknown keys at once)."""
+    errors = err.errors(include_url=False)
+    extra = [e for e in errors if e["type"] == "extra_forbidden"]
+    if extra:
+        keys = sorted(".".join(map(str, e["loc"])) for e in extra)
+        valid = ", ".join(cls.model_fields) if all(len(e["loc"]) == 1 for e in extra) else ""
+        return (f"{where}: unknown key(s) {', '.join(keys)} for {cls.__name__}"
+                + (f" (valid: {valid})" if valid else ""))
+    e = errors[0]
+    loc = ".".join(str(p) for p in e["loc"] if isinstance(p, int) or "[" not in str(p))  # drop union member tags
+    at = f"{where}.{loc}" if loc else where
+    if e["type"] == "missing":
+        return f"{at}: required by {cls.__name__} but not set"
+    if e["type"] == "literal_error":
+        return f"{at}: '{e['input']}' unknown (valid: {e['ctx']['expected']})"
+    if e["type"] in ("value_error", "assertion_error"):
+        return f"{at}: {e['ctx']['error']}"
+    return f"{at}: {e['msg']} (got {e['input']!r})"
 
 
 class KindPlan:
@@ -88,8 +86,17 @@ class KindPlan:
     override what differs from these defaults (no variants, no upstream cells, every setting matters)."""
 
     name: str = ""
+    title: str = ""  # what the kind is for (the schema's title)
     Settings: type[Settings] = Settings
+    axes: tuple[str, ...] = ()  # the settings a grid may sweep (dotted for a method block's key)
     build_target: str = ""
+
+    def schema(self) -> dict:
+        """The kind's JSON schema for the config, generated from `Settings`: `axes` and `settings` (every key
+        optional, since a scale's block overrides only some of them; a `per_<axis>` block for each axis but the
+        seed maps an axis value to such partial settings)."""
+        per_axes = [a for a in self.axes if "." not in a and a != "seed"]  # a `per_<axis>` block each
+        return {"title": self.title, "axes": list(self.axes), "settings": settings_schema(self.Settings, per_axes)}
 
     def settings(self, cell):
         """Typed settings of one cell: shared settings overridden by the cell's grid coordinates. Built once
@@ -120,7 +127,6 @@ class KindPlan:
     def cost_parts(self, cell):
         """The cell's work for the cost model (`plan.costs.CellWork`), or None for a kind without a cost model
         (the budget prices it as a loud FALLBACK)."""
-        return None
 
     def needs(self, st) -> tuple:
         """Settings (names of fields) that the cell's method needs although the kind makes them optional."""
@@ -142,6 +148,54 @@ class KindPlan:
         return getattr(importlib.import_module(module), func)(cell, ctx)
 
 
+def settings_schema(model: type[Settings], per_axes=()) -> dict:
+    """`model`'s JSON schema with no key required and no titles, plus a `per_<axis>` block for each of
+    `per_axes` ({axis value: partial settings}; its keys limited to the axis' allowed values where the field
+    is a Literal)."""
+    schema = _partial(model.model_json_schema())
+    defs = schema.pop("$defs", {})
+    props = dict(schema.get("properties", {}))
+    for axis in per_axes:
+        block = {"type": "object", "description": f"settings for one {axis} (keys: its values), over the above",
+                 "additionalProperties": {"$ref": "#/$defs/settings"}}
+        values = _allowed(props.get(axis, {}))
+        if values:
+            block["propertyNames"] = {"enum": [str(v) for v in values]}
+        elif "pattern" in props.get(axis, {}):
+            block["propertyNames"] = {"pattern": props[axis]["pattern"]}
+        props[f"per_{axis}"] = block
+    return {**schema, "properties": props, "$defs": {**defs, "settings": schema}}
+
+
+def _allowed(prop: dict) -> list:
+    """The values a field's schema allows when it is a Literal or a union of Literals (None: not listed)."""
+    if "enum" in prop:
+        return list(prop["enum"])
+    if "const" in prop:
+        return [prop["const"]]
+    if "anyOf" in prop:
+        parts = [_allowed(p) for p in prop["anyOf"] if p.get("type") != "null"]
+        return [v for p in parts for v in p] if parts and all(parts) else []
+    return []
+
+
+def _partial(schema):
+    """`schema` (a pydantic JSON schema) without `required` lists and `title`s, recursively."""
+    if isinstance(schema, dict):
+        return {k: _partial(v) for k, v in schema.items() if k not in ("required", "title")}
+    if isinstance(schema, list):
+        return [_partial(v) for v in schema]
+    return schema
+
+
+def kind_schema(name: str) -> dict:
+    """The generated schema of experiment kind `name` (see :meth:`KindPlan.schema`), built once."""
+    if name not in _SCHEMAS:
+        _SCHEMAS[name] = kind(name).schema()
+    return _SCHEMAS[name]
+
+
+_SCHEMAS: dict[str, dict] = {}
 KINDS: dict[str, KindPlan] = {}
 
 

@@ -8,119 +8,144 @@ hyperparameters partitioned / validation_opt learn) are the augmentation's param
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field, model_validator
 
 from ..config import ConfigError
 from ..data import variant_names as variants
 from . import KindPlan, Settings, register
 from .costs import EVAL_FORWARD_SHARE, IMAGE_TEST_SIZE, CellWork, Part
 
-METHODS = ("baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned", "partitioned_ens", "validation_opt",
-           "random", "retrain", "fixed")
+Method = Literal["baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned", "partitioned_ens",
+                 "validation_opt", "random", "retrain", "fixed"]
+METHODS = get_args(Method)
 CHUNKED = ("partitioned", "partitioned_ens", "validation_opt")  # the `chunks` variant (validation_opt: [train, val])
-PSI = ("augmentation", "feature_extractor")
 PSI_FEATURE_METHODS = ("partitioned", "validation_opt")  # the methods that learn a feature extractor
 FIXED = ("random", "retrain", "fixed")
+Proportion = Annotated[float, Field(gt=0)]
 
 
-@dataclass(frozen=True)
 class AffineSettings(Settings):
-    # grid axes (an experiment uses the ones it needs; the rest come from settings)
-    dataset: str
-    method: str
-    n_train: int
+    """Grid axes (an experiment uses the ones it needs; the rest come from settings), data, model and optimiser,
+    psi (the augmentation, or a Wide-ResNet's stem and first two stages: methods/feature_extractor.py), and the
+    settings of each method (dl_: Diff. Laplace, LILA, methods/diff_laplace.py; llml_: Last-layer ML,
+    methods/last_layer_gp.py; finetune_: validation_opt's finetune phase, methods/validation_opt.py)."""
+
+    dataset: Literal["mnist", "fashion_mnist", "cifar10", "tinyimagenet"]
+    method: Method
+    n_train: int = Field(ge=1)
     seed: int
-    chunk_proportions: list
-    lr: float
-    batch_size: int
-    n_steps: int
-    eval_every: int  # 0: no curve
+    chunk_proportions: list[Proportion] = Field(min_length=2)
+    lr: float = Field(gt=0)
+    batch_size: int = Field(ge=1)
+    n_steps: int = Field(ge=1)
+    eval_every: int = Field(ge=0)
     rotated: bool = False
-    param_proportions: list | None = None  # default: the chunk proportions
-    sample: int = 0  # index of a random-search draw (method `random`)
-    # data
-    n_test: int | None = None  # a fixed random test subset (data_seed); None: the whole test set
-    n_eval_train: int = 0  # training examples also evaluated (fixed subset; 0: none)
-    data_seed: int = 0
-    rotation_seed: int = 0
-    eval_seed: int = 0
-    # model and optimiser
-    model: str = "mnist_cnn"
-    model_kwargs: dict = field(default_factory=dict)
-    optimizer: str = "adam"
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    wd_scaling: str = "reciprocal"
-    lr_schedule: str = "constant"
-    lr_cosine_steps: int | None = None  # cosine over the first lr_cosine_steps steps, then held (None: all)
-    rotated_steps_factor: float = 1.0
-    rotated_n_steps: int | None = None
-    eval_batch_size: int = 1000
-    # hyperparameters psi of partitioned / validation_opt: the augmentation, or a Wide-ResNet's stem and
-    # first two stages (methods/feature_extractor.py; model must be a Wide-ResNet)
-    psi: str = "augmentation"
-    # augmentation
-    augmentation: str = "schwobel"  # psi of partitioned / partitioned_ens / diff_laplace / last_layer_ml / fixed-range
-    aug_init: float = 0.0
-    aug_samples: int = 20
-    eval_aug_samples: int | None = None  # default: aug_samples
-    hyper_lr: float | None = None  # required by partitioned / partitioned_ens
-    augerino_augmentation: str = "same"  # App. I.4: the partitioned runs' parametrisation; "augerino" = Benton's
-    augerino_init_raw: float = 0.0
-    augerino_hyper_lr: float = 0.05
-    augerino_reg: float = 0.01
-    augerino_reg_kind: str = "safe"
-    # Diff. Laplace (LILA, Immer et al. 2022; methods/diff_laplace.py), units: training steps
-    dl_burnin: int = 0  # steps before the first hyper step
-    dl_marglik_every: int = 1  # hyper steps after every this many steps
-    dl_marglik_steps: int = 1  # Adam steps on (psi, log prior precision) each time
-    dl_marglik_batches: int = 1  # minibatches the marginal likelihood is computed on
-    dl_marglik_batch_size: int | None = None  # default: batch_size
-    dl_n_aug_marglik: int = 31  # augmentation samples in the marginal likelihood (LILA's repo: 31)
-    dl_hyper_lr: float = 0.05  # Adam lr of the hyperparameters (cosine decay to lr * dl_hyper_final_factor)
-    dl_hyper_final_factor: float = 0.1
-    dl_prior_structure: str = "layerwise"  # one prior precision per parameter tensor, or "scalar"
-    dl_prior_prec_init: float = 1.0
-    # Last-layer ML (Schwoebel et al. 2021; methods/last_layer_gp.py): GP on the CNN's last-layer features
-    llml_n_inducing: int = 1200  # inducing points (at most n_train)
-    llml_orbit_size: int = 120  # augmentation samples per image in training
-    llml_eval_orbit_size: int | None = None  # in evaluations (default: llml_orbit_size)
-    llml_lik_samples: int = 8  # latent draws of the ELBO's expected log-likelihood
-    llml_eval_lik_samples: int = 32  # latent draws of the predictive
-    llml_gp_lr: float = 1e-2  # Adam lr of variational parameters, inducing points, kernel
-    llml_aug_lr: float = 1e-3  # Adam lr of psi
-    llml_eval_batch_size: int = 200  # images per evaluation batch (x orbit size feature passes)
-    llml_curve_test_size: int | None = None  # test images of the curve rows (None: n_test); final uses all
-    llml_pretrain_steps: int = 1000  # stage 1: CNN + softmax layer, cross-entropy (methods/last_layer_gp.py)
-    llml_gp_warmup_steps: int = 500  # stage 2: GP alone on the pretrained features; then joint ELBO
-    # validation-set optimisation (methods/validation_opt.py): chunk_proportions = [train, validation]; then
-    # finetune_epochs epochs on all data with psi fixed (SGD, the search's settings but lr finetune_lr)
-    finetune_epochs: int = 20
-    finetune_lr: float = 0.01
-    finetune_lr_schedule: str | None = None  # None: the search's lr_schedule, over the finetune steps
-    # partitioning
-    partition_scheme: str = "random"
-    partition_default: str = "init"
-    ens_update: str = "all"
-    lml_eval_n: int = 0
-    # fixed-range methods
-    random_ranges: dict | None = None  # default {"rotation": pi, "default": 0.5}
-    random_seed: int = 0
+    param_proportions: list[Proportion] | None = Field(None, min_length=2)
+    sample: int = Field(0, description="index of a random-search draw (method `random`)")
+    n_test: int | None = Field(None, ge=1,
+        description="test examples evaluated (a fixed random subset, data_seed); null = the whole test set")
+    n_eval_train: int = Field(0, ge=0, description="training examples also evaluated (fixed subset; 0 = none)")
+    data_seed: int = Field(0, ge=0)
+    rotation_seed: int = Field(0, ge=0, description="seed of the rotated variant (one fixed rotation per image)")
+    eval_seed: int = Field(0, ge=0)
+    model: Literal["mnist_cnn", "fixup_resnet8", "fixup_resnet14", "resnet50_gn", "wrn", "wrn20_gn"] = "mnist_cnn"
+    model_kwargs: dict = Field(default_factory=dict)
+    optimizer: Literal["adam", "sgd"] = "adam"
+    momentum: float = Field(0.9, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    wd_scaling: Literal["reciprocal", "sqrt", "none"] = "reciprocal"
+    lr_schedule: Literal["constant", "cosine"] = "constant"
+    lr_cosine_steps: int | None = Field(None, ge=1,
+        description="cosine decay over the first this many steps, then the final learning rate held (null = all "
+        "steps)")
+    rotated_steps_factor: float = Field(1.0, gt=0, description="n_steps is multiplied by this for rotated data")
+    rotated_n_steps: int | None = Field(None, ge=1,
+        description="iterations for rotated data (overrides n_steps and rotated_steps_factor)")
+    eval_batch_size: int = Field(1000, ge=1)
+    psi: Literal["augmentation", "feature_extractor"] = Field("augmentation",
+        description="hyperparameters of partitioned / validation_opt: the augmentation's parameters, or the stem and "
+        "first two stages of a Wide-ResNet (Table 3)")
+    augmentation: Literal["schwobel", "immer", "augerino"] = Field("schwobel",
+        description="parametrisation of psi for partitioned / partitioned_ens / diff_laplace / last_layer_ml / random"
+        " / retrain / fixed")
+    aug_init: float = Field(0.0, ge=0, description="initial half-width of every transformation (schwobel / immer)")
+    aug_samples: int = Field(20, ge=1, description="augmentation samples averaged over in training")
+    eval_aug_samples: int | None = Field(None, ge=1)
+    hyper_lr: float | None = Field(None, gt=0,
+        description="Adam learning rate of psi (partitioned, partitioned_ens, validation_opt)")
+    augerino_augmentation: Literal["same", "schwobel", "immer", "augerino"] = Field("same",
+        description="Augerino's parametrisation: same (as `augmentation`, App. I.4), or schwobel, immer, augerino "
+        "(Benton et al.)")
+    augerino_init_raw: float = Field(0.0)
+    augerino_hyper_lr: float = Field(0.05, gt=0)
+    augerino_reg: float = Field(0.01, ge=0)
+    augerino_reg_kind: Literal["safe", "standard"] = "safe"
+    dl_burnin: int = Field(0, ge=0, description="Diff. Laplace: training steps before the first hyperparameter step")
+    dl_marglik_every: int = Field(1, ge=1,
+        description="Diff. Laplace: hyperparameter steps after every this many training steps")
+    dl_marglik_steps: int = Field(1, ge=0,
+        description="Diff. Laplace: Adam steps on (psi, log prior precision) each time (0 = none)")
+    dl_marglik_batches: int = Field(1, ge=1,
+        description="Diff. Laplace: minibatches the marginal likelihood is computed on")
+    dl_marglik_batch_size: int | None = Field(None, ge=1,
+        description="Diff. Laplace: size of those minibatches (null = batch_size)")
+    dl_n_aug_marglik: int = Field(31, ge=1,
+        description="Diff. Laplace: augmentation samples in the marginal likelihood (LILA 31)")
+    dl_hyper_lr: float = Field(0.05, gt=0,
+        description="Diff. Laplace: Adam learning rate of the hyperparameters (cosine decay)")
+    dl_hyper_final_factor: float = Field(0.1, gt=0,
+        description="Diff. Laplace: final hyper learning rate / dl_hyper_lr")
+    dl_prior_structure: Literal["layerwise", "scalar"] = "layerwise"
+    dl_prior_prec_init: float = Field(1.0, gt=0)
+    llml_n_inducing: int = Field(1200, ge=1, description="Last-layer ML: inducing points (at most n_train)")
+    llml_orbit_size: int = Field(120, ge=1, description="Last-layer ML: augmentation samples per image in training")
+    llml_eval_orbit_size: int | None = Field(None, ge=1,
+        description="Last-layer ML: augmentation samples per image in evaluations (null = llml_orbit_size)")
+    llml_lik_samples: int = Field(8, ge=1,
+        description="Last-layer ML: latent draws of the ELBO's expected log-likelihood")
+    llml_eval_lik_samples: int = Field(32, ge=1, description="Last-layer ML: latent draws of the predictive")
+    llml_gp_lr: float = Field(0.01, gt=0,
+        description="Last-layer ML: Adam learning rate of variational parameters, inducing points and kernel")
+    llml_aug_lr: float = Field(0.001, gt=0, description="Last-layer ML: Adam learning rate of psi")
+    llml_eval_batch_size: int = Field(200, ge=1)
+    llml_curve_test_size: int | None = Field(None, ge=1,
+        description="Last-layer ML: test images of the curve rows (null = all); the final metrics use all")
+    llml_pretrain_steps: int = Field(1000, ge=0,
+        description="Last-layer ML: stage 1 steps, the CNN with its softmax layer by cross-entropy (0 = none)")
+    llml_gp_warmup_steps: int = Field(500, ge=0,
+        description="Last-layer ML: stage 2 steps, the GP alone on the pretrained features; the rest is joint")
+    finetune_epochs: int = Field(20, ge=0,
+        description="validation_opt: epochs on all data with psi fixed after the search (0 = no finetuning)")
+    finetune_lr: float = Field(0.01, gt=0,
+        description="validation_opt: SGD learning rate of the finetune phase (the search's other optimiser settings)")
+    finetune_lr_schedule: Literal["constant", "cosine"] | None = Field(None,
+        description="validation_opt: schedule of the finetune phase (null = the search's lr_schedule)")
+    partition_scheme: Literal["random", "node"] = "random"
+    partition_default: Literal["init", "zero"] = "init"
+    ens_update: Literal["all", "sample"] = Field("all",
+        description="Partitioned (Ens.): all networks step every iteration (all) or one sampled network (sample)")
+    lml_eval_n: int = Field(0, ge=0,
+        description="examples per chunk for the LML estimate in evaluations (0 = not computed)")
+    random_ranges: dict | None = Field(None,
+        description="upper limits of the random-search ranges, by transformation name; 'default' for the rest")
+    random_seed: int = Field(0, ge=0)
     fixed_ranges: dict | None = None
-    source_experiment: str | None = None
+    source_experiment: str | None = Field(None,
+        description="method retrain: the experiment whose cell (same coordinates, method source_method) found the "
+        "ranges")
     source_method: str = "partitioned"
 
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise ConfigError(f"affine_invariance: method '{self.method}' unknown (valid: {', '.join(METHODS)})")
-        if self.psi not in PSI:
-            raise ConfigError(f"affine_invariance: psi '{self.psi}' unknown (valid: {', '.join(PSI)})")
+    @model_validator(mode="after")
+    def _psi_and_chunks(self):
         if self.psi == "feature_extractor" and self.method not in PSI_FEATURE_METHODS:
-            raise ConfigError("affine_invariance: psi 'feature_extractor' is learned by "
-                              f"{', '.join(PSI_FEATURE_METHODS)} only, not '{self.method}'")
+            raise ValueError("affine_invariance: psi 'feature_extractor' is learned by "
+                             f"{', '.join(PSI_FEATURE_METHODS)} only, not '{self.method}'")
         if self.method == "validation_opt" and len(self.chunk_proportions) != 2:
-            raise ConfigError("affine_invariance: validation_opt needs two chunk_proportions [train, validation], got "
-                              f"{list(self.chunk_proportions)}")
+            raise ValueError("affine_invariance: validation_opt needs two chunk_proportions [train, validation], "
+                             f"got {list(self.chunk_proportions)}")
+        return self
 
     @property
     def params(self) -> list[float]:
@@ -157,7 +182,9 @@ HYPER_LR_METHODS = ("partitioned", "partitioned_ens", "validation_opt")  # learn
 
 class AffineInvariancePlan(KindPlan):
     name = "affine_invariance"
+    title = "affine_invariance experiments (learned affine augmentations: Figs. 3, 5-9, Tables 1-3)"
     Settings = AffineSettings
+    axes = ("dataset", "rotated", "method", "n_train", "param_proportions", "chunk_proportions", "sample", "seed")
     build_target = "reprokit.experiments.affine_invariance:build"
 
     def needs(self, st) -> tuple:

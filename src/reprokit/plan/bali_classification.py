@@ -2,52 +2,62 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal, get_args
+
+from pydantic import Field
 
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors
 from .costs import CellWork, bali_step, mlp_cell
 
-METHODS = ("bali", "dropout", "map")
-UCI = ("spambase", "magic", "cdc_diabetes")
-IMAGES = ("mnist", "fashion_mnist")
+Method = Literal["bali", "dropout", "map"]
+Uci = Literal["spambase", "magic", "cdc_diabetes"]
+Image = Literal["mnist", "fashion_mnist"]
+METHODS, UCI, IMAGES = get_args(Method), get_args(Uci), get_args(Image)
 # Settings only one method reads; `cell_settings` drops the other methods' keys from a cell's parameters.
 METHOD_KEYS = {"bali": ("bali",), "dropout": ("optim", "dropout_p"), "map": ("optim",)}
 
 
-@dataclass(frozen=True)
 class ClassificationBaliBlock(BaliPriors):
     """Method `bali` (Table 5)."""
-    reparam: str
+    reparam: Literal["weight", "local"]
 
 
-@dataclass(frozen=True)
 class OptimBlock(Settings):
     """Adam of methods `dropout` and `map` (Table 6)."""
-    lr: float
-    weight_decay: float
+    lr: float = Field(gt=0)
+    weight_decay: float = Field(ge=0)
 
 
-@dataclass(frozen=True)
+
 class ClassificationSettings(BaliKindSettings):
     """UCI sets: `seed` is also the seed of the random 80/20 split."""
 
     KIND = "bali_classification"
-    VALID = {"method": METHODS, "dataset": UCI + IMAGES}
+    method: Method
+    dataset: Uci | Image
 
-    batch_size: int
-    n_steps: int
-    standardize: bool = False  # z-score the features with training statistics
-    eval_every: int | None = None  # overrides eval_every_epochs
-    eval_every_epochs: float | None = None  # round(epochs N_train / batch_size) iterations
-    eval_doubling_until: int = 0  # also a curve row at steps 1, 2, 4, .. below it (the curve's start)
-    train_eval_size: int | None = None  # None: the whole training set
-    test_eval_size: int | None = None
-    train_subset: int | None = None  # tiny test scale only
-    test_subset: int | None = None  # ... also the OOD set
-    ood_dataset: str | None = None  # Fig. 3
+    batch_size: int = Field(ge=1)
+    n_steps: int = Field(ge=1)
+    standardize: bool = Field(False, description="z-score the (tabular) features with training-set statistics")
+    eval_every: int | None = Field(None, ge=1, description="curve evaluation period in iterations; overrides "
+                                   "eval_every_epochs")
+    eval_every_epochs: float | None = Field(None, gt=0, description="curve evaluation period in epochs "
+                                            "(round(epochs * N_train / batch_size) iterations)")
+    eval_doubling_until: int = Field(0, ge=0, description="also a curve evaluation at steps 1, 2, 4, 8, ... "
+                                     "below this step (the curve's start); 0 none")
+    train_eval_size: int | None = Field(None, ge=1, description="random training points on which the curve's "
+                                        "training NLL is evaluated (None: the whole training set)")
+    test_eval_size: int | None = Field(None, ge=1, description="fixed random test subset for curve evaluations "
+                                       "(final metrics use the whole test set)")
+    train_subset: int | None = Field(None, ge=1, description="train on a random subset of this size (tiny test "
+                                     "scale only)")
+    test_subset: int | None = Field(None, ge=1, description="evaluate on a random test subset of this size (tiny "
+                                    "test scale only; also the OOD set)")
+    ood_dataset: Image | None = Field(None, description="dataset whose test split is the OOD set of Fig. 3 (image "
+                                      "experiments)")
     # per method (METHOD_KEYS)
-    dropout_p: float | None = None
+    dropout_p: float | None = Field(None, ge=0, lt=1)
     optim: OptimBlock | None = None
     bali: ClassificationBaliBlock | None = None
 
@@ -60,7 +70,9 @@ class ClassificationSettings(BaliKindSettings):
 
 class BaliClassificationPlan(KindPlan):
     name = "bali_classification"
+    title = "bali_classification experiments (BALI paper, Sec. 5.3-5.5, Table 2, Figs. 2 and 3)"
     Settings = ClassificationSettings
+    axes = ("method", "dataset", "seed", "bali.wishart_n")  # bali.wishart_n: bali_cls_image_wishart's sweep
     build_target = "reprokit.experiments.bali_classification:build"
 
     def needs(self, st) -> tuple:

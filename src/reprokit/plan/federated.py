@@ -7,72 +7,72 @@ Adam, FedOpt), augerino (FedAvg + Augerino), partitioned (FedAvg + Partitioned).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from typing import Annotated, Literal, get_args
 
-from ..config import ConfigError
+from pydantic import Field
+
 from ..data import variant_names as variants
 from . import KindPlan, Settings, register
 from .costs import EVAL_FORWARD_SHARE, CellWork, Part
 
-METHODS = ("fedavg", "augerino", "partitioned")
-BATCHING = ("loop", "vmap", "auto")
+Method = Literal["fedavg", "augerino", "partitioned"]
+METHODS = get_args(Method)
 
-
-@dataclass(frozen=True)
 class FederatedSettings(Settings):
     # grid axes
     dataset: str
-    method: str
-    n_train: int  # clients' examples in all (the federated split's subset size)
+    method: Method
+    n_train: int = Field(description="clients' examples in all (the federated split's subset size)")
     seed: int
-    rounds: int
-    eval_every: int  # rounds between evaluations
+    rounds: int = Field(ge=1, description="communication rounds (one training step each)")
+    eval_every: int = Field(ge=1, description="rounds between evaluations of the validation set")
     rotated: bool = False
     # data: the split is fixed across methods and seeds (data_seed); App. J.2
-    n_clients: int = 100
-    alpha: float = 0.1  # Dirichlet concentration (label skew; for rotated data over 10 rotation bins)
-    rotated_alpha: float = 0.1
-    n_val: int = 10000  # validation hold-out of the training set (MNIST 10k, CIFAR 5k)
-    n_val_eval: int | None = None  # evaluate on the first n_val_eval validation examples (None: all)
-    data_seed: int = 0  # federated split and rotation angles
-    eval_seed: int = 0
+    n_clients: int = Field(100, ge=1)
+    alpha: float = Field(0.1, gt=0, description="Dirichlet concentration of the label skew (App. J.2; MNIST 0.1, "
+                         "CIFAR 1.0)")
+    rotated_alpha: float = Field(0.1, gt=0, description="Dirichlet concentration over the 10 rotation bins of "
+                                 "rotated data")
+    n_val: int = Field(10000, ge=1, description="validation examples held out of the training set before the subset "
+                       "is drawn (MNIST 10k, CIFAR 5k)")
+    n_val_eval: int | None = Field(None, ge=1, description="evaluate on the first n_val_eval validation examples "
+                                   "(None: all)")
+    data_seed: int = Field(0, ge=0, description="federated split and rotation angles")
+    eval_seed: int = Field(0, ge=0)
     # model
     model: str = "mnist_cnn"
-    model_kwargs: dict = field(default_factory=dict)
-    dropout: float = 0.1  # initial (partitioned: learned) / fixed (fedavg, augerino) dropout rate
-    augmentation: str = "schwobel"
+    model_kwargs: dict = Field(default_factory=dict)
+    dropout: float = Field(0.1, gt=0, lt=1, description="dropout rate (partitioned: initial value of the learned "
+                           "concrete dropout; others: fixed)")
+    augmentation: Literal["schwobel", "immer", "augerino"] = "schwobel"
     aug_init: float = 0.0
-    aug_samples: int = 10
-    eval_aug_samples: int = 10
+    aug_samples: int = Field(10, ge=1)
+    eval_aug_samples: int = Field(10, ge=1)
     # federated optimisation
-    clients_per_round: int = 10
-    local_epochs: int = 1
-    batch_size: int = 64
-    local_lr: float = 0.05
-    server_lr: float = 1e-3
-    server_eps: float = 1e-8
-    hyper_lr: float = 3e-3
-    hyper_eps: float = 1e-8
-    hyper_batch_size: int | None = None  # None: the client's whole local data (MNIST, App. J.1)
+    clients_per_round: int = Field(10, ge=1)
+    local_epochs: int = Field(1, ge=1)
+    batch_size: int = Field(64, ge=1)
+    local_lr: float = Field(0.05, gt=0)
+    server_lr: float = Field(1e-3, gt=0)
+    server_eps: float = Field(1e-8, gt=0)
+    hyper_lr: float = Field(3e-3, gt=0)
+    hyper_eps: float = Field(1e-8, gt=0)
+    hyper_batch_size: int | None = Field(None, ge=1, description="partitioned: examples of a client's psi gradient "
+                                         "(None: the client's whole local data, MNIST, App. J.1)")
     # partitioned
-    chunk_proportions: list = field(default_factory=lambda: [0.7, 0.2, 0.1])
-    param_proportions: list | None = None  # default: chunk_proportions
-    partition_scheme: str = "random"
+    chunk_proportions: list[Annotated[float, Field(gt=0)]] = Field(default_factory=lambda: [0.7, 0.2, 0.1],
+                                                                    min_length=1)
+    param_proportions: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, description="default: chunk_proportions")
+    partition_scheme: Literal["random", "node"] = "random"
     # augerino
-    augerino_reg: float = 0.01
-    augerino_reg_kind: str = "safe"
-    last_k: int = 10  # val_acc_last: mean over the last last_k evaluations
-    eval_batch_size: int = 1000
-    # how a round's clients run (methods/federated.py): loop (one after the other), vmap (batched by
-    # torch.func.vmap), auto (vmap on CUDA, loop on the CPU); the same results to rounding either way
-    client_batching: str = "auto"
-
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise ConfigError(f"federated: method '{self.method}' unknown (valid: {', '.join(METHODS)})")
-        if self.client_batching not in BATCHING:
-            raise ConfigError(f"federated: client_batching '{self.client_batching}' unknown "
-                              f"(valid: {', '.join(BATCHING)})")
+    augerino_reg: float = Field(0.01, ge=0)
+    augerino_reg_kind: Literal["safe", "standard"] = "safe"
+    last_k: int = Field(10, ge=1, description="val_acc_last: mean over the last last_k evaluations")
+    eval_batch_size: int = Field(1000, ge=1)
+    client_batching: Literal["loop", "vmap", "auto"] = Field(
+        "auto", description="how a round's clients run (methods/federated.py): loop (one after the other), vmap "
+        "(batched by torch.func.vmap), auto (vmap on CUDA, loop on the CPU); the same results to rounding either way")
 
     @property
     def split_alpha(self) -> float:
@@ -81,7 +81,9 @@ class FederatedSettings(Settings):
 
 class FederatedPlan(KindPlan):
     name = "federated"
+    title = "federated experiments (Table 4 and Fig. 10 of the partitioned-networks paper, App. J)"
     Settings = FederatedSettings
+    axes = ("dataset", "rotated", "method", "n_train", "seed")
     build_target = "reprokit.experiments.federated:build"
 
     def n_steps(self, cell) -> int:

@@ -6,14 +6,16 @@ partitioned_mask (a learned concrete-Bernoulli input mask, Fig. 2b).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal, get_args
 
-from ..config import ConfigError
+from pydantic import Field
+
 from ..data import variant_names as variants
 from . import KindPlan, Settings, register
 from .costs import CellWork, mlp_cell
 
-METHODS = ("partitioned", "laplace", "partitioned_mask")
+Method = Literal["partitioned", "laplace", "partitioned_mask"]
+METHODS = get_args(Method)
 CHUNKED = ("partitioned", "partitioned_mask")
 _PARTITIONED = ("chunk_proportions", "partition_scheme", "partition_default", "wd_scaling", "hyper_lr",
                 "early_stopping")
@@ -24,52 +26,49 @@ NEEDS = {  # the optional settings each method requires
 }
 
 
-@dataclass(frozen=True, kw_only=True)  # keyword-only: fields grouped by topic, defaults anywhere
 class InputSelectionSettings(Settings):
     # grid axes
-    method: str
-    seed: int  # initialisation, chunk assignment, minibatches
-    n_inputs: int | None = None  # fixed mask keeping the first K inputs (partitioned, laplace)
+    method: Method
+    seed: int = Field(description="initialisation, chunk assignment, minibatches")
+    n_inputs: int | None = Field(None, description="fixed mask keeping the first K inputs (partitioned, laplace)")
     # data: the synthetic task of Lyle et al. (2020), drawn with data_seed
-    n_train: int
-    n_test: int
-    data_seed: int
+    n_train: int = Field(ge=1)
+    n_test: int = Field(ge=1)
+    data_seed: int = Field(ge=0)
     dataset: str = "input_selection"
     # model and optimiser (Adam)
-    hidden: list
-    activation: str
-    lr: float
-    batch_size: int
-    weight_decay: float
-    n_steps: int
-    eval_every: int
+    hidden: list[int] = Field(min_length=1)
+    activation: Literal["gelu", "relu", "tanh", "leaky_tanh"]
+    lr: float = Field(gt=0)
+    batch_size: int = Field(ge=1)
+    weight_decay: float = Field(ge=0)
+    n_steps: int = Field(ge=1)
+    eval_every: int = Field(ge=0)
     # partitioned, partitioned_mask
-    chunk_proportions: list | None = None
-    partition_scheme: str | None = None
-    partition_default: str | None = None
-    wd_scaling: str | None = None
-    hyper_lr: float | None = None
+    chunk_proportions: list[float] | None = Field(None, min_length=2)
+    partition_scheme: Literal["random", "node"] | None = None
+    partition_default: Literal["init", "zero"] | None = None
+    wd_scaling: Literal["reciprocal", "sqrt", "none"] | None = None
+    hyper_lr: float | None = Field(None, gt=0)
     early_stopping: bool | None = None
     # laplace
-    laplace_prior_steps: int | None = None
+    laplace_prior_steps: int | None = Field(None, ge=1)
     # partitioned_mask
-    mask_init_keep: float | None = None
-    mask_temperature: float | None = None
-    # how the label enters the informative features: "signed" (2y - 1, +-1; the default here) or "label" (y in
-    # {0, 1}, x = y + e as the paper writes it); data/synthetic.py _input_selection
-    signal: str = "signed"
-
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise ConfigError(f"input_selection: method '{self.method}' unknown (valid: {', '.join(METHODS)})")
-        missing = [k for k in NEEDS[self.method] if getattr(self, k) is None]
-        if missing:
-            raise ConfigError(f"input_selection: method '{self.method}' needs the setting(s) {', '.join(missing)}")
+    mask_init_keep: float | None = Field(None, gt=0, lt=1)
+    mask_temperature: float | None = Field(None, gt=0)
+    signal: Literal["signed", "label"] = Field(
+        "signed", description="how the label enters the informative features: signed (2y - 1, +-1; the default "
+        "here) or label (y in {0, 1}, x = y + e as the paper writes it); data/synthetic.py _input_selection")
 
 
 class InputSelectionPlan(KindPlan):
     name = "input_selection"
+    title = "input_selection experiments (Fig. 2 of the partitioned-networks paper)"
     Settings = InputSelectionSettings
+    axes = ("method", "n_inputs", "seed", "mask_init_keep")  # mask_init_keep: fig2b_mask_init's sweep
+
+    def needs(self, st) -> tuple:
+        return NEEDS[st.method]
     build_target = "reprokit.experiments.input_selection:build"
 
     def required_variants(self, cell) -> dict:

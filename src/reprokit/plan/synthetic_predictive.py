@@ -2,39 +2,38 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from pydantic import Field
 
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings
 from .costs import CellWork, bali_step, mlp_cell
 
-METHODS = ("bali", "bbb")
-DATASETS = ("sines_trend", "sinc", "two_moons")
+Method = Literal["bali", "bbb"]
+Dataset = Literal["sines_trend", "sinc", "two_moons"]
+METHODS, DATASETS = get_args(Method), get_args(Dataset)
 
 
-@dataclass(frozen=True)
 class PriorBlock(Settings):
     """BALI priors of one task (`regression` / `classification` blocks; App. H.1)."""
-    sigma_init: float
-    sigma_r: float
-    sigma_u2_factor: float  # sigma_u^2 = sigma_u2_factor * N_eff
+    sigma_init: float = Field(gt=0)
+    sigma_r: float = Field(gt=0)
+    sigma_u2_factor: float = Field(gt=0, description="sigma_u^2 = sigma_u2_factor * N_eff")
 
 
-@dataclass(frozen=True)
 class SyntheticBaliBlock(Settings):
-    alpha: float
-    beta: float
-    reparam: str = "weight"
+    alpha: float = Field(gt=0)
+    beta: float = Field(gt=0, le=1)
+    reparam: Literal["weight", "local", "mean"] = "weight"
 
 
-@dataclass(frozen=True)
 class SyntheticBbbBlock(Settings):
-    lr: float
-    prior_sigma: float
-    init_sigma: float
+    lr: float = Field(gt=0)
+    prior_sigma: float = Field(gt=0)
+    init_sigma: float = Field(gt=0)
 
 
-@dataclass(frozen=True)
 class SyntheticDataBlock(Settings):
     """Generator keywords per dataset (n_train, noise, ...; data/registry.py); None: the generator's defaults."""
     sines_trend: dict | None = None
@@ -42,17 +41,19 @@ class SyntheticDataBlock(Settings):
     two_moons: dict | None = None
 
 
-@dataclass(frozen=True)
 class SyntheticSettings(BaliKindSettings):
     KIND = "synthetic_predictive"
-    VALID = {"method": METHODS, "dataset": DATASETS}
+    method: Method
+    dataset: Dataset
 
-    kl_factor: float  # grid axis: Bayes by Backprop's KL factor (ignored by BALI)
-    data_seed: int  # the data sample (`seed` does not change it)
-    n_steps: int
-    eval_every: int
-    batch_size: int | None = None  # 0 / None: full batch
-    data: SyntheticDataBlock = field(default_factory=SyntheticDataBlock)
+    kl_factor: float = Field(description="grid axis: Bayes by Backprop's KL factor (ignored by BALI)")
+    data_seed: int = Field(ge=0, description="the data sample (`seed` does not change it)")
+    n_steps: int = Field(ge=1)
+    eval_every: int = Field(ge=0)
+    batch_size: int | None = Field(None, ge=0, description="0 / None: full batch")
+    data: SyntheticDataBlock = Field(default_factory=SyntheticDataBlock,
+                                     description="generator keywords per dataset (n_train, noise, ...; "
+                                     "see data/registry.py)")
     # BALI priors per task (the dataset's task picks one) and per-method blocks
     regression: PriorBlock | None = None
     classification: PriorBlock | None = None
@@ -66,7 +67,10 @@ class SyntheticSettings(BaliKindSettings):
 
 class SyntheticPredictivePlan(KindPlan):
     name = "synthetic_predictive"
+    title = "synthetic_predictive experiments (BALI paper Sec. 5.1 Fig. 1, App. I.2 Figs. 4-6)"
     Settings = SyntheticSettings
+    # bali.alpha, bali.beta, n_steps: optional sweep axes (a dotted axis sets that key of a nested block)
+    axes = ("method", "dataset", "kl_factor", "seed", "bali.alpha", "bali.beta", "n_steps")
     build_target = "reprokit.experiments.synthetic_predictive:build"
 
     def needs(self, st) -> tuple:

@@ -2,51 +2,66 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field
 
 from ..config import ConfigError
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors
 from .costs import CellWork, bali_step, mlp_cell
 
-METHODS = ("bali", "bali_ystd", "dropout", "bbb")
+Method = Literal["bali", "bali_ystd", "dropout", "bbb"]
+METHODS = get_args(Method)
 BALI_METHODS = ("bali", "bali_ystd")
+Positive = Annotated[float, Field(gt=0)]
+Batch = Annotated[Annotated[int, Field(ge=1)] | Literal["full"],
+                  Field(description="minibatch size, or `full` for the whole training split")]
+STD_X = "z-score inputs with training-split statistics"
+STD_Y = "z-score targets (metrics are still reported in original units)"
 
 
-@dataclass(frozen=True)
 class UciBaliBlock(BaliPriors):
     """Methods `bali` and `bali_ystd` (the same keys; Table 4)."""
-    standardize_x: bool
-    standardize_y: bool
-    batch_size: int | str  # `full` (or 0): the whole training split
-    n_steps: int
-    reparam: str = "weight"
+    standardize_x: bool = Field(description=STD_X)
+    standardize_y: bool = Field(description=STD_Y)
+    batch_size: Batch
+    n_steps: int = Field(ge=1)
+    reparam: Literal["weight", "local", "mean"] = "weight"
     scale_input_layer: bool = False
 
 
-@dataclass(frozen=True)
 class UciDropoutBlock(Settings):
     """Method `dropout` (MC dropout, Gal & Ghahramani 2016). `protocol: gal` runs Gal's DropoutUncertaintyExps
     protocol in the cell (grid over `rates` x `taus` on an inner split, retraining; methods/gal_dropout.py:
     its own standardisation, input dropout, L2 from `prior_lengthscale` and tau; `epochs` fix the steps);
     `learned_noise` trains one network with `p`, a learned noise scale and `n_steps` steps."""
-    standardize_x: bool
-    standardize_y: bool
-    prior_lengthscale: float
-    lr: float
-    batch_size: int | str
-    protocol: str = "gal"  # gal | learned_noise
+    standardize_x: bool = Field(description="learned_noise only (gal standardises each phase itself)")
+    standardize_y: bool = Field(description="learned_noise only")
+    prior_lengthscale: float = Field(ge=0)
+    lr: float = Field(gt=0)
+    batch_size: Batch
+    protocol: Literal["gal", "learned_noise"] = Field(
+        "gal", description="gal: Gal's grid search + retraining in the cell; learned_noise: one run with p and a "
+        "learned noise")
     # learned_noise
-    p: float | None = None
-    dropout_input: bool = False
-    n_steps: int | None = None
+    p: float | None = Field(None, ge=0, lt=1, description="learned_noise only")
+    dropout_input: bool = Field(False, description="learned_noise only (gal always drops inputs)")
+    n_steps: int | None = Field(None, ge=1, description="learned_noise only (gal's steps follow epochs, N and "
+                                "batch_size)")
     # gal
-    rates: tuple = (0.005, 0.01, 0.05, 0.1)
-    taus: dict | tuple | None = None  # {dataset: grid} (Gal's grids are per dataset) or one grid for all
-    epochs: int = 4000  # 40 x --epochx 100 (config/experiments/bali_regression.yaml)
-    val_fraction: float = 0.2
-    predictive_samples: int = 10000  # T: dropout passes of the validation and test predictives
-    parallel_grid: bool = False  # train the grid's networks side by side (same draws; methods/gal_dropout.py)
+    rates: tuple[Annotated[float, Field(ge=0, lt=1)], ...] = Field((0.005, 0.01, 0.05, 0.1), min_length=1,
+                                                                     description="gal's dropout-rate grid")
+    taus: dict[str, list[Positive]] | list[Positive] | None = Field(
+        None, description="gal's model-precision grid (original units): {dataset: grid} (Gal's grids are per "
+        "dataset), or one grid for every dataset")
+    epochs: int = Field(4000, ge=1, description="gal's epochs per network (40 x --epochx 100, "
+                        "config/experiments/bali_regression.yaml)")
+    val_fraction: float = Field(0.2, gt=0, lt=1, description="gal's held-out share of the training split")
+    predictive_samples: int = Field(10000, ge=1, description="gal's T (dropout passes of the validation and final "
+                                    "predictives)")
+    parallel_grid: bool = Field(False, description="gal: train the grid's networks side by side (same draws, "
+                                "fewer steps; methods/gal_dropout.py)")
 
     def taus_for(self, dataset: str) -> list[float]:
         grid = self.taus.get(dataset) if isinstance(self.taus, dict) else self.taus
@@ -94,29 +109,28 @@ UCI_N_TRAIN = {"uci_yacht": 277, "uci_concrete": 927, "uci_energy": 691, "uci_re
                "uci_powerplant": 8611, "uci_protein": 41157}
 
 
-@dataclass(frozen=True)
 class UciBbbBlock(Settings):
     """Method `bbb` (Bayes by Backprop)."""
-    standardize_x: bool
-    standardize_y: bool
-    kl_factor: float
-    prior_sigma: float
-    init_sigma: float
-    lr: float
-    batch_size: int | str
-    n_steps: int
+    standardize_x: bool = Field(description=STD_X)
+    standardize_y: bool = Field(description=STD_Y)
+    kl_factor: float = Field(ge=0)
+    prior_sigma: float = Field(gt=0)
+    init_sigma: float = Field(gt=0)
+    lr: float = Field(gt=0)
+    batch_size: Batch
+    n_steps: int = Field(ge=1)
 
 
-@dataclass(frozen=True)
 class UciSettings(BaliKindSettings):
     """`seed` is the index of the standard split (it also seeds initialisation and minibatches)."""
 
     KIND = "uci_regression"
-    VALID = {"method": METHODS}
+    method: Method
+    dataset: str = Field(pattern=r"^uci_[a-z0-9_]+$")
 
-    n_evals: int = 10  # curve evaluations per run (eval_every = n_steps // n_evals)
-    eval_every: int | None = None  # overrides n_evals
-    train_eval_size: int | None = None
+    n_evals: int = Field(10, ge=1, description="curve evaluations per run (eval_every = n_steps / n_evals)")
+    eval_every: int | None = Field(None, ge=1, description="curve period in iterations; overrides n_evals")
+    train_eval_size: int | None = Field(None, ge=1)
     # one block per method; a cell needs only its own method's
     bali: UciBaliBlock | None = None
     bali_ystd: UciBaliBlock | None = None
@@ -131,7 +145,9 @@ class UciSettings(BaliKindSettings):
 
 class UciRegressionPlan(KindPlan):
     name = "uci_regression"
+    title = "uci_regression experiments (BALI paper Sec. 5.2, Tables 1, 4, 7)"
     Settings = UciSettings
+    axes = ("method", "dataset", "seed", "bali.wishart_n")  # bali.wishart_n: bali_uci_wishart's sweep
     build_target = "reprokit.experiments.uci_regression:build"
 
     def cell_settings(self, cell) -> dict:

@@ -6,57 +6,53 @@ config.py before the cell exists; it is not a setting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
-from ..config import ConfigError
+from pydantic import Field
+
 from . import KindPlan, Settings, register
 from .costs import CellWork, Part
 
-BACKWARDS = ("minimal", "full")
-TIMERS = ("auto", "cpu", "wall")
 
-
-@dataclass(frozen=True, kw_only=True)  # keyword-only: fields grouped by topic, defaults anywhere
 class UpdateTimingSettings(Settings):
     # grid axes
-    model: str  # a name of reprokit.models.registry
-    seed: int  # initialisation, partition assignment, synthetic batch, k draws
+    model: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="a name of reprokit.models.registry")
+    seed: int = Field(description="initialisation, partition assignment, synthetic batch, k draws")
     # the fixed batch: synthetic N(0, 1) images of input_shape, random labels
-    batch_size: int
-    input_shape: list
-    n_classes: int = 10
-    n_aug_samples: int
-    model_kwargs: dict = field(default_factory=dict)
+    batch_size: int = Field(ge=1)
+    input_shape: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    n_classes: int = Field(10, ge=2)
+    n_aug_samples: int = Field(ge=1)
+    model_kwargs: dict = Field(default_factory=dict)
     # partitioning
-    chunk_proportions: list
-    partition_scheme: str = "random"
-    partition_default: str = "init"
-    schedule_examples: int = 1000  # virtual examples whose chunk assignment drives the k draws
+    chunk_proportions: list[Annotated[float, Field(gt=0)]] = Field(min_length=2)
+    partition_scheme: Literal["random", "node"] = "random"
+    partition_default: Literal["init", "zero"] = "init"
+    schedule_examples: int = Field(1000, ge=2, description="virtual examples whose chunk assignment drives the k "
+                                   "draws")
     # augmentation and optimisers
-    augmentation: str
-    augmentation_init: float = 0.1
-    optimizer: str
-    lr: float
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    wd_scaling: str = "reciprocal"
-    hyper_lr: float = 1e-3
-    augerino_reg: float = 0.01  # strength of Augerino's (safe) width regulariser in its update (App. I.4)
+    augmentation: Literal["schwobel", "immer", "augerino"]
+    augmentation_init: float = Field(0.1, ge=0)
+    optimizer: Literal["adam", "sgd"]
+    lr: float = Field(gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0)
+    wd_scaling: Literal["reciprocal", "sqrt", "none"] = "reciprocal"
+    hyper_lr: float = Field(1e-3, gt=0)
+    augerino_reg: float = Field(0.01, ge=0, description="strength of Augerino's (safe) width regulariser in its "
+                                "update (App. I.4)")
     # measurement
-    n_warmup: int
-    n_repeats: int
-    num_threads: int = 1
-    timer: str = "auto"  # auto: wall clock on CUDA, process CPU time elsewhere
-    backward: str = "minimal"
+    n_warmup: int = Field(ge=0)
+    n_repeats: int = Field(ge=1)
+    num_threads: int = Field(1, ge=1)
+    timer: Literal["auto", "cpu", "wall"] = Field("auto", description="auto: wall clock on CUDA, process CPU time "
+                                                  "elsewhere")
+    backward: Literal["minimal", "full"] = "minimal"
     # Diff. Laplace's hyper update costs ~10-2000 standard updates: timed in fewer repetitions
-    dl_n_warmup: int = 1  # warm-up Diff. Laplace hyper updates (in the last warm-up repetitions; at most n_warmup)
-    dl_n_repeats: int | None = None  # timed repetitions with it (the first ones; None: all n_repeats; 0: not timed)
-
-    def __post_init__(self):
-        if self.backward not in BACKWARDS:
-            raise ConfigError(f"update_timing: backward '{self.backward}' unknown (valid: {', '.join(BACKWARDS)})")
-        if self.timer not in TIMERS:
-            raise ConfigError(f"update_timing: timer '{self.timer}' unknown (valid: {', '.join(TIMERS)})")
+    dl_n_warmup: int = Field(1, ge=0, description="Diff. Laplace: warm-up hyper updates (in the last warm-up "
+                             "repetitions; at most n_warmup)")
+    dl_n_repeats: int | None = Field(None, ge=0, description="Diff. Laplace: timed repetitions with its hyper "
+                                     "update (the first ones; None: all n_repeats; 0: none)")
 
     @property
     def dl_warmup(self) -> int:
@@ -77,7 +73,9 @@ class UpdateTimingSettings(Settings):
 
 class UpdateTimingPlan(KindPlan):
     name = "update_timing"
+    title = "update_timing experiments (Table 8 of the partitioned-networks paper, App. D.2)"
     Settings = UpdateTimingSettings
+    axes = ("model", "seed")
     build_target = "reprokit.experiments.update_timing:build"
 
 
