@@ -40,7 +40,8 @@ def _decoded(cache_dir, stem: str, sources: list[Path], read) -> dict:
     cell, gunzip and parse; Tiny ImageNet's ~110k JPEGs: minutes). Without a cache_dir it always reads."""
     if cache_dir is None:
         return read()
-    ident = "|".join(f"{p.resolve()}|{p.stat().st_size}|{p.stat().st_mtime_ns}" for p in sources)
+    stats = [(p.resolve(), p.stat()) for p in sources]
+    ident = "|".join(f"{path}|{st.st_size}|{st.st_mtime_ns}" for path, st in stats)
     cache_file = Path(cache_dir) / f"{stem}-decoded-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.pt"
     if cache_file.is_file():
         return torch.load(cache_file, weights_only=True)

@@ -168,7 +168,7 @@ def settings_schema(model: type[Settings], per_axes=()) -> dict:
 
 
 def _allowed(prop: dict) -> list:
-    """The values a field's schema allows when it is a Literal or a union of Literals (None: not listed)."""
+    """The values a field's schema allows when it is a Literal or a union of Literals (empty: not listed)."""
     if "enum" in prop:
         return list(prop["enum"])
     if "const" in prop:
@@ -188,14 +188,10 @@ def _partial(schema):
     return schema
 
 
+@functools.cache
 def kind_schema(name: str) -> dict:
     """The generated schema of experiment kind `name` (see :meth:`KindPlan.schema`), built once."""
-    if name not in _SCHEMAS:
-        _SCHEMAS[name] = kind(name).schema()
-    return _SCHEMAS[name]
-
-
-_SCHEMAS: dict[str, dict] = {}
+    return kind(name).schema()
 KINDS: dict[str, KindPlan] = {}
 
 
