@@ -32,7 +32,7 @@ import torch
 from . import __version__
 from .config import Cell
 from .experiments import CellContext, Measurement
-from .io import atomic_write_json, atomic_write_text
+from .io import atomic_write_json, atomic_write_text, rows_csv
 from .plan import kind
 from .runtime import is_oom
 from .train import LoopConfig, LoopResult, run_loop
@@ -151,9 +151,7 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
 
 def _write_record(cell: Cell, rt, out_dir: Path, checkpoint, run, result: LoopResult, metrics: dict) -> dict:
     """curve.csv, then metrics.json (last, atomically); the finished cell's checkpoint is removed."""
-    import pandas as pd  # here, not at the top: a cell imports it only to write its curve
-
-    atomic_write_text(out_dir / "curve.csv", pd.DataFrame(result.curve).to_csv(index=False))
+    atomic_write_text(out_dir / "curve.csv", rows_csv(result.curve))
     ran = max(1, result.steps - result.resumed_from)
     record = {
         "status": result.status,

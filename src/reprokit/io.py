@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -44,3 +46,16 @@ def atomic_save_torch(obj: Any, path: str | os.PathLike) -> None:
     buf = io.BytesIO()
     torch.save(obj, buf)
     atomic_write_bytes(path, buf.getvalue())
+
+
+def rows_csv(rows: list[dict]) -> str:
+    """CSV text of dict rows with the stdlib's csv writer: columns in first-seen order, a missing or NaN
+    value empty (as pandas' to_csv writes them; pandas.read_csv reads the same frame back). A cell writes
+    its curve with this, not pandas: importing pandas costs ~0.8 s of every cell job."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
+    return buf.getvalue()

@@ -129,12 +129,16 @@ class BaliLinear(nn.Module):
         if reparam == "mean":
             return x @ self.mean.to(x.dtype)
         # Local reparametrisation (App. F, Eqs. 67-68): z_n ~ N(M^T x_n, (x_n^T R x_n) Sigma), independent
-        # over examples. x_n^T R x_n = ||L^{-1} x_n||^2 with one triangular solve.
-        xd = x.to(self.stats_dtype)
-        mu = xd @ self.mean
-        q = solve_triangular(self.chol_prec, xd.mT, upper=False).square().sum(0)  # [B]
+        # over examples, with x_n^T R x_n = ||L^{-1} x_n||^2. L^{-1} is formed once per call in stats dtype
+        # (D_x^3, not the D_x^2 B of a triangular solve against the batch); the batch-sized products run in
+        # the outputs' dtype, as BALI-W's x @ W does. The noise is drawn in stats dtype (the same random
+        # stream whatever the input dtype). benchmarks/bench_bali_step.py --reparam local times it.
+        dt = x.dtype
+        eye = torch.eye(self.dx, dtype=self.stats_dtype, device=x.device)
+        linv = solve_triangular(self.chol_prec, eye, upper=False).to(dt)  # L^{-1}
+        q = (x @ linv.mT).square().sum(1)  # [B]
         eps = torch.randn(x.shape[0], self.dy, dtype=self.stats_dtype, device=x.device, generator=generator)
-        return (mu + q.sqrt().unsqueeze(1) * (eps @ self.chol_sigma.mT)).to(x.dtype)
+        return x @ self.mean.to(dt) + q.sqrt().unsqueeze(1) * (eps.to(dt) @ self.chol_sigma.mT.to(dt))
 
     def sample_weight(self, generator: torch.Generator | None = None) -> torch.Tensor:
         """W ~ MN(M, R, Sigma) via W = M + L^{-T} A chol(Sigma)^T (Eq. 22), in stats dtype, shape [D_x, D_y]."""
