@@ -118,3 +118,28 @@ def test_artefact_notebooks_import_only_torch_free_package_code():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert res.returncode == 0, res.stderr[-1500:]
     assert res.stdout.strip() == "CLEAN", res.stdout
+
+
+LIBRARY = ("augment", "bali", "models", "partition", "methods")  # what a researcher imports without the pipeline
+# the pipeline's stages; data containers (data.task), metrics, named random streams (seeds) and device
+# placement (runtime) are shared by both
+PIPELINE = ("config", "plan", "experiments", "cell", "train", "budget", "report")
+
+
+def _library_imports_of_pipeline(graph) -> list[str]:
+    lib = tuple(f"reprokit.{d}" for d in LIBRARY)
+    pipe = tuple(f"reprokit.{d}" for d in PIPELINE)
+    return sorted(f"{m} -> {i}" for m, deps in graph.items() if m.startswith(lib)
+                  for i in deps if any(i == p or i.startswith(p + ".") for p in pipe))
+
+
+def test_library_folders_import_no_pipeline_stage():
+    """partitioned networks, BALI, the baselines, models and augmentations import no config, plan, build, loop
+    or report module (data containers and metrics are shared): the methods are usable without the pipeline."""
+    assert _library_imports_of_pipeline(_graph()) == []
+
+
+def test_the_layering_check_sees_a_library_module_importing_the_plan():
+    planted = {"reprokit.methods.x": {"reprokit.plan.uci_regression"}, "reprokit.plan.uci_regression": set(),
+               "reprokit.bali.y": {"reprokit.data.task", "reprokit.metrics"}}
+    assert _library_imports_of_pipeline(planted) == ["reprokit.methods.x -> reprokit.plan.uci_regression"]

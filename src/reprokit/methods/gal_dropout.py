@@ -49,10 +49,10 @@ from torch import nn
 
 from .. import seeds
 from ..data.task import TaskData
-from ..plan.uci_regression import gal_inner_size as inner_size
-from ..plan.uci_regression import gal_protocol_steps as protocol_steps
-from ..plan.uci_regression import gal_steps_per_epoch as steps_per_epoch  # noqa: F401 (re-exported)
 from .common import EpochSampler
+from .gal_protocol import gal_inner_size as inner_size
+from .gal_protocol import gal_protocol_steps as protocol_steps
+from .gal_protocol import gal_steps_per_epoch as steps_per_epoch  # noqa: F401 (re-exported)
 from .mc_dropout import DropoutMLP
 
 log = logging.getLogger("reprokit.gal_dropout")

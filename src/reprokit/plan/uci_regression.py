@@ -7,6 +7,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field
 
 from ..config import ConfigError
+from ..methods.gal_protocol import gal_protocol_steps
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors
 from .costs import CellWork, bali_step, mlp_cell
@@ -85,23 +86,6 @@ FULL_BATCH = ("full", 0, None)  # a batch_size meaning the whole training split 
 def batch_size_of(value, n_train: int) -> int:
     """Rows per step of a `batch_size` setting: `full` (or 0) = the whole training split, else at most that."""
     return int(n_train) if value in FULL_BATCH else min(int(value), int(n_train))
-
-
-def gal_steps_per_epoch(n: int, batch_size: int) -> int:
-    """Keras' fit: every row once per epoch, the last minibatch possibly smaller."""
-    return -(-int(n) // int(batch_size))
-
-
-def gal_inner_size(n_train: int, val_fraction: float) -> int:
-    """Rows of the inner training part of Gal's protocol (int(0.8 N) for val_fraction 0.2)."""
-    return int((1.0 - float(val_fraction)) * int(n_train))
-
-
-def gal_protocol_steps(n_train: int, epochs: int, batch_size: int, val_fraction: float) -> tuple[int, int]:
-    """(steps of one grid point on the inner split, steps of the final retraining on all rows); torch-free,
-    shared by the plan's step count and methods/gal_dropout.py."""
-    return (int(epochs) * gal_steps_per_epoch(gal_inner_size(n_train, val_fraction), batch_size),
-            int(epochs) * gal_steps_per_epoch(n_train, batch_size))
 
 
 # training rows of every standard split (Gal's redistribution; the plan cannot read the data): Gal's step count
