@@ -84,6 +84,15 @@ def test_per_axis_block_overrides_one_key_of_its_cells_and_is_not_a_setting():
     assert SPEC["settings"]["opt"] == {"lr": 0.1, "momentum": 0.9}  # the config itself is not mutated
 
 
+def test_per_block_on_an_axis_the_grid_lacks_is_named_not_ignored():
+    spec = copy.deepcopy(SPEC)
+    spec["settings"]["per_dataset"] = {"mnist": {"n_steps": 99}}  # no `dataset` axis: it would never apply
+    with pytest.raises(ConfigError, match=r"experiments\.e \(scale quick\): settings\.per_dataset .*'dataset'.*axes: method, seed"):
+        ExperimentGrid("e", spec, "quick")
+    spec["settings"]["per_dataset"] = {}  # an empty block (a scale clearing an inherited one) is fine
+    assert len(list(ExperimentGrid("e", spec, "quick").cells())) == 2
+
+
 def test_cell_path_round_trip(config):
     grid = experiment(config, "fig2a", "paper")
     for cell in list(grid.cells())[::17]:

@@ -132,6 +132,11 @@ class ExperimentGrid:
                 raise ConfigError(f"experiments.{name}.scales.{scale}.exclude[{i}]: no such axis {unknown} "
                                   f"(axes: {', '.join(self.axes)})")
             self.exclude.append({a: {format_value(v) for v in self._alternatives(a, vals)} for a, vals in entry.items()})
+        for key, block in self.settings.items():  # a non-empty per_<axis> block on no axis would be ignored
+            if key.startswith("per_") and block and key[len("per_"):] not in self.axes:
+                raise ConfigError(f"experiments.{name} (scale {scale}): settings.{key} overrides by '{key[4:]}', "
+                                  f"which is not an axis of this grid (axes: {', '.join(self.axes)}); "
+                                  f"make it an axis or set the values directly")
         self._by_text = {axis: {format_value(v): v for v in values} for axis, values in self.axes.items()}
         self._cells: list | None = None
         self._index: dict | None = None
