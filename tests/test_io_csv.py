@@ -20,6 +20,6 @@ def test_rows_csv_reads_back_as_the_rows_frame(tmp_path):
     assert got["test_acc"].tolist() == [r["test_acc"] for r in rows]  # floats round-trip exactly
 
 
-@pytest.mark.parametrize("rows", [[], [{"step": 0}]])
+@pytest.mark.parametrize("rows", [[], [{"step": 0}], [{"step": 0, "loss": math.nan}, {"step": 1, "loss": 0.5}]])
 def test_rows_csv_edge_cases_match_pandas(rows):
     assert rows_csv(rows).strip() == pd.DataFrame(rows).to_csv(index=False).strip()

@@ -133,8 +133,9 @@ class ExperimentGrid:
                                   f"(axes: {', '.join(self.axes)})")
             self.exclude.append({a: {format_value(v) for v in self._alternatives(a, vals)} for a, vals in entry.items()})
         for key, block in self.settings.items():  # a non-empty per_<axis> block on no axis would be ignored
-            if key.startswith("per_") and block and key[len("per_"):] not in self.axes:
-                raise ConfigError(f"experiments.{name} (scale {scale}): settings.{key} overrides by '{key[4:]}', "
+            axis = key.removeprefix("per_")
+            if axis != key and block and axis not in self.axes:
+                raise ConfigError(f"experiments.{name} (scale {scale}): settings.{key} overrides by '{axis}', "
                                   f"which is not an axis of this grid (axes: {', '.join(self.axes)}); "
                                   f"make it an axis or set the values directly")
         self._by_text = {axis: {format_value(v): v for v in values} for axis, values in self.axes.items()}
