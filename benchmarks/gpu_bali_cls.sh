@@ -32,23 +32,30 @@ cells() {  # experiment, jobs, --where filters...
 } > "$OUT/device.txt"
 # the CUDA tests need the data mirror: without REPROKIT_TEST_DATA they skip (as on 2026-11-26: 13 passed, 55 skipped);
 # their cells read UCI regression too: add ../shared/data/UCI (9 MB) to the carried mirror
+# a solo BALI step timing of the two shapes first, before the tests and cells share the GPU
+[ "${PHASE:-1}" = 1 ] && for shape in "--in-features 784 --classes 10" "--in-features 57 --classes 2"; do
+  timeout 60 python3 benchmarks/bench_bali_step.py $shape --repeats 20 --out "$OUT/bench_$(echo $shape | cut -d' ' -f2).json" \
+    >> "$OUT/bench_bali_step.log" 2>&1
+done
 [ "${PHASE:-1}" = 1 ] && ( REPROKIT_TEST_DATA="$(cd "$MIRROR" && pwd)" timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
     tests/test_device.py > "$OUT/test_device.log" 2>&1
   echo "rc $?" >> "$OUT/test_device.log" ) &
 # What is still missing at paper scale (figures/paper/cells/, 2026-11-26): DO / MAP seed 0 on all four sets are
-# archived; the four BALI cells are not. With four BALI cells sharing the GPU one took ~14 min, more than a call,
-# so PHASE=1 runs the two FashionMNIST BALI cells (wishart_n n and n_eff: the default decision needs both) beside
-# the CUDA tests, and PHASE=2 (a second call on the warm machine; a CUDA checkpoint resumes only there) Spambase
-# and MAGIC BALI, then DO / MAP seeds 1 and 2 on the images with what time is left.
+# archived; of BALI only MNIST (n and n_eff). With four BALI cells sharing an H200 one took ~14 min, more than a
+# call. FashionMNIST BALI with `n` runs on a CPU (about 90 min on two cores), so PHASE=1 runs FashionMNIST with
+# `n_eff` in one process and Spambase then MAGIC BALI (20000 steps each, 57- and 10-feature inputs) in another,
+# after a solo BALI step timing of both shapes (bench_bali_step.py, before the cells share the GPU).
+# PHASE=2 (a second call on the warm machine; a CUDA checkpoint resumes only there) resumes what is unfinished,
+# then DO / MAP seeds 1 and 2 on the images with what time is left.
 PHASE=${PHASE:-1}
 if [ "$PHASE" = 1 ]; then
-  ( cells bali_cls_image 1 method=bali dataset=fashion_mnist seed=0 ) > "$OUT/cells_a.log" 2>&1 &
-  ( cells bali_cls_image_wishart 1 dataset=fashion_mnist seed=0 ) > "$OUT/cells_b.log" 2>&1 &
+  ( cells bali_cls_image_wishart 1 dataset=fashion_mnist seed=0 ) > "$OUT/cells_a.log" 2>&1 &
+  ( cells bali_cls_uci 1 method=bali dataset=spambase seed=0
+    cells bali_cls_uci 1 method=bali dataset=magic seed=0 ) > "$OUT/cells_b.log" 2>&1 &
 else
-  ( cells bali_cls_uci 2 method=bali dataset=spambase,magic seed=0
+  ( cells bali_cls_image_wishart 1 dataset=fashion_mnist seed=0
     cells bali_cls_image 4 method=dropout,map seed=1,2 ) > "$OUT/cells_a.log" 2>&1 &
-  ( cells bali_cls_image 1 method=bali dataset=fashion_mnist seed=0
-    cells bali_cls_image_wishart 1 dataset=fashion_mnist seed=0 ) > "$OUT/cells_b.log" 2>&1 &   # resumes, if unfinished
+  ( cells bali_cls_uci 1 method=bali dataset=spambase,magic seed=0 ) > "$OUT/cells_b.log" 2>&1 &   # resumes, if unfinished
 fi
 wait
 tar czf "$OUT/results.tgz" "results/$SCALE" logs 2>/dev/null
