@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from reprokit import seeds
 from reprokit.augment.affine import build_augmentation
+from reprokit.methods import federated as fed
 from reprokit.methods.federated import FedConfig, FedData, FederatedTraining, FedNet, message_bytes
 from reprokit.models.registry import build_model
 from reprokit.plan.federated import FederatedSettings
@@ -125,11 +126,17 @@ def test_resume_is_bit_identical(method, batching):
     assert a.final_metrics() == c.final_metrics()
 
 
+@pytest.mark.parametrize("grad_x", [False, True], ids=["plain", "input-grad-workaround"])
 @pytest.mark.parametrize("method", ["fedavg", "augerino", "partitioned"])
-def test_vmap_clients_give_the_loops_server_weights(method):
+def test_vmap_clients_give_the_loops_server_weights(method, grad_x, monkeypatch):
     """client_batching vmap = loop to rounding (float64), two rounds with the same draws: clients of 3, 9, 17
     and 11 examples (1, 2, 3 and 2 local steps at batch 8: padded batches, tasks dropping out), all three
-    chunks, learned dropout, augmentation, Augerino's local psi and the partitioned psi gradients."""
+    chunks, learned dropout, augmentation, Augerino's local psi and the partitioned psi gradients. With
+    `grad_x` the vmap path also differentiates the inputs, as on a torch whose grid_sample batching rule needs
+    it (2.11; fed.vmap_grid_sample_grad_needs_input_grad), and must give the same weights."""
+    if not grad_x and fed.vmap_grid_sample_grad_needs_input_grad():
+        pytest.skip(f"torch {torch.__version__} fails a vmapped grid_sample gradient without the workaround")
+    monkeypatch.setattr(fed, "vmap_grid_sample_grad_needs_input_grad", lambda: grad_x)
     dtype = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
@@ -146,6 +153,7 @@ def test_vmap_clients_give_the_loops_server_weights(method):
             runs[batching] = m, outs
         (a, out_a), (b, out_b) = runs["loop"], runs["vmap"]
         assert a.batching == "loop" and b.batching == "vmap"
+        assert b._grad_x == (grad_x and b.net.augmentation is not None)
         for (n, p), q in zip(a.net.state_dict().items(), b.net.state_dict().values()):
             assert p.dtype == torch.float64 or not p.is_floating_point()
             torch.testing.assert_close(p, q, rtol=0, atol=1e-10, msg=n)

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -78,6 +79,25 @@ from .common import classification_metrics
 
 METHODS = ("fedavg", "augerino", "partitioned")
 BATCHING = ("loop", "vmap", "auto")
+
+
+@functools.cache
+def vmap_grid_sample_grad_needs_input_grad() -> bool:
+    """Whether this torch fails a vmapped gradient through ``F.grid_sample`` whose *input* needs no gradient.
+
+    torch 2.11 does (seen on a lent H100's image, torch 2.11.0+cu130, 2026-11-26, and reproduced with the
+    same version on a CPU; torch 2.14 does not): the batching rule of grid_sampler_2d_backward receives an
+    undefined input gradient and raises "Expected a proper Tensor but got None". Asking for the input's
+    gradient as well avoids it, at the cost of that one gradient, which is dropped. A probe on tiny CPU
+    tensors, once per process, rather than a version check."""
+    def loss(grid, x):
+        return F.grid_sample(x, grid, align_corners=False).sum()
+
+    try:
+        vmap(grad(loss))(torch.zeros(2, 1, 2, 2, 2), torch.ones(2, 1, 1, 2, 2))
+    except RuntimeError:
+        return True
+    return False
 
 
 def message_bytes(tensors) -> int:
@@ -247,6 +267,10 @@ class FederatedTraining:
         device = data.x_train.device
         self.batching = cfg.client_batching if cfg.client_batching != "auto" else (
             "vmap" if device.type == "cuda" else "loop")
+        # vmap on a torch whose grid_sample batching rule needs the input's gradient: _loss's x (argument 3)
+        # is differentiated too, and that gradient dropped (vmap_grid_sample_grad_needs_input_grad)
+        self._grad_x = (self.batching == "vmap" and net.augmentation is not None
+                        and vmap_grid_sample_grad_needs_input_grad())
         if self.batching == "vmap":
             norms = [n for n, m in net.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
             if norms:
@@ -394,9 +418,9 @@ class FederatedTraining:
         """One local SGD step of a task: (new weights, new psi (Augerino; else {}), loss). Partitioned:
         only the entries of partition j move (subnetwork j's gradient is already 0 above j)."""
         augerino = self.cfg.method == "augerino"
-        g, loss = grad_and_value(self._loss, argnums=(0, 1) if augerino else 0)(
+        g, loss = grad_and_value(self._loss, argnums=self._argnums((0, 1) if augerino else (0,)))(
             w, psi, j, x, y, wts, aug_u, noise, augerino)
-        gw, gp = g if augerino else (g, {})
+        gw, gp = g[0], g[1] if augerino else {}
         lr = float(self.cfg.local_lr)
         if self.cfg.method == "partitioned":
             gw = {n: torch.where(self.assign[n] == j, gw[n], torch.zeros_like(gw[n])) for n in gw}
@@ -404,7 +428,12 @@ class FederatedTraining:
 
     def _psi_grad(self, psi: dict, w: dict, j, x, y, wts, aug_u, noise) -> dict:
         """Eq. 26: the gradient of psi of subnetwork j's NLL (j = k - 1) at the server's weights."""
-        return grad(self._loss, argnums=1)(w, psi, j, x, y, wts, aug_u, noise, False)
+        return grad(self._loss, argnums=self._argnums((1,)))(w, psi, j, x, y, wts, aug_u, noise, False)[0]
+
+    def _argnums(self, wanted: tuple) -> tuple:
+        """_loss's arguments to differentiate: `wanted`, plus x (3) where this torch's vmap needs it (a gradient
+        through the augmentation's grid, i.e. of psi (1), with no gradient of grid_sample's input)."""
+        return (*wanted, 3) if self._grad_x and 1 in wanted else wanted
 
     def _run_task_loop(self, task: _Task, server_w: dict, server_h: dict) -> tuple[dict, dict, list]:
         """A task's local SGD, step after step: (weights, psi, losses)."""
