@@ -14,6 +14,11 @@
 # Seen on an H200 (2026-11-26, fp32, six cells sharing the GPU): DO / MAP on MNIST-size data 3.3-3.9 ms per
 # step (about 2 min per 30000-step cell with its evaluations), BALI about 27 ms per step (784-256-256-10,
 # batch 2048, float64 factorisations; about 14 min per 30000-step cell with four BALI cells sharing the GPU).
+# Seen on an H100 (2026-11-26, torch 2.11.0+cu130): a solo BALI step 7.1 ms (784-256-256-10) and 4.5 ms
+# (57-256-256-2); FashionMNIST BALI 30000 steps in 487 s beside a Spambase cell and the CUDA tests; Spambase
+# BALI alone 16.5 ms per step with its 1113 evaluations of 128 posterior samples (every 10 epochs of 4140
+# examples), so on a GPU the UCI cells' cost is mostly evaluation. CUDA tests: 60 passed, 4 failed (Table 4's
+# vmap clients under torch 2.11, fixed since by methods/federated.vmap_grid_sample_grad_needs_input_grad), 4 skipped.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-/tmp/gpu_out}; SCALE=${SCALE:-paper}; MIRROR=${MIRROR:-.gpudata}; DEADLINE_S=${DEADLINE_S:-480}
