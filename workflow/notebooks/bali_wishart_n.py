@@ -12,13 +12,15 @@
 # Ours, not a table of the paper. Alg. 1 writes Sigma_l <- U_l / (u_0 + N + D_y + 1) with N the number of
 # training points, while Tables 4/5 put N_eff in place of N "for the EMA updates in Eq. (17)", so U carries
 # N_eff points' statistics. `n` (the pipeline's default) divides them by u_0 + N, `n_eff` by u_0 + N_eff. The
-# readings differ only where N_eff < N: kin8nm, powerplant (N / 4) and protein (N / 4). Same cells otherwise
-# (bali_uci / bali_uci_protein against bali_uci_wishart / bali_uci_protein_wishart); the paired difference is
-# over the splits both readings ran.
+# readings differ only where N_eff < N: kin8nm, powerplant (N / 4) and protein (N / 4) in regression, MNIST and
+# FashionMNIST (N / 50) in classification. Same cells otherwise (bali_uci / bali_uci_protein against
+# bali_uci_wishart / bali_uci_protein_wishart; bali_cls_image's BALI against bali_cls_image_wishart); the paired
+# difference is over the splits / seeds both readings ran.
 
 # %%
 import pandas as pd
 
+from reprokit.report import bali_classification as bc
 from reprokit.report import bali_regression as br
 from reprokit.report import style
 from reprokit.report.stats import format_mean_se, format_pm
@@ -28,12 +30,16 @@ log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 n_read = br.load([snakemake.input["bali_uci"], snakemake.input["bali_uci_protein"]])  # noqa: F821
 neff = br.load([snakemake.input["bali_uci_wishart"], snakemake.input["bali_uci_protein_wishart"]])  # noqa: F821
-scale = style.scale_of(pd.concat([n_read, neff]))
+cls_n = bc.load([snakemake.input["bali_cls_image"]])  # noqa: F821
+cls_neff = bc.load([snakemake.input["bali_cls_image_wishart"]])  # noqa: F821
+scale = style.scale_of(pd.concat([n_read, neff, cls_n, cls_neff]))
 paper = br.paper_values(snakemake.input["bali_paper"])  # noqa: F821
 datasets = [d for d in br.DATASETS if d in set(neff["dataset"])]
 
 
 def ran(df, dataset):
+    if len(df) == 0:
+        return df
     rows = df[(df.dataset == dataset) & (df.method == "bali") & (df.status == "completed")]
     return rows.set_index("seed")
 
@@ -45,21 +51,33 @@ def entry(values) -> str:
     return f"{format_mean_se(v, digits)} ({len(v)})" if len(v) else "n/a"
 
 
-rows = []
-for d in datasets:
-    a, b = ran(n_read, d), ran(neff, d)
+def paired_rows(a, b, name, metrics, paper_of=lambda label: ""):
     common = sorted(set(a.index) & set(b.index))
-    for metric, label in (("test_rmse", "RMSE"), ("test_ll", "LL"), ("noise_sd", "noise sd")):
+    out = []
+    for metric, label in metrics:
         if metric not in a or metric not in b:
             continue
         diff = (b.loc[common, metric].astype(float) - a.loc[common, metric].astype(float)) if common else []
-        ref = ""
-        if label in ("RMSE", "LL"):
-            v = paper["rmse" if label == "RMSE" else "ll"].get(d, {}).get("BALI")
-            ref = format_pm(v[0], v[1]) if v else ""
-        rows.append({"dataset": br.NAMES.get(d, d), "metric": label,
-                     "n (default)": entry(a[metric]), "n_eff": entry(b[metric]), "n_eff - n, paired": entry(diff),
-                     "paper BALI (quoted)": ref})
+        out.append({"dataset": name, "metric": label, "n (default)": entry(a[metric]), "n_eff": entry(b[metric]),
+                    "n_eff - n, paired": entry(diff), "paper BALI (quoted)": paper_of(label)})
+    return out
+
+
+def paper_entry(dataset):
+    def of(label):
+        v = paper["rmse" if label == "RMSE" else "ll"].get(dataset, {}).get("BALI") if label in ("RMSE", "LL") else None
+        return format_pm(v[0], v[1]) if v else ""
+    return of
+
+
+rows = []
+for d in datasets:
+    rows += paired_rows(ran(n_read, d), ran(neff, d), br.NAMES.get(d, d),
+                        (("test_rmse", "RMSE"), ("test_ll", "LL"), ("noise_sd", "noise sd")), paper_entry(d))
+# classification: the paper prints no Table 2 numbers in our copy, so no paper column there
+for d in [d for d in ("mnist", "fashion_mnist") if len(cls_neff) and d in set(cls_neff["dataset"])]:
+    rows += paired_rows(ran(cls_n, d), ran(cls_neff, d), bc.DATASETS[d],
+                        (("test_acc", "accuracy"), ("test_ece", "ECE"), ("test_nll", "NLL"), ("ood_auroc", "OOD AUROC")))
 table = pd.DataFrame(rows, columns=["dataset", "metric", "n (default)", "n_eff", "n_eff - n, paired",
                                     "paper BALI (quoted)"])
 table
@@ -70,10 +88,18 @@ footnotes = [
      "and log-likelihood in the targets' units; noise sd: the inferred Sigma's, sqrt of its mean diagonal."),
     ("Same BALI cells otherwise: Table 4's settings, raw targets, N_eff = N / 4, batch 1024 (protein 2048, 30000 "
      "iterations). The paper's BALI column is its own run, quoted from config/papers/bali.yaml."),
+    ("Classification rows (MNIST, FashionMNIST): Table 5's settings, N_eff = N / 50, batch 2048; test accuracy, "
+     "expected calibration error, test NLL and the OOD AUROC of Fig. 3 (negative predictive entropy; OOD set: the "
+     "other image set), all of the Monte Carlo predictive."),
     *style.na_footnotes(pd.concat([n_read, neff])),
 ]
 write_table(
     table, snakemake.output["tex"],  # noqa: F821
     caption="BALI wishart_n: the N in Sigma's degrees of freedom read as the number of training points (n, "
-            "Alg. 1) or as N_eff (the count the EMA statistics carry), on the UCI sets where N_eff < N",
-    scale=scale, note=br.provenance(pd.concat([n_read, neff])), footnotes=footnotes, label="tab:bali_wishart_n")
+            "Alg. 1) or as N_eff (the count the EMA statistics carry), on the UCI regression sets and the image "
+            "classification sets where N_eff < N",
+    scale=scale, footnotes=footnotes, label="tab:bali_wishart_n",
+    note="; ".join(dict.fromkeys(  # both notes open with the scale: once
+        part for p in (br.provenance(pd.concat([n_read, neff])) if len(neff) else "",
+                       bc.provenance(pd.concat([cls_n, cls_neff])) if len(cls_neff) else "")
+        for part in p.split("; ") if part)))
