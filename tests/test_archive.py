@@ -127,6 +127,32 @@ def test_cells_both_archived_and_in_results_count_once_and_not_as_archived(tmp_p
     assert "archived cells" not in text and "from the archive" not in text
 
 
+def test_archived_cells_keep_their_learning_curves_for_the_curve_claims(tmp_path, cfg):
+    """Curve claims (Fig. 2's convergence, Fig. 7) read ctx.curves: an archived cell's curve must be there once
+    results/ is gone, with its coordinates, and a cell both archived and under results/ must count once."""
+    results = tmp_path / "results"
+    (c0, s0), (c1, s1) = yacht_dropout(cfg, (0, 1))
+    for c, s, nll in ((c0, s0, 2.0), (c1, s1, 3.0)):
+        folder = write_cell(results, c, s, 0.5)
+        (folder / "curve.csv").write_text(f"step,test_nll\n0,{nll}\n10,{nll / 2}\n")  # FAKE synthetic curve
+    archive.update(tmp_path, results, "paper", ["bali_uci"])
+    docs = [reproduction.papers.load(p) for p in PAPERS]
+
+    def curves(res):
+        return reproduction.Context(res, "paper", docs, archive=(tmp_path, cfg)).curves(
+            "bali_uci", {"dataset": "uci_yacht", "method": "dropout"})
+
+    both = curves(results)  # under results/ and archived: read from results/ only
+    assert len(both) == 4 and sorted(both["seed"]) == [0, 0, 1, 1]
+    shutil.rmtree(results / c1.rel_dir)
+    assert len(curves(results)) == 4  # c1 from the archive, c0 from results/
+    shutil.rmtree(results)
+    only = curves(results)
+    assert sorted(zip(only["seed"], only["step"], only["test_nll"])) == [(0, 0, 2.0), (0, 10, 1.0), (1, 0, 3.0),
+                                                                            (1, 10, 1.5)]
+    assert reproduction.Context(results, "paper", docs).curves("bali_uci", {}).empty  # no archive: nothing
+
+
 def test_every_committed_archived_cell_still_matches_heads_config():
     """As for a committed artefact's provenance: a config change that touches archived cells must re-run them
     (or drop their lines, saying so in the commit), not leave lines the report silently cannot use."""

@@ -94,6 +94,7 @@ class Context:
         self.artefacts = artefacts or {}
         self._tables: dict[str, pd.DataFrame | None] = {}
         self._curves: dict[str, pd.DataFrame] = {}
+        self._archive_lines: dict[str, list[dict]] = {}
         self.arts = {name: spec for doc in docs for name, spec in doc["artefacts"].items()}
         self._paper = {(n.artefact, n.row, n.column): n for doc in docs for n in papers.numbers(doc)}
 
@@ -118,20 +119,27 @@ class Context:
             self._tables[experiment] = None if df.empty else df
         return self._tables[experiment]
 
-    def _archived(self, experiment: str) -> list[dict]:
-        """Rows of the archived cells of `experiment` that are not under results/ and still match the config."""
+    def _archived_lines(self, experiment: str) -> list[dict]:
+        """The archived lines of `experiment`'s cells that are not under results/ and still match the config
+        (read once; counted in `archived`, the others named in `stale`)."""
         if self.archive is None:
             return []
-        root, config = self.archive
-        lines = cell_archive.load(cell_archive.path_of(root, self.scale, experiment))
-        if not lines:
-            return []
-        lines = {c: line for c, line in lines.items() if not (self.results / c / "metrics.json").exists()}
-        fresh, stale = cell_archive.split(lines, cell_archive.current_settings(config, self.scale, experiment))
-        if stale:
-            self.stale[experiment] = stale
-        self.archived[experiment] = len(fresh)
-        return [_row(line) for line in fresh]
+        if experiment not in self._archive_lines:
+            root, config = self.archive
+            lines = cell_archive.load(cell_archive.path_of(root, self.scale, experiment))
+            fresh = []
+            if lines:
+                lines = {c: line for c, line in lines.items() if not (self.results / c / "metrics.json").exists()}
+                fresh, stale = cell_archive.split(lines, cell_archive.current_settings(config, self.scale, experiment))
+                if stale:
+                    self.stale[experiment] = stale
+                self.archived[experiment] = len(fresh)
+            self._archive_lines[experiment] = fresh
+        return self._archive_lines[experiment]
+
+    def _archived(self, experiment: str) -> list[dict]:
+        """Rows of the archived cells of `experiment` that are not under results/ and still match the config."""
+        return [_row(line) for line in self._archived_lines(experiment)]
 
     def state(self, experiment: str) -> str:
         """'complete (12 cells)', 'partial: 3 of 12 cells', 'not run'."""
@@ -168,8 +176,9 @@ class Context:
 
     def curves(self, experiment: str, where: dict) -> pd.DataFrame:
         """The learning curves (one row per cell and evaluation) of the cells of `experiment` with the
-        coordinates `where`: each finished cell's curve.csv beside its metrics.json, else the tidy
-        results/<scale>/<experiment>_curves.csv. Empty when there is none."""
+        coordinates `where`: each finished cell's curve.csv beside its metrics.json and each archived cell's
+        curve (as `table` reads its metrics), else the tidy results/<scale>/<experiment>_curves.csv. Empty
+        when there is none."""
         if experiment not in self._curves:
             folder, frames = self.results / self.scale / experiment, []
             for path in sorted(folder.rglob("metrics.json")) if folder.is_dir() else []:
@@ -183,6 +192,10 @@ class Context:
                     frames = [pd.read_csv(csv)]
                 except pd.errors.EmptyDataError:  # no cell had a curve (older aggregations wrote no header)
                     frames = []
+            else:  # the tidy aggregate holds every cell; without it, archived cells add their curves
+                frames += [pd.DataFrame(line["curve"]).assign(**line["coords"])
+                           for line in self._archived_lines(experiment)
+                           if line.get("status") in RAN_STATUSES and line.get("curve")]
             self._curves[experiment] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         df = self._curves[experiment]
         for key, value in where.items():
