@@ -91,7 +91,7 @@ footnotes = [
     ("Classification rows (MNIST, FashionMNIST): Table 5's settings, N_eff = N / 50, batch 2048; test accuracy, "
      "expected calibration error, test NLL and the OOD AUROC of Fig. 3 (negative predictive entropy; OOD set: the "
      "other image set), all of the Monte Carlo predictive."),
-    *style.na_footnotes(pd.concat([n_read, neff])),
+    *style.na_footnotes(pd.concat([n_read, neff, cls_n, cls_neff])),
 ]
 write_table(
     table, snakemake.output["tex"],  # noqa: F821
