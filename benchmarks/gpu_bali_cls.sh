@@ -8,7 +8,8 @@
 #   OUT=/tmp/out DEADLINE_S=540 MIRROR=.gpudata PHASE=2 bash benchmarks/gpu_bali_cls.sh    # second, warm
 #   SCALE=test DEADLINE_S=120 bash benchmarks/gpu_bali_cls.sh       # the same plumbing at test scale, any device
 #
-# Carry the mirror (MNIST, FashionMNIST, UCI-classification/{magic,spambase}, MANIFEST.tsv: ~43 MB) and the
+# Carry the mirror (MNIST, FashionMNIST, UCI-classification/{magic,spambase}, UCI/{yacht,energy} for the CUDA
+# tests, MANIFEST.tsv: ~45 MB) and the
 # wheels the image lacks (jsonschema, pydantic, pooch, laplace-torch with asdfghjkl, backpack-for-pytorch,
 # curvlinops-for-pytorch, einconv, unfoldNd, and their needs: 16 wheels, 3.7 MB on 2026-11-26). Re-running the same command on the
 # same warm machine resumes: name the mirror in `carry` again (a call that does not carry it finds it gone).
