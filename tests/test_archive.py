@@ -169,3 +169,55 @@ def test_pipeline_glue_keys_are_not_settings_but_real_keys_still_differ():
     then = {"n_steps": 1200, "sizes": (8, 1), "_inputs": {"found": "results/quick/x/metrics.json"}}
     assert archive.differing_keys(then, {"n_steps": 1200, "sizes": [8, 1]}) == []
     assert archive.differing_keys(then, {"n_steps": 1500, "sizes": [8, 1]}) == ["n_steps"]
+
+
+def test_wishart_migration_moves_each_line_to_the_cell_its_computation_belongs_to():
+    """The wishart_n_eff migration (archive_migrations.py): a main-experiment line that ran with the old default
+    `n` where N_eff < N moves to the `*_wishart` experiment's `n` cell; an `n_eff` line of that experiment moves
+    into the main one; N_eff = N lines gain the config's value (one computation); a block whose config says `n`
+    gains `n`; a line whose other settings differ is left stale; lines without a BALI block are untouched; a
+    second run changes nothing."""
+    from reprokit.report.archive_migrations import wishart_n_eff
+
+    def line(exp, cell, method, block, coords=None, ran="n"):
+        settings = {"hidden": [50], method: block} if block is not None else {"hidden": [50]}
+        return {"cell": f"paper/{exp}/{cell}", "experiment": exp, "coords": {"method": method, **(coords or {})},
+                "settings": settings, "status": "completed", "metrics": {"ll": 1.0}, "info": {"wishart_n": ran}}
+
+    four, one = {"alpha": 0.3, "n_eff_divisor": 4}, {"alpha": 0.3, "n_eff_divisor": 1}
+    main = {x["cell"]: x for x in (
+        line("m", "method~bali/dataset~kin/seed~0", "bali", four),
+        line("m", "method~bali/dataset~yacht/seed~0", "bali", one),
+        line("m", "method~bali_ystd/dataset~kin/seed~0", "bali_ystd", four),
+        line("m", "method~bali/dataset~kin/seed~1", "bali", {**four, "alpha": 0.5}),  # ran with other settings
+        line("m", "method~dropout/dataset~kin/seed~0", "dropout", None))}
+    alt = {x["cell"]: x for x in (
+        line("a", "method~bali/dataset~kin/seed~0/bali.wishart_n~n_eff", "bali", four, {"bali.wishart_n": "n_eff"},
+             ran="n_eff"),)}
+    neff = {"hidden": [50], "bali": {**four, "wishart_n": "n_eff"}}
+    heads = {"m": {"paper/m/method~bali/dataset~kin/seed~0": neff,
+                   "paper/m/method~bali/dataset~kin/seed~1": neff,
+                   "paper/m/method~bali/dataset~yacht/seed~0": {"hidden": [50], "bali": {**one, "wishart_n": "n_eff"}},
+                   "paper/m/method~bali_ystd/dataset~kin/seed~0": {"hidden": [50], "bali_ystd": {**four, "wishart_n": "n"}},
+                   "paper/m/method~dropout/dataset~kin/seed~0": {"hidden": [50]}},
+             "a": {"paper/a/method~bali/dataset~kin/seed~0/bali.wishart_n~n": neff,
+                   "paper/a/method~bali/dataset~kin/seed~1/bali.wishart_n~n": neff}}
+    out, log = wishart_n_eff({"m": main, "a": alt}, heads, "2026-11-26", pairs=(("m", "a"),))
+    moved_out = out["a"]["paper/a/method~bali/dataset~kin/seed~0/bali.wishart_n~n"]
+    assert moved_out["coords"]["bali.wishart_n"] == "n" and moved_out["experiment"] == "a"
+    assert moved_out["info"]["wishart_n"] == "n" and "moved from paper/m/" in moved_out["migrations"][0]["what"]
+    moved_in = out["m"]["paper/m/method~bali/dataset~kin/seed~0"]
+    assert moved_in["info"]["wishart_n"] == "n_eff" and "bali.wishart_n" not in moved_in["coords"]
+    assert moved_in["settings"] == neff
+    assert out["m"]["paper/m/method~bali/dataset~yacht/seed~0"]["settings"]["bali"]["wishart_n"] == "n_eff"
+    assert out["m"]["paper/m/method~bali_ystd/dataset~kin/seed~0"]["settings"]["bali_ystd"]["wishart_n"] == "n"
+    stale = out["m"]["paper/m/method~bali/dataset~kin/seed~1"]
+    assert stale == main["paper/m/method~bali/dataset~kin/seed~1"] and any("left stale" in m for m in log)
+    assert out["m"]["paper/m/method~dropout/dataset~kin/seed~0"] == main["paper/m/method~dropout/dataset~kin/seed~0"]
+    # every line but the stale one now matches its cell's settings; a second run moves nothing
+    for name in ("m", "a"):
+        left = archive.split(out[name], heads[name])[1]
+        stale_cell = "paper/m/method~bali/dataset~kin/seed~1"
+        assert left == ([] if name == "a" else [f"{stale_cell}: ran with other settings (bali differ from the config)"])
+    again = wishart_n_eff(out, heads, "2026-11-26", pairs=(("m", "a"),))[0]
+    assert again == out

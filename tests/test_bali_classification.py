@@ -185,20 +185,20 @@ def test_cell_settings_keep_only_the_cells_method_keys():
 
 
 def test_wishart_sweep_cells_join_the_figure_as_their_own_method():
-    """bali_cls_image_wishart's n_eff cells are drawn in BALI Fig. 3 as "bali_neff", beside (not instead of)
-    the paper's BALI; its ROC mean is theirs alone."""
+    """bali_cls_image_wishart's cells with the other reading (wishart_n n) are drawn in BALI Fig. 3 as "bali_n",
+    beside (not instead of) the paper's BALI; its ROC mean is theirs alone."""
     from reprokit.report import bali_classification as rbc
 
     grid = [0.0, 0.5, 1.0]
     cols = {f"{rbc.ROC_PREFIX}{g:.3f}": [g, g] for g in grid}
     sweep = pd.DataFrame({"method": ["bali", "bali"], "dataset": ["mnist", "mnist"], "seed": [0, 0],
-                          "bali.wishart_n": ["n_eff", "n"], "status": ["completed"] * 2, "ood_auroc": [0.93, 0.81],
+                          "bali.wishart_n": ["n", "n_eff"], "status": ["completed"] * 2, "ood_auroc": [0.81, 0.93],
                           **cols})
     paper = sweep.drop(columns="bali.wishart_n").iloc[[1]].assign(ood_auroc=0.87)
     variant = rbc.as_wishart_variant(sweep)
-    assert variant["method"].tolist() == ["bali_neff"] and variant["ood_auroc"].tolist() == [0.93]
+    assert variant["method"].tolist() == ["bali_n"] and variant["ood_auroc"].tolist() == [0.81]
     both = pd.concat([paper, variant], ignore_index=True)
-    assert rbc.roc_mean(both, "mnist", "bali_neff")[2] == [0.93]
+    assert rbc.roc_mean(both, "mnist", "bali_n")[2] == [0.81]
     assert rbc.roc_mean(both, "mnist", "bali")[2] == [0.87]
-    assert "bali_neff" in rbc.METHODS and "bali_neff" in rbc.COLORS  # a legend label and a colour
+    assert "bali_n" in rbc.METHODS and "bali_n" in rbc.COLORS  # a legend label and a colour
     assert len(rbc.as_wishart_variant(paper)) == 0  # an experiment without the axis adds nothing

@@ -36,8 +36,9 @@ def _cell(config, name, scale, **coords):
 
 
 def test_bali_ystd_is_bali_with_standardised_targets_at_every_scale(config):
-    """The two BALI readings of Table 1 differ in standardize_y only: every other setting (own block,
-    per-dataset and per-scale overrides merged) is the same in every cell where both ran (quick bali_uci
+    """The two BALI readings of Table 1 differ in standardize_y only, and in wishart_n while bali_ystd's cells
+    where N_eff < N keep the reading they ran with (`n`; bali_uci's block says n_eff): every other setting (own
+    block, per-dataset and per-scale overrides merged) is the same in every cell where both ran (quick bali_uci
     leaves bali_ystd out)."""
     compared = set()
     for exp in ("bali_uci", "bali_uci_protein"):
@@ -50,7 +51,8 @@ def test_bali_ystd_is_bali_with_standardised_targets_at_every_scale(config):
                 b = _cell(config, exp, scale, method="bali", dataset=d, seed=0).settings["bali"]
                 sy = _cell(config, exp, scale, method="bali_ystd", dataset=d, seed=0).settings["bali_ystd"]
                 assert b["standardize_y"] is False and sy["standardize_y"] is True, (exp, scale, d)
-                assert {**sy, "standardize_y": False} == b, (exp, scale, d)
+                assert (b["wishart_n"], sy["wishart_n"]) == ("n_eff", "n")
+                assert {**sy, "standardize_y": False, "wishart_n": "n_eff"} == b, (exp, scale, d)
     assert {(e, s) for e in ("bali_uci", "bali_uci_protein") for s in ("paper", "test")} <= compared
 
 
@@ -66,10 +68,9 @@ def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
     assert bali.n_eff == pytest.approx(n_train / 3) and bali.beta == 0.123
     assert run.method.sampler.batch_size == 7  # the minibatches it trains on
     assert run.info["n_eff_divisor"] == 3 and run.info["beta"] == 0.123 and run.info["batch_size"] == 7
-    # since commit 015830c (2026-11-23): the inverse-Wishart dof count u = u_0 + N uses the actual N by default
-    # (bali.wishart_n: n)
-    assert run.info["wishart_n"] == "n" and bali.n_data == n_train
-    assert [layer.n_wishart for layer in run.method.model.layers] == [n_train, n_train]
+    # the inverse-Wishart dof count u = u_0 + N is the config's reading (bali.wishart_n: n_eff since 2026-11-26)
+    assert run.info["wishart_n"] == "n_eff" and bali.n_data == n_train
+    assert [layer.n_wishart for layer in run.method.model.layers] == pytest.approx([n_train / 3, n_train / 3])
     other = uci_regression.build(_cell(cfg, "bali_uci", "test", method="bali_ystd", dataset="uci_yacht", seed=0),
                                  _ctx(shared_data)).method.config
     assert other.beta != 0.123 and other.n_eff != pytest.approx(n_train / 3)

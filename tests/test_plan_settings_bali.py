@@ -112,7 +112,11 @@ def test_uci_regression_defaults(config):
     bali = {k: v for k, v in cell.settings["bali"].items() if k not in ("reparam", "scale_input_layer")}
     st = kind(cell.kind).settings(_with(cell, n_evals=None, bali=bali))
     assert st.n_evals == 10 and st.eval_every is None and st.block.reparam == "weight"
-    assert st.block.scale_input_layer is False and st.block.wishart_n == "n"
+    assert st.block.scale_input_layer is False and st.block.wishart_n == "n_eff"
+    # wishart_n has no default (a default would not show in a cell's recorded settings): a block without it is
+    # refused, naming the key
+    with pytest.raises(ConfigError, match="wishart_n"):
+        kind(cell.kind).settings(_with(cell, bali={k: v for k, v in bali.items() if k != "wishart_n"}))
     # a method's block matters only to that method's cells; a cell without its own block is told so
     dropout = _with(_test_cell(config, "bali_uci", method="dropout"), dropout=None)
     with pytest.raises(ConfigError, match="'dropout'"):
@@ -146,15 +150,16 @@ def test_bali_classification_defaults(config):
 
 
 def test_every_wishart_n_the_config_may_hold_runs_in_the_library_with_its_own_count():
-    """`wishart_n` (commit 015830c; the N in u = u_0 + N, Eq. 16d): its one default is BaliPriors' (the
-    library's BaliConfig has none), and each value both kinds' generated schemas allow builds a BaliConfig that counts
-    its own N (n: the training-set size, n_eff: N_eff)."""
+    """`wishart_n` (the N in u = u_0 + N, Eq. 16d): required in the settings model (no default, so every cell's
+    recorded settings name it) as in the library's BaliConfig, and each value both kinds' generated schemas allow
+    builds a BaliConfig that counts its own N (n: the training-set size, n_eff: N_eff)."""
     from reprokit.bali.config import BaliConfig
     from reprokit.plan.bali_blocks import BaliPriors
-    default = BaliPriors.model_fields["wishart_n"].default
+    assert BaliPriors.model_fields["wishart_n"].is_required()
     for name, block in (("uci_regression", "bali"), ("bali_classification", "bali")):
-        values = _block_schema(name, block)["properties"]["wishart_n"]["enum"]
-        assert default in values
+        schema = _block_schema(name, block)
+        assert "default" not in schema["properties"]["wishart_n"]  # (schemas require nothing: settings come in layers)
+        values = schema["properties"]["wishart_n"]["enum"]
         counts = {v: BaliConfig(wishart_n=v, n_eff=10.0, n_data=500.0).wishart_count for v in values}
         assert counts == {"n": 500.0, "n_eff": 10.0}
 

@@ -29,7 +29,7 @@ log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
 style.setup()
 df = bc.load([snakemake.input["bali_cls_image"]])  # noqa: F821
-# BALI with wishart_n n_eff (ours: the other reading of N in Sigma's degrees of freedom), where its cells ran
+# BALI with wishart_n n (ours: the other reading of N in Sigma's degrees of freedom, Alg. 1's N), where its cells ran
 variant = bc.as_wishart_variant(bc.load([snakemake.input["bali_cls_image_wishart"]]))  # noqa: F821
 df = pd.concat([df, variant], ignore_index=True) if len(variant) else df
 scale = bc.scale_of(df)

@@ -53,15 +53,15 @@ class BaliPriors(Settings):
     sigma_init: float = Field(gt=0)
     n_eff_divisor: float = Field(gt=0, description="N_eff = N_train / n_eff_divisor")
     # The N in the inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d), which sets the noise mode
-    # Sigma = U / (u + D_y + 1) (Eq. 21): "n" = the actual N_train, "n_eff" = N_eff. A CHOICE, the one
-    # default of the pipeline (the library's reprokit.bali.BaliConfig takes it without a default). The text
-    # supports "n": Tables 4/5 replace N by N_eff only "for the EMA updates in Eq. (17)", and Alg. 1 writes
-    # "Sigma_l <- U_l / (u_{0,l} + N + D_y + 1)" with "Require: N: number of training examples". Matters only
-    # where N_eff < N (kin8nm, powerplant, protein, the classification sets): Sigma is N_eff / N times the
-    # "n_eff" one there. See config/experiments/bali_regression.yaml for the measured effect.
+    # Sigma = U / (u + D_y + 1) (Eq. 21): "n" = the actual N_train (how Alg. 1 writes it), "n_eff" = N_eff (the
+    # count the EMAs of Eq. 17 carry). A CHOICE with no default: every BALI block of config/experiments states it,
+    # so each cell's recorded settings name it and changing it re-runs the cells it changes (a default would not
+    # show in a cell's config.json). The config's choice, n_eff, and the evidence for it are in
+    # config/experiments/bali_regression.yaml. Matters only where N_eff < N (kin8nm, powerplant, protein, the
+    # classification sets): Sigma under "n" is N_eff / N times the "n_eff" one there.
     wishart_n: Literal["n", "n_eff"] = Field(
-        "n", description="the N in the inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d): n = N_train (the "
-        "text: Tables 4/5 use N_eff only for the EMA of Eq. 17, Alg. 1 keeps N in Sigma), n_eff = N_eff")
+        description="the N in the inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d): n = N_train (Alg. 1), "
+        "n_eff = N_eff (the count of the EMA statistics of Eq. 17)")
     gram_dtype: Literal["float64", "float32"] = Field(
         "float64", description="dtype of each batch's Gram products X^T X, X^T Y, Y^T Y before they enter the "
         "float64 EMAs (float32: a CPU step of the MNIST network ~1.4x faster; benchmarks/bench_bali_step.py)")

@@ -18,10 +18,11 @@ from .style import SCALE_NOTE
 
 DATASETS = {"spambase": "Spambase", "cdc_diabetes": "Diabetes", "magic": "Telescope", "mnist": "MNIST",
             "fashion_mnist": "FashionMNIST"}
-# "bali_neff": BALI with the other reading of N in Sigma's degrees of freedom (wishart_n n_eff; experiment
-# bali_cls_image_wishart), drawn beside the paper's methods where its cells ran (ours, not the paper's)
-METHODS = {"bali": "BALI", "dropout": "DO", "map": "MAP", "bali_neff": "BALI (wishart_n n_eff)"}
-COLORS = {"bali": "tab:blue", "dropout": "tab:orange", "map": "tab:green", "bali_neff": "tab:purple"}
+# "bali_n": BALI with the other reading of N in Sigma's degrees of freedom (wishart_n n, Alg. 1's actual N;
+# experiments bali_cls_image_wishart / bali_cls_uci_wishart), drawn beside the paper's methods where its cells
+# ran (ours, not the paper's); "bali" itself reads N_eff (the config's wishart_n)
+METHODS = {"bali": "BALI", "dropout": "DO", "map": "MAP", "bali_n": "BALI (wishart_n n)"}
+COLORS = {"bali": "tab:blue", "dropout": "tab:orange", "map": "tab:green", "bali_n": "tab:purple"}
 UCI = ("spambase", "cdc_diabetes", "magic")
 ROC_PREFIX = "roc_tpr_at_fpr_"
 
@@ -38,12 +39,12 @@ def load(paths) -> pd.DataFrame:
 
 
 def as_wishart_variant(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of a `wishart_n` sweep (bali_cls_image_wishart) with method "bali_neff" where the cell counted
-    N_eff (its `bali.wishart_n` coordinate), so that they sit beside the paper's methods as one more method."""
+    """Rows of a `wishart_n` sweep (bali_cls_image_wishart) with method "bali_n" where the cell counted the actual
+    N (its `bali.wishart_n` coordinate), so that they sit beside the paper's methods as one more method."""
     if len(df) == 0 or "bali.wishart_n" not in df:
         return df.iloc[0:0]
-    out = df[df["bali.wishart_n"].astype(str) == "n_eff"].copy()
-    out["method"] = "bali_neff"
+    out = df[df["bali.wishart_n"].astype(str) == "n"].copy()
+    out["method"] = "bali_n"
     return out
 
 

@@ -1,0 +1,167 @@
+"""Rewrites of the committed archive (`figures/<scale>/cells/`) for a config change that re-homes cells which ran.
+
+A cell's archived line is used only while its settings equal what HEAD's config gives that cell
+(`archive.split`). When a change of the config leaves what a cell computed the same but moves it (a renamed
+key, a reading that became the default), the line is rewritten here instead of the cell being run again;
+every line touched gets a `migrations` entry saying what was done, on which date and why the computation is
+the one the new settings describe. A line is only rewritten after its new settings were checked to equal
+HEAD's for its new cell, so a migration cannot make a line claim settings it did not run with. Idempotent:
+a line already migrated is left as it is. Torch-free.
+
+    python -m reprokit.report.archive_migrations wishart_n_eff --scale paper          # what it would do
+    python -m reprokit.report.archive_migrations wishart_n_eff --scale paper --apply  # and write it
+
+Migrations:
+  * `wishart_n_eff` (2026-11-26): BALI's `wishart_n` (the N in Sigma's degrees of freedom, Eq. 16d) lost its
+    default `n` and every BALI block states it; the main experiments say `n_eff`, the `*_wishart`
+    experiments' axis says `n`. A line that ran with the old default (no `wishart_n` in its block, `info`
+    saying `n`):
+      - where N_eff = N (`n_eff_divisor` 1) both readings are one computation: the block gains the config's value;
+      - where the config's value is `n` (bali_ystd): the block gains `n`, what it ran with;
+      - otherwise it moves to the paired `*_wishart` experiment, as its `bali.wishart_n~n` cell;
+    and a `*_wishart` line that ran with `n_eff` (its axis) moves to the main experiment's cell.
+    Results under `results/` are not touched: Snakemake runs those cells again (their settings now differ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+
+from . import archive
+
+AXIS = "bali.wishart_n"
+# (main experiment, the experiment of the other reading `n`)
+WISHART_PAIRS = (("bali_uci", "bali_uci_wishart"), ("bali_uci_protein", "bali_uci_protein_wishart"),
+                 ("bali_cls_image", "bali_cls_image_wishart"), ("bali_cls_uci", "bali_cls_uci_wishart"))
+
+
+def _block_key(line: dict) -> str | None:
+    """The settings key of the line's BALI prior block (uci_regression: the method's block, bali / bali_ystd;
+    bali_classification: `bali`), or None for a method without one (dropout, map, bbb)."""
+    for key in (line["coords"].get("method"), "bali"):
+        block = line["settings"].get(key)
+        if isinstance(block, dict) and "n_eff_divisor" in block:
+            return key
+    return None
+
+
+def _note(line: dict, date: str, what: str) -> None:
+    line.setdefault("migrations", []).append({"migration": "wishart_n_eff", "date": date, "what": what})
+
+
+def _with_value(line: dict, key: str, value: str) -> dict:
+    settings = copy.deepcopy(line["settings"])
+    settings[key]["wishart_n"] = value
+    return settings
+
+
+def _moved(line: dict, cell: str, experiment: str, coords: dict, settings: dict) -> dict:
+    out = copy.deepcopy(line)
+    out.update(cell=cell, experiment=experiment, coords=coords, settings=settings)
+    return out
+
+
+def wishart_n_eff(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, dict]], date: str,
+                  pairs=WISHART_PAIRS) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """(the new archive lines {experiment: {cell: line}}, one message per line touched or left stale).
+    `lines`: the archive of each experiment of `pairs`; `heads`: `archive.current_settings` of each."""
+    out = {name: {} for pair in pairs for name in pair}
+    log = []
+
+    def keep(name, line):
+        out[name][line["cell"]] = line
+
+    for main, alt in pairs:
+        for line in lines.get(main, {}).values():
+            key = _block_key(line)
+            if key is None or "wishart_n" in line["settings"][key]:
+                keep(main, line)  # no BALI block, or already states its reading
+                continue
+            ran = line.get("info", {}).get("wishart_n", "n")
+            head = heads[main].get(line["cell"])
+            if ran != "n" or head is None:
+                keep(main, line)
+                log.append(f"{line['cell']}: left as it is (ran with {ran}; in HEAD's grid: {head is not None})")
+                continue
+            want = head[key]["wishart_n"]
+            same = float(line["settings"][key]["n_eff_divisor"]) == 1.0
+            if want == "n" or same:
+                settings = _with_value(line, key, want)
+                if archive.differing_keys(settings, head):
+                    keep(main, line)
+                    log.append(f"{line['cell']}: left stale ({archive.differing_keys(settings, head)} differ besides "
+                               "wishart_n)")
+                    continue
+                new = _moved(line, line["cell"], main, line["coords"], settings)
+                _note(new, date, f"settings.{key}.wishart_n {want} written: "
+                      + ("what it ran with (the default then)" if want == "n"
+                         else "it ran with n, and N_eff = N here, so both readings are one computation"))
+                keep(main, new)
+                log.append(f"{line['cell']}: wishart_n {want} written ({'ran with it' if want == 'n' else 'N_eff = N'})")
+                continue
+            cell = line["cell"].replace(f"/{main}/", f"/{alt}/", 1) + f"/{AXIS}~n"
+            target = heads[alt].get(cell)
+            settings = _with_value(line, key, target[key]["wishart_n"]) if target else None
+            if target is None or archive.differing_keys(settings, target):
+                keep(main, line)
+                log.append(f"{line['cell']}: left stale (no cell {cell} with these settings in HEAD's grid)")
+                continue
+            new = _moved(line, cell, alt, {**line["coords"], AXIS: "n"}, settings)
+            _note(new, date, f"moved from {line['cell']}: it ran with wishart_n n (the default then), now {alt}'s "
+                  f"axis value")
+            keep(alt, new)
+            log.append(f"{line['cell']} -> {cell}")
+        for line in lines.get(alt, {}).values():
+            if str(line["coords"].get(AXIS)) != "n_eff":
+                keep(alt, line)
+                continue
+            key = _block_key(line)
+            cell = line["cell"].replace(f"/{alt}/", f"/{main}/", 1).replace(f"/{AXIS}~n_eff", "")
+            target = heads[main].get(cell)
+            settings = _with_value(line, key, "n_eff") if key else None
+            if key is None or target is None or archive.differing_keys(settings, target):
+                keep(alt, line)
+                log.append(f"{line['cell']}: left stale (no cell {cell} with these settings in HEAD's grid)")
+                continue
+            coords = {k: v for k, v in line["coords"].items() if k != AXIS}
+            new = _moved(line, cell, main, coords, settings)
+            _note(new, date, f"moved from {line['cell']}: it ran with wishart_n n_eff (its axis then), now "
+                  f"{main}'s setting")
+            if cell in out[main]:
+                raise ValueError(f"{cell}: two archived lines would land here (from {main} and {alt})")
+            keep(main, new)
+            log.append(f"{line['cell']} -> {cell}")
+    return out, log
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..config import load_pipeline_config
+
+    parser = argparse.ArgumentParser(prog="python -m reprokit.report.archive_migrations",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("migration", choices=["wishart_n_eff"])
+    parser.add_argument("--scale", required=True)
+    parser.add_argument("--root", default=".")
+    parser.add_argument("--date", default="2026-11-26", help="written into each touched line")
+    parser.add_argument("--apply", action="store_true", help="write the archive (default: only say what changes)")
+    args = parser.parse_args(argv)
+    config = load_pipeline_config(args.root)
+    names = [n for pair in WISHART_PAIRS for n in pair]
+    lines = {n: archive.load(archive.path_of(args.root, args.scale, n)) for n in names}
+    heads = {n: archive.current_settings(config, args.scale, n) for n in names}
+    out, log = wishart_n_eff(lines, heads, args.date)
+    print("\n".join(log) or "nothing to migrate")
+    for name in names:
+        before, after = len(lines[name]), len(out[name])
+        print(f"{name}: {before} -> {after} archived lines")
+        if args.apply and (out[name] or lines[name]) and json.dumps(out[name], sort_keys=True) != json.dumps(
+                lines[name], sort_keys=True):
+            archive.write(archive.path_of(args.root, args.scale, name), out[name])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
