@@ -2,6 +2,7 @@
 outputs are written (metrics.json last); logs show progress off a terminal; the package never
 imports snakemake; figures carry their provenance and the test watermark."""
 
+import dataclasses
 import json
 import logging
 import math
@@ -164,6 +165,28 @@ def test_a_checkpoint_resumes_only_the_cell_that_wrote_it(tmp_path, monkeypatch,
     assert record["metrics"]["n"] == 10.0  # 4 restored + 6 more, or 10 from scratch
     assert ("starting afresh" in caplog.text) == (not same_settings)
     assert not ckpt.exists() and not Path(str(ckpt) + ".cell").exists()
+
+
+def test_a_rerun_with_other_settings_never_sits_beside_the_earlier_runs_record(tmp_path, monkeypatch):
+    """A cell run again with other settings (benchmarks/run_cells.py re-runs it in place; Snakemake would delete
+    its outputs first) drops the earlier run's metrics.json and curve.csv when it writes its config.json, so
+    while it runs (here: it fails at its first step) nothing pairs the new settings with the old result."""
+    class Failing(Counter):
+        def train_step(self, step):
+            raise RuntimeError("killed")
+
+    mod = types.ModuleType("reprokit.experiments.counting")
+    mod.build = lambda cell, ctx: Run(Counter() if cell.settings["lr"] == 0.1 else Failing(), n_steps=3, eval_every=0)
+    monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
+    ctx = CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v"))
+    out = tmp_path / "out"
+    cell = Cell(scale="test", experiment="count", coords=(("seed", 0),), settings={"lr": 0.1}, kind="counting")
+    cell_mod.run_cell(cell, ctx, out, None)
+    assert (out / "metrics.json").exists()
+    with pytest.raises(RuntimeError, match="killed"):
+        cell_mod.run_cell(dataclasses.replace(cell, settings={"lr": 0.2}), ctx, out, None)
+    assert json.loads((out / "config.json").read_text())["settings"] == {"lr": 0.2}
+    assert not (out / "metrics.json").exists() and not (out / "curve.csv").exists()
 
 
 def _fig2a_test_cell(tmp_path):

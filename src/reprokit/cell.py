@@ -3,8 +3,8 @@
     python -m reprokit.cell run --cell CELL_JSON --context CONTEXT_JSON --variants VARIANTS_JSON --out DIR --checkpoint FILE
     python -m reprokit.cell variant --dataset NAME --out FILE --context CONTEXT_JSON
 
-`run` writes DIR/config.json (the resolved cell config) first, DIR/curve.csv, and last, atomically,
-DIR/metrics.json. The checkpoint lives outside DIR because Snakemake deletes a job's declared outputs
+`run` removes an earlier run's DIR/metrics.json and DIR/curve.csv, writes DIR/config.json (the resolved cell
+config) first, DIR/curve.csv, and last, atomically, DIR/metrics.json. The checkpoint lives outside DIR because Snakemake deletes a job's declared outputs
 before it starts; a cell killed by SIGTERM exits with 143 after checkpointing and, started again,
 resumes to bit-identical metrics; a checkpoint that cannot be read (truncated, corrupt) is moved aside
 to `<checkpoint>.unreadable-<time>` with a warning and the cell starts afresh. A diverged run
@@ -108,6 +108,10 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
     """Run one cell; `checkpoint_every` None takes the context's `run.checkpoint_every`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # An earlier run's record (Snakemake deletes it before a job; benchmarks/run_cells.py does not) would sit
+    # beside this run's config.json until this run ends: a reader would take it for this run's result.
+    for stale in ("metrics.json", "curve.csv"):
+        (out_dir / stale).unlink(missing_ok=True)
     atomic_write_json(out_dir / "config.json", {**cell.to_dict(), "context": {
         "mirrors": ctx.mirrors, "cache_dir": ctx.cache_dir, "variants": {k: str(v) for k, v in ctx.variant_paths.items()}}})
     for name, path in ctx.variant_paths.items():
