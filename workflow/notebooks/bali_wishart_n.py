@@ -44,8 +44,9 @@ def beside(df, other):
     return df[(df["method"] == "bali") & df["dataset"].isin(set(other["dataset"]))]
 
 
+every = pd.concat([n_read, neff, cls_n, cls_neff])  # for the notes of unavailable cells: every input's
 neff, cls_neff = beside(neff, n_read), beside(cls_neff, cls_n)
-scale = style.scale_of(pd.concat([n_read, neff, cls_n, cls_neff]))
+scale = style.scale_of(every)
 paper = br.paper_values(inputs["bali_paper"])
 datasets = [d for d in br.DATASETS if len(n_read) and d in set(n_read["dataset"])]  # where N_eff < N
 
@@ -108,7 +109,7 @@ footnotes = [
      "Monte Carlo predictive."),
     ("n_eff is the config's reading (since 2026-11-26): the better NLL, ECE and AUROC on the image sets and the "
      "better LL on powerplant and protein; n (Alg. 1's N) the better LL on kin8nm."),
-    *style.na_footnotes(pd.concat([n_read, neff, cls_n, cls_neff])),
+    *style.na_footnotes(every),
 ]
 write_table(
     table, snakemake.output["tex"],  # noqa: F821
