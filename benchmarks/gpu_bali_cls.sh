@@ -42,21 +42,21 @@ cells() {  # experiment, jobs, --where filters...
 [ "${PHASE:-1}" = 1 ] && ( REPROKIT_TEST_DATA="$(cd "$MIRROR" && pwd)" timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
     tests/test_device.py > "$OUT/test_device.log" 2>&1
   echo "rc $?" >> "$OUT/test_device.log" ) &
-# What is still missing at paper scale (figures/paper/cells/, 2026-11-26, after the H100 lease of that day): seed 0
-# of BALI, DO and MAP on MNIST and FashionMNIST (BALI with n and n_eff), DO / MAP on Spambase and MAGIC, BALI on
-# Spambase are archived. A fresh machine has no results/, so run_cells.py would run archived cells again: name only
-# missing ones. PHASE=1: MAGIC BALI (20000 steps, ~330 s alone: evaluation-bound) in one process, DO and MAP seed 1
-# on the image sets in another; PHASE=2 (the warm machine; a CUDA checkpoint resumes only there) resumes what is
-# unfinished, then seed 1 of BALI on MNIST. Diabetes needs its 22 MB CSV, which does not fit the 64 MiB carry
-# beside the image sets: run it on a CPU or on a call that carries only UCI-classification.
+# What is archived at paper scale (figures/paper/cells/, 2026-11-26): seed 0 of BALI (wishart_n n_eff and n), DO and
+# MAP on MNIST, FashionMNIST, Spambase and MAGIC (MAGIC and Spambase BALI ran on the CPU that day). A fresh machine
+# has no results/, so run_cells.py would run archived cells again: name only missing ones. PHASE=1: seed 1 of BALI on
+# MNIST in one process, DO and MAP seed 1 on the image sets in another; PHASE=2 (the warm machine; a CUDA checkpoint
+# resumes only there) resumes what is unfinished, then seed 1 of BALI on FashionMNIST. Diabetes needs its 22 MB CSV,
+# which does not fit the 64 MiB carry beside the image sets: run it on a CPU or on a call that carries only
+# UCI-classification.
 PHASE=${PHASE:-1}
 if [ "$PHASE" = 1 ]; then
   # a solo BALI step timing of the two shapes was taken on 2026-11-26 (step_costs.tsv); not repeated
-  ( cells bali_cls_uci 1 method=bali dataset=magic seed=0 ) > "$OUT/cells_a.log" 2>&1 &
+  ( cells bali_cls_image 1 method=bali dataset=mnist seed=1 ) > "$OUT/cells_a.log" 2>&1 &
   ( cells bali_cls_image 4 method=dropout,map seed=1 ) > "$OUT/cells_b.log" 2>&1 &
 else
-  ( cells bali_cls_uci 1 method=bali dataset=magic seed=0
-    cells bali_cls_image 1 method=bali dataset=mnist seed=1 ) > "$OUT/cells_a.log" 2>&1 &
+  ( cells bali_cls_image 1 method=bali dataset=mnist seed=1
+    cells bali_cls_image 1 method=bali dataset=fashion_mnist seed=1 ) > "$OUT/cells_a.log" 2>&1 &
   ( cells bali_cls_image 4 method=dropout,map seed=1 ) > "$OUT/cells_b.log" 2>&1 &   # resumes, if unfinished
 fi
 wait
