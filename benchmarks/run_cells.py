@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -28,8 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reprokit.config import load_pipeline_config
-from reprokit.config import experiment, format_value
+from reprokit.config import experiment, format_value, load_pipeline_config
 from reprokit.plan import kind as plan_of_kind
 from reprokit.plan.job import cell_job, data_context
 from reprokit.report.archive import differing_keys
@@ -67,12 +68,46 @@ def build_variants(needed: dict, context: dict, logs: Path) -> int:
     return 0
 
 
+_LIVE: set[subprocess.Popen] = set()  # the cell processes running now
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set by a signal: queued cells do not start
+
+
 def _run(cmd: list[str], log: Path) -> tuple[int, float]:
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with open(log, "w") as fh:
-        rc = subprocess.call(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+        with _LIVE_LOCK:
+            if _STOPPING.is_set():
+                return -signal.SIGTERM, 0.0
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+            _LIVE.add(proc)
+        try:
+            rc = proc.wait()
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
     return rc, time.perf_counter() - t0
+
+
+def stop_cells(signum: int, _frame=None) -> None:
+    """SIGTERM / SIGINT / SIGHUP (a `timeout`, Ctrl-C, a closed terminal): stop the cells this run started.
+
+    Without it a killed run_cells.py leaves its cell processes running, unseen, writing to results/ and
+    competing for the device. Each cell keeps its last checkpoint; running the same command again resumes it.
+    """
+    with _LIVE_LOCK:
+        _STOPPING.set()
+        procs = list(_LIVE)
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    print(f"stopped by signal {signum}: {len(procs)} running cell(s) terminated", file=sys.stderr, flush=True)
+    raise SystemExit(128 + signum)
 
 
 NO_CONFIG = "<config.json>"
@@ -146,6 +181,8 @@ def main(argv=None) -> int:
         return rc
 
     # 2. the cells, --jobs at a time
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop_cells)
     summary, t0 = [], time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {pool.submit(_run, cmd, log): (rel, metrics) for rel, cmd, log, metrics in jobs}

@@ -33,8 +33,7 @@ def _listed(capsys) -> tuple[str, list[str]]:
 
 
 def _settings_now(rel_dir: str) -> dict:
-    from reprokit.config import load_pipeline_config
-    from reprokit.config import experiment
+    from reprokit.config import experiment, load_pipeline_config
     from reprokit.plan import kind as plan_of_kind
 
     cfg = load_pipeline_config(REPO, {"scale": "test"})
@@ -109,3 +108,31 @@ def test_size_cells_runs_a_cell_with_changed_settings_into_its_scratch_folder(sh
         mod.main(["--experiment", "bali_cls_uci", "--scale", "test", "--where", "method=map", "dataset=spambase",
                   "--set", "n_stepz=4", "--out", str(tmp_path / "scratch2")])
     assert not (tmp_path / "scratch2" / "results").exists()
+
+
+def test_a_signal_stops_the_running_cells_and_the_queued_ones(run_cells, tmp_path):
+    """A `timeout` or Ctrl-C on run_cells.py must not leave its cell processes running unseen."""
+    import sys
+    import threading
+    import time
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    started = []
+    worker = threading.Thread(target=lambda: started.append(run_cells._run(sleeper, tmp_path / "a.log")))
+    worker.start()
+    deadline = time.time() + 30
+    while not run_cells._LIVE and time.time() < deadline:
+        time.sleep(0.05)
+    (proc,) = run_cells._LIVE
+    try:
+        with pytest.raises(SystemExit) as stop:
+            run_cells.stop_cells(15)
+        assert stop.value.code == 128 + 15
+        worker.join(timeout=30)
+        assert proc.poll() is not None and started and started[0][0] != 0  # the cell process is gone
+        rc, _ = run_cells._run(sleeper, tmp_path / "b.log")  # a queued cell does not start afterwards
+        assert rc != 0 and not run_cells._LIVE
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        run_cells._STOPPING.clear()
