@@ -221,3 +221,49 @@ def test_wishart_migration_moves_each_line_to_the_cell_its_computation_belongs_t
         assert left == ([] if name == "a" else [f"{stale_cell}: ran with other settings (bali differ from the config)"])
     again = wishart_n_eff(out, heads, "2026-11-26", pairs=(("m", "a"),))[0]
     assert again == out
+
+
+def test_method_blocks_migration_nests_method_keys_keeps_the_own_block_and_leaves_other_settings_stale():
+    """The method_blocks migration (affine_invariance kind here): `dl_*` / `augerino_*` / `llml_*` / `finetune_*` become their method's
+    block with the same values; another method's keys are dropped (named in the line's `migrations`); a line
+    whose other settings differ from HEAD's stays as it was; a second run changes nothing."""
+    from reprokit.report.archive_migrations import method_blocks
+
+    aug = {"augerino_reg": 0.01, "augerino_reg_kind": "safe"}
+
+    def line(cell, method, **settings):
+        return {"cell": f"quick/e/{cell}", "experiment": "e", "coords": {"method": method},
+                "settings": {"n_steps": 10, **aug, **settings}, "status": "completed", "metrics": {"test_acc": 0.5}}
+
+    lines = {"e": {x["cell"]: x for x in (
+        line("method~augerino", "augerino"),
+        line("method~diff_laplace", "diff_laplace", dl_burnin=100, dl_n_aug_marglik=4),
+        line("method~validation_opt", "validation_opt", finetune_epochs=1, finetune_lr=0.01),
+        line("method~baseline", "baseline", n_steps=20))}}  # ran 20 steps; HEAD says 10: stale
+    heads = {"e": {"quick/e/method~augerino": {"n_steps": 10, "augerino": {"reg": 0.01, "reg_kind": "safe"}},
+                   "quick/e/method~diff_laplace": {"n_steps": 10, "diff_laplace": {"burnin": 100, "n_aug_marglik": 4}},
+                   "quick/e/method~validation_opt": {"n_steps": 10, "validation_opt": {"finetune_epochs": 1,
+                                                                                        "finetune_lr": 0.01}},
+                   "quick/e/method~baseline": {"n_steps": 10}}}
+    out, log = method_blocks(lines, heads, "2026-11-27", {"e": "affine_invariance"})
+    new = out["e"]
+    assert new["quick/e/method~augerino"]["settings"] == heads["e"]["quick/e/method~augerino"]
+    dl = new["quick/e/method~diff_laplace"]
+    assert dl["settings"] == heads["e"]["quick/e/method~diff_laplace"]
+    assert "dropped augerino_reg, augerino_reg_kind" in dl["migrations"][0]["what"]
+    assert new["quick/e/method~validation_opt"]["settings"]["validation_opt"] == {"finetune_epochs": 1,
+                                                                                   "finetune_lr": 0.01}
+    assert new["quick/e/method~baseline"] == lines["e"]["quick/e/method~baseline"]
+    assert log == [f"quick/e/method~{m}: nested" + (", 2 keys of another method dropped" if m != "augerino" else "")
+                   for m in ("augerino", "diff_laplace", "validation_opt")] + [
+        "quick/e/method~baseline: left stale (['n_steps'] differ)"]
+    assert archive.split(new, heads["e"])[1] == [
+        ("quick/e/method~baseline: ran with other settings (augerino_reg, augerino_reg_kind, n_steps differ from the "
+         "config)")]
+    assert method_blocks(out, heads, "2026-11-27", {"e": "affine_invariance"})[0] == out
+    # a kind without a method axis (update_timing) keeps every block
+    timing = {"cell": "quick/t/model~m", "experiment": "t", "coords": {"model": "m"},
+              "settings": {"dl_n_repeats": 2, "augerino_reg": 0.01}}
+    want = {"diff_laplace": {"n_repeats": 2}, "augerino": {"reg": 0.01}}
+    moved = method_blocks({"t": {timing["cell"]: timing}}, {"t": {timing["cell"]: want}}, "d", {"t": "update_timing"})
+    assert moved[0]["t"][timing["cell"]]["settings"] == want

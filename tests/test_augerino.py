@@ -108,8 +108,8 @@ def fake_mnist(monkeypatch, tmp_path):
 
 def test_standard_variant_cell_is_diverged_with_nan_metrics(fake_mnist, tmp_path):
     """Through the cell: the plain variant's divergence is a NaN cell with status 'diverged' (App. E)."""
-    extra = dict(n_steps=200, augerino_reg_kind="standard", augerino_reg=1.0, augerino_hyper_lr=5.0,
-                 augerino_augmentation="schwobel", aug_init=60.0)  # exp(scale) overflows beyond 88
+    extra = dict(n_steps=200, aug_init=60.0,  # exp(scale) overflows beyond 88
+                 augerino=dict(reg_kind="standard", reg=1.0, hyper_lr=5.0, augmentation="schwobel"))
     record = run_cell(make_cell(fake_mnist, "augerino", extra), fake_mnist, tmp_path / "out", None)
     assert record["status"] == "diverged" and record["steps"] < 200
     assert math.isnan(record["metrics"]["test_acc"]) and math.isnan(record["metrics"]["aug_rotation"])

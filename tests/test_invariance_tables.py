@@ -35,10 +35,10 @@ PAPER = REPO / "config" / "papers" / "partitioned.yaml"
 
 CIFAR = {"model": "fixup_resnet8", "optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "lr_schedule": "cosine",
          "weight_decay": 1e-4, "wd_scaling": "sqrt", "augmentation": "augerino", "dataset": "cifar10", "n_train": 48,
-         "batch_size": 12, "n_steps": 4, "lr_cosine_steps": 3, "finetune_epochs": 1, "chunk_proportions": [0.5, 0.5],
+         "batch_size": 12, "n_steps": 4, "lr_cosine_steps": 3, "validation_opt": {"finetune_epochs": 1}, "chunk_proportions": [0.5, 0.5],
          "eval_every": 2}
 WRN = {**CIFAR, "model": "wrn20_gn", "psi": "feature_extractor", "aug_samples": 1, "eval_aug_samples": 1,
-       "finetune_epochs": 0, "n_steps": 2}
+       "validation_opt": {"finetune_epochs": 0}, "n_steps": 2}
 
 
 @pytest.fixture

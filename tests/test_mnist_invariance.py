@@ -241,9 +241,9 @@ def make_cell(ctx, method, extra=None, **coords):
     return cell
 
 
-SMALL = {"diff_laplace": {"dl_marglik_every": 1, "dl_n_aug_marglik": 2},  # the library defaults are paper scale
-         "last_layer_ml": {"llml_n_inducing": 8, "llml_orbit_size": 2, "llml_lik_samples": 2,
-                           "llml_eval_lik_samples": 2}}
+SMALL = {"diff_laplace": {"diff_laplace": {"marglik_every": 1, "n_aug_marglik": 2}},  # the defaults are paper scale
+         "last_layer_ml": {"last_layer_ml": {"n_inducing": 8, "orbit_size": 2, "lik_samples": 2,
+                                             "eval_lik_samples": 2}}}
 
 
 @pytest.mark.parametrize("method", ["baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned",

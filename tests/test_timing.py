@@ -26,7 +26,8 @@ SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 def tiny_settings(**kw) -> UpdateTimingSettings:
     s = {"model": "mnist_cnn", "seed": 0, "batch_size": 3, "n_aug_samples": 2, "input_shape": [1, 28, 28],
          "n_classes": 10, "chunk_proportions": [0.8, 0.1, 0.1], "augmentation": "schwobel", "augmentation_init": 0.1,
-         "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "n_warmup": 1, "n_repeats": 3, "dl_n_repeats": 1}
+         "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "n_warmup": 1, "n_repeats": 3,
+         "diff_laplace": {"n_repeats": 1}}
     s.update(kw)
     return UpdateTimingSettings.from_dict(s)
 
@@ -54,9 +55,9 @@ def test_cell_reports_positive_ratios_and_per_repetition_times():
 
 
 def test_diff_laplace_hyper_update_is_measured_in_its_own_repetitions():
-    """Timed in the last dl_n_warmup warm-up and the first dl_n_repeats timed repetitions; its ratio is the
+    """Timed in the last diff_laplace.n_warmup warm-up and the first diff_laplace.n_repeats timed repetitions; its ratio is the
     median of those repetitions' (Diff. Laplace / standard) times, not a number from elsewhere."""
-    m = UpdateTiming(tiny_settings(n_warmup=2, n_repeats=4, dl_n_warmup=1, dl_n_repeats=2))
+    m = UpdateTiming(tiny_settings(n_warmup=2, n_repeats=4, diff_laplace={"n_warmup": 1, "n_repeats": 2}))
     psi0, prec0 = [p.detach().clone() for p in m.psi], m.log_prior_prec.detach().clone()
     curve, metrics = m.measure()
     has_dl = [r["step"] for r in curve if "dl_hyper_cpu_s" in r]
@@ -69,7 +70,7 @@ def test_diff_laplace_hyper_update_is_measured_in_its_own_repetitions():
     assert all(np.isfinite(r["dl_hyper_loss"]) for r in timed)  # the marginal likelihood / N
     assert not torch.equal(m.log_prior_prec.detach(), prec0)  # the prior precision and psi stepped
     assert any(not torch.equal(p, q) for p, q in zip(m.psi, psi0))
-    off = UpdateTiming(tiny_settings(dl_n_warmup=0, dl_n_repeats=0)).measure()[1]
+    off = UpdateTiming(tiny_settings(diff_laplace={"n_warmup": 0, "n_repeats": 0})).measure()[1]
     assert off["dl_hyper_outcome"] == "not measured" and off["dl_hyper_n"] == 0 and np.isnan(off["dl_hyper_ratio"])
 
 
@@ -232,7 +233,7 @@ def test_test_scale_cell_runs_through_the_cell_entry_point(tmp_path):
     assert record["status"] == "completed"
     assert record["metrics"]["param_ratio"] > 0 and record["metrics"]["hyper_ratio"] > 0
     assert record["metrics"]["dl_hyper_outcome"] == "measured" and record["metrics"]["dl_hyper_ratio"] > 1
-    assert record["metrics"]["dl_hyper_n"] == cell.settings["dl_n_repeats"] and record["metrics"]["augerino_ratio"] > 0
+    assert record["metrics"]["dl_hyper_n"] == cell.settings["diff_laplace"]["n_repeats"] and record["metrics"]["augerino_ratio"] > 0
     assert record["info"]["batch_size"] == cell.settings["batch_size"]
     assert record["info"]["device"] == "cpu" and record["info"]["num_threads"] == 1
     curve = pd.read_csv(tmp_path / "out" / "curve.csv")

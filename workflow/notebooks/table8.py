@@ -189,7 +189,7 @@ footnotes = [
     "PartitionedAdam/SGD.step(k). Partitioned Hyperparam. = k ~ Cat(u_2..u_C), subnetwork k-1, Adam step on the "
     "augmentation parameters; backward mode: " + ", ".join(backward)
     + " (minimal: each update differentiates only what it updates; full: loss.backward() w.r.t. everything). "
-    "Augerino = NLL + augerino_reg (0.01) x the safe width regulariser, one backward, weights and augmentation stepped. "
+    "Augerino = NLL + augerino.reg (0.01) x the safe width regulariser, one backward, weights and augmentation stepped. "
     "Diff. Laplace Param. = the MAP loss (NLL + layerwise Gaussian prior / N) step; Hyperparam. = one Adam step "
     "on (augmentation, log prior precision) of the KFAC-GGN Laplace marginal likelihood (exact diagonal GGN "
     "for the FixUp scalars), differentiated through the curvature, same batch and augmentation samples "

@@ -7,16 +7,16 @@ Grid axes (an experiment uses the ones it needs; the rest come from `settings`):
   method             baseline     standard training, no augmentation
                      augerino     Augerino (safe variant by default), methods/augerino.py
                      diff_laplace Diff. Laplace (LILA, Immer et al. 2022), methods/diff_laplace.py: psi and
-                                  the prior precision on a KFAC Laplace marginal likelihood (dl_* settings)
+                                  the prior precision on a KFAC Laplace marginal likelihood (its `diff_laplace` block)
                      last_layer_ml  Last-layer ML (Schwoebel et al. 2021), methods/last_layer_gp.py: an
                                   invariant sparse GP on the CNN's last-layer features, psi on its ELBO
-                                  (llml_* settings; its own orbit sizes instead of aug_samples)
+                                  (its `last_layer_ml` block; its own orbit sizes instead of aug_samples)
                      partitioned  partitioned network, psi = augmentation ranges (App. I.1)
                      partitioned_ens  C separate networks, methods/partitioned_ensemble.py
                      validation_opt  validation-set optimisation (Tables 2, 3), methods/validation_opt.py:
                                   chunk_proportions = [train, validation] (the same split a partitioned
                                   cell with those proportions gets); the weights train on the training
-                                  part, psi on validation minibatches; then `finetune_epochs` epochs on
+                                  part, psi on validation minibatches; then `validation_opt.finetune_epochs` epochs on
                                   all data with psi fixed. One cell gives both rows of Table 2:
                                   test_acc etc. before finetuning, finetune_test_acc etc. after
                      random       standard training, ranges fixed, drawn uniformly from
@@ -91,7 +91,7 @@ def make_augmentation(st: AffineSettings, kind: str | None = None):
     from ..augment.affine import build_augmentation
     kind = kind or st.augmentation
     if kind == "augerino":
-        return build_augmentation("augerino", init_raw=float(st.augerino_init_raw))
+        return build_augmentation("augerino", init_raw=float(st.augerino.init_raw))
     return build_augmentation(kind, init=float(st.aug_init))
 
 
@@ -284,10 +284,11 @@ def build(cell, ctx: CellContext) -> Run:
         ev = evaluation(net, aug)
         # App. I.4: "SGD with same settings, overriding only the learning rate to 0.01"; the cosine decay runs
         # over the finetune steps (the search's hold point does not apply)
-        finetune = dataclasses.replace(optim, optimizer="sgd", lr=float(st.finetune_lr), cosine_steps=None,
-                                       lr_schedule=st.finetune_lr_schedule or optim.lr_schedule)
+        vo = st.validation_opt
+        finetune = dataclasses.replace(optim, optimizer="sgd", lr=float(vo.finetune_lr), cosine_steps=None,
+                                       lr_schedule=vo.finetune_lr_schedule or optim.lr_schedule)
         m = ValidationSetOptimisation(net, psi, data, optim, n_steps, seed, hyper_lr=_hyper_lr(st, cell),
-                                      chunk_ids=chunk_ids, finetune_epochs=int(st.finetune_epochs),
+                                      chunk_ids=chunk_ids, finetune_epochs=int(vo.finetune_epochs),
                                       finetune_optim=finetune, evaluate_fn=ev.final)
         info.update(split_sizes=m.split_sizes, finetune_steps=m.finetune_steps)  # n_steps: the search
         # the final metrics hold both rows: before finetuning (test_acc, ...) and after (finetune_test_acc, ...)
@@ -295,24 +296,25 @@ def build(cell, ctx: CellContext) -> Run:
 
     if method == "augerino":
         from ..methods.augerino import augerino_parametrisation
-        aug = make_augmentation(st, augerino_parametrisation(st.augerino_augmentation, st.augmentation))
+        ag = st.augerino
+        aug = make_augmentation(st, augerino_parametrisation(ag.augmentation, st.augmentation))
         net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
-        m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(st.augerino_hyper_lr),
-                             reg_strength=float(st.augerino_reg), reg_kind=st.augerino_reg_kind)
+        m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(ag.hyper_lr),
+                             reg_strength=float(ag.reg), reg_kind=ag.reg_kind)
         return Run(m, n_steps, eval_every, info, evaluation(net, aug))
 
     if method == "diff_laplace":
         from ..methods.diff_laplace import DiffLaplaceTraining
         aug = make_augmentation(st)
         net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
-        m = DiffLaplaceTraining(net, data, optim, n_steps, seed, burnin=int(st.dl_burnin),
-                                marglik_every=int(st.dl_marglik_every), marglik_steps=int(st.dl_marglik_steps),
-                                marglik_batches=int(st.dl_marglik_batches),
-                                marglik_batch_size=st.dl_marglik_batch_size, n_aug_marglik=int(st.dl_n_aug_marglik),
-                                hyper_lr=float(st.dl_hyper_lr), hyper_final_factor=float(st.dl_hyper_final_factor),
-                                prior_structure=st.dl_prior_structure, prior_prec_init=float(st.dl_prior_prec_init),
+        dl = st.diff_laplace
+        m = DiffLaplaceTraining(net, data, optim, n_steps, seed, burnin=dl.burnin, marglik_every=dl.marglik_every,
+                                marglik_steps=dl.marglik_steps, marglik_batches=dl.marglik_batches,
+                                marglik_batch_size=dl.marglik_batch_size, n_aug_marglik=dl.n_aug_marglik,
+                                hyper_lr=dl.hyper_lr, hyper_final_factor=dl.hyper_final_factor,
+                                prior_structure=dl.prior_structure, prior_prec_init=dl.prior_prec_init,
                                 evaluate_fn=dict)  # evaluated by the Run's Evaluation below
-        info.update(n_aug_marglik=int(st.dl_n_aug_marglik), prior_structure=st.dl_prior_structure)
+        info.update(n_aug_marglik=dl.n_aug_marglik, prior_structure=dl.prior_structure)
         return Run(m, n_steps, eval_every, info, evaluation(net, aug, m.hyper_metrics))
 
     if method == "last_layer_ml":
@@ -322,13 +324,12 @@ def build(cell, ctx: CellContext) -> Run:
         aug = rt.model(make_augmentation(st))
         cnn = rt.model(make_model(st))
         features = mnist_cnn_features(cnn)
-        cfg = LastLayerGPConfig(n_inducing=int(st.llml_n_inducing), orbit_size=int(st.llml_orbit_size),
-                                eval_orbit_size=st.llml_eval_orbit_size, likelihood_samples=int(st.llml_lik_samples),
-                                eval_likelihood_samples=int(st.llml_eval_lik_samples), gp_lr=float(st.llml_gp_lr),
-                                aug_lr=float(st.llml_aug_lr), eval_batch_size=int(st.llml_eval_batch_size),
-                                curve_test_size=st.llml_curve_test_size,
-                                pretrain_steps=min(int(st.llml_pretrain_steps), n_steps),
-                                gp_warmup_steps=int(st.llml_gp_warmup_steps))
+        ll = st.last_layer_ml
+        cfg = LastLayerGPConfig(n_inducing=ll.n_inducing, orbit_size=ll.orbit_size, eval_orbit_size=ll.eval_orbit_size,
+                                likelihood_samples=ll.lik_samples, eval_likelihood_samples=ll.eval_lik_samples,
+                                gp_lr=ll.gp_lr, aug_lr=ll.aug_lr, eval_batch_size=ll.eval_batch_size,
+                                curve_test_size=ll.curve_test_size, pretrain_steps=min(ll.pretrain_steps, n_steps),
+                                gp_warmup_steps=ll.gp_warmup_steps)
         m = LastLayerGPTraining(features, aug, data, optim, cfg, seed, head=list(cnn.children())[-1])
         info.update(aug_samples=cfg.orbit_size, eval_aug_samples=int(cfg.eval_orbit_size or cfg.orbit_size),
                     n_inducing=min(cfg.n_inducing, data.n_train))

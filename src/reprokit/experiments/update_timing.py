@@ -18,7 +18,7 @@ values), the updates of Table 8 for the same architecture, all averaging predict
 * ``hyper`` (Partitioned hyperparameter update): k ~ Cat(u_2..u_C), forward through subnetwork k-1,
   gradient w.r.t. psi, one Adam step on psi.
 * ``augerino`` (Augerino, Benton et al. 2020, methods/augerino.py: "Param. + hyperparam." in one):
-  the unpartitioned network, NLL + `augerino_reg` x the safe width regulariser, one backward w.r.t.
+  the unpartitioned network, NLL + `augerino.reg` x the safe width regulariser, one backward w.r.t.
   weights and psi, a step of the weights' optimiser and of psi's Adam.
 * ``dl_param`` (Diff. Laplace parameter update, methods/diff_laplace.py `map_loss`): the MAP loss
   (NLL + the layerwise Gaussian prior / N), backward, a step of the weights' optimiser.
@@ -27,7 +27,7 @@ values), the updates of Table 8 for the same architecture, all averaging predict
   unpartitioned network on the same batch with the same S augmentation samples (N = `schedule_examples`,
   one prior precision per parameter tensor), its gradient w.r.t. psi and the log prior precision
   (``create_graph`` through the curvature), one Adam step. It costs 10-2000 standard updates, so it runs
-  in the last `dl_n_warmup` warm-up and the first `dl_n_repeats` timed repetitions only. A
+  in the last `diff_laplace.n_warmup` warm-up and the first `diff_laplace.n_repeats` timed repetitions only. A
   ``torch.OutOfMemoryError`` in it (the paper's fixup ResNet-14 on a 10 GB GPU) is caught around this
   update only and recorded: ``dl_hyper_outcome`` = "oom" with the message, and the update is not run
   again; the other updates go on (an out-of-memory error anywhere else ends the cell as "oom").
@@ -173,7 +173,7 @@ class UpdateTiming:
         self.popt = popt_cls(self.pmodel, **pkw)
         self.hopt = torch.optim.Adam(self.psi, lr=float(st.hyper_lr))
         # Augerino: psi's own Adam; Diff. Laplace: Adam on (psi, log prior precision), one per parameter tensor
-        self.augerino_reg = float(st.augerino_reg)
+        self.augerino_reg = float(st.augerino.reg)
         self.augerino_hopt = torch.optim.Adam(self.psi, lr=float(st.hyper_lr))
         diff_laplace.split_modules(base)  # a TypeError now, not in the first repetition
         self.n_data = n_virtual  # the training set the marginal likelihood's batch stands for

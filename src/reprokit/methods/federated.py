@@ -241,8 +241,10 @@ class FedConfig:
 
     @classmethod
     def from_settings(cls, st, **overrides) -> FedConfig:
-        """From a cell's FederatedSettings (or any object with these attributes), `overrides` on top."""
-        values = {f.name: getattr(st, f.name) for f in dataclasses.fields(cls)}
+        """From a cell's FederatedSettings (its `augerino` block gives augerino_reg / augerino_reg_kind),
+        `overrides` on top."""
+        nested = {"augerino_reg": st.augerino.reg, "augerino_reg_kind": st.augerino.reg_kind}
+        values = {f.name: nested[f.name] if f.name in nested else getattr(st, f.name) for f in dataclasses.fields(cls)}
         values.update(overrides)
         values["chunk_proportions"] = [float(v) for v in values["chunk_proportions"]]
         return cls(**values)

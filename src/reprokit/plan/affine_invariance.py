@@ -26,11 +26,73 @@ FIXED = ("random", "retrain", "fixed")
 Proportion = Annotated[float, Field(gt=0)]
 
 
+class AugerinoBlock(Settings):
+    """Augerino (Benton et al. 2020; methods/augerino.py): psi in the same backward as the weights."""
+
+    augmentation: Literal["same", "schwobel", "immer", "augerino"] = Field("same",
+        description="Augerino's parametrisation: same (as `augmentation`, App. I.4), or schwobel, immer, augerino "
+        "(Benton et al.)")
+    init_raw: float = Field(0.0, description="initial raw width (Benton's parametrisation: softplus(raw))")
+    hyper_lr: float = Field(0.05, gt=0, description="Adam learning rate of psi")
+    reg: float = Field(0.01, ge=0, description="strength of the width regulariser")
+    reg_kind: Literal["safe", "standard"] = Field("safe",
+        description="the regulariser: safe (bounded below, App. E) or standard (-||psi||, unbounded)")
+
+
+class DiffLaplaceBlock(Settings):
+    """Diff. Laplace (LILA, Immer et al. 2022; methods/diff_laplace.py): a KFAC Laplace marginal likelihood."""
+
+    burnin: int = Field(0, ge=0, description="training steps before the first hyperparameter step")
+    marglik_every: int = Field(1, ge=1, description="hyperparameter steps after every this many training steps")
+    marglik_steps: int = Field(1, ge=0,
+        description="Adam steps on (psi, log prior precision) each time (0 = none)")
+    marglik_batches: int = Field(1, ge=1, description="minibatches the marginal likelihood is computed on")
+    marglik_batch_size: int | None = Field(None, ge=1, description="size of those minibatches (null = batch_size)")
+    n_aug_marglik: int = Field(31, ge=1, description="augmentation samples in the marginal likelihood (LILA 31)")
+    hyper_lr: float = Field(0.05, gt=0, description="Adam learning rate of the hyperparameters (cosine decay)")
+    hyper_final_factor: float = Field(0.1, gt=0, description="final hyper learning rate / hyper_lr")
+    prior_structure: Literal["layerwise", "scalar"] = "layerwise"
+    prior_prec_init: float = Field(1.0, gt=0)
+
+
+class LastLayerMLBlock(Settings):
+    """Last-layer ML (Schwöbel et al. 2021; methods/last_layer_gp.py): a sparse GP on the CNN's features."""
+
+    n_inducing: int = Field(1200, ge=1, description="inducing points (at most n_train)")
+    orbit_size: int = Field(120, ge=1, description="augmentation samples per image in training")
+    eval_orbit_size: int | None = Field(None, ge=1,
+        description="augmentation samples per image in evaluations (null = orbit_size)")
+    lik_samples: int = Field(8, ge=1, description="latent draws of the ELBO's expected log-likelihood")
+    eval_lik_samples: int = Field(32, ge=1, description="latent draws of the predictive")
+    gp_lr: float = Field(0.01, gt=0,
+        description="Adam learning rate of variational parameters, inducing points and kernel")
+    aug_lr: float = Field(0.001, gt=0, description="Adam learning rate of psi")
+    eval_batch_size: int = Field(200, ge=1)
+    curve_test_size: int | None = Field(None, ge=1,
+        description="test images of the curve rows (null = all); the final metrics use all")
+    pretrain_steps: int = Field(1000, ge=0,
+        description="stage 1 steps, the CNN with its softmax layer by cross-entropy (0 = none)")
+    gp_warmup_steps: int = Field(500, ge=0,
+        description="stage 2 steps, the GP alone on the pretrained features; the rest is joint")
+
+
+class ValidationOptBlock(Settings):
+    """Validation-set optimisation (methods/validation_opt.py): its finetune phase after the search."""
+
+    finetune_epochs: int = Field(20, ge=0, description="epochs on all data with psi fixed (0 = no finetuning)")
+    finetune_lr: float = Field(0.01, gt=0,
+        description="SGD learning rate of the finetune phase (the search's other optimiser settings)")
+    finetune_lr_schedule: Literal["constant", "cosine"] | None = Field(None,
+        description="schedule of the finetune phase (null = the search's lr_schedule)")
+
+
+METHOD_BLOCKS = ("augerino", "diff_laplace", "last_layer_ml", "validation_opt")  # a block each, named as the method
+
+
 class AffineSettings(Settings):
     """Grid axes (an experiment uses the ones it needs; the rest come from settings), data, model and optimiser,
-    psi (the augmentation, or a Wide-ResNet's stem and first two stages: methods/feature_extractor.py), and the
-    settings of each method (dl_: Diff. Laplace, LILA, methods/diff_laplace.py; llml_: Last-layer ML,
-    methods/last_layer_gp.py; finetune_: validation_opt's finetune phase, methods/validation_opt.py)."""
+    psi (the augmentation, or a Wide-ResNet's stem and first two stages: methods/feature_extractor.py), and a
+    block of settings for each method that has its own (`METHOD_BLOCKS`; a cell keeps its own method's block)."""
 
     dataset: Literal["mnist", "fashion_mnist", "cifar10", "tinyimagenet"]
     method: Method
@@ -75,53 +137,14 @@ class AffineSettings(Settings):
     eval_aug_samples: int | None = Field(None, ge=1)
     hyper_lr: float | None = Field(None, gt=0,
         description="Adam learning rate of psi (partitioned, partitioned_ens, validation_opt)")
-    augerino_augmentation: Literal["same", "schwobel", "immer", "augerino"] = Field("same",
-        description="Augerino's parametrisation: same (as `augmentation`, App. I.4), or schwobel, immer, augerino "
-        "(Benton et al.)")
-    augerino_init_raw: float = Field(0.0)
-    augerino_hyper_lr: float = Field(0.05, gt=0)
-    augerino_reg: float = Field(0.01, ge=0)
-    augerino_reg_kind: Literal["safe", "standard"] = "safe"
-    dl_burnin: int = Field(0, ge=0, description="Diff. Laplace: training steps before the first hyperparameter step")
-    dl_marglik_every: int = Field(1, ge=1,
-        description="Diff. Laplace: hyperparameter steps after every this many training steps")
-    dl_marglik_steps: int = Field(1, ge=0,
-        description="Diff. Laplace: Adam steps on (psi, log prior precision) each time (0 = none)")
-    dl_marglik_batches: int = Field(1, ge=1,
-        description="Diff. Laplace: minibatches the marginal likelihood is computed on")
-    dl_marglik_batch_size: int | None = Field(None, ge=1,
-        description="Diff. Laplace: size of those minibatches (null = batch_size)")
-    dl_n_aug_marglik: int = Field(31, ge=1,
-        description="Diff. Laplace: augmentation samples in the marginal likelihood (LILA 31)")
-    dl_hyper_lr: float = Field(0.05, gt=0,
-        description="Diff. Laplace: Adam learning rate of the hyperparameters (cosine decay)")
-    dl_hyper_final_factor: float = Field(0.1, gt=0,
-        description="Diff. Laplace: final hyper learning rate / dl_hyper_lr")
-    dl_prior_structure: Literal["layerwise", "scalar"] = "layerwise"
-    dl_prior_prec_init: float = Field(1.0, gt=0)
-    llml_n_inducing: int = Field(1200, ge=1, description="Last-layer ML: inducing points (at most n_train)")
-    llml_orbit_size: int = Field(120, ge=1, description="Last-layer ML: augmentation samples per image in training")
-    llml_eval_orbit_size: int | None = Field(None, ge=1,
-        description="Last-layer ML: augmentation samples per image in evaluations (null = llml_orbit_size)")
-    llml_lik_samples: int = Field(8, ge=1,
-        description="Last-layer ML: latent draws of the ELBO's expected log-likelihood")
-    llml_eval_lik_samples: int = Field(32, ge=1, description="Last-layer ML: latent draws of the predictive")
-    llml_gp_lr: float = Field(0.01, gt=0,
-        description="Last-layer ML: Adam learning rate of variational parameters, inducing points and kernel")
-    llml_aug_lr: float = Field(0.001, gt=0, description="Last-layer ML: Adam learning rate of psi")
-    llml_eval_batch_size: int = Field(200, ge=1)
-    llml_curve_test_size: int | None = Field(None, ge=1,
-        description="Last-layer ML: test images of the curve rows (null = all); the final metrics use all")
-    llml_pretrain_steps: int = Field(1000, ge=0,
-        description="Last-layer ML: stage 1 steps, the CNN with its softmax layer by cross-entropy (0 = none)")
-    llml_gp_warmup_steps: int = Field(500, ge=0,
-        description="Last-layer ML: stage 2 steps, the GP alone on the pretrained features; the rest is joint")
-    finetune_epochs: int = Field(20, ge=0,
-        description="validation_opt: epochs on all data with psi fixed after the search (0 = no finetuning)")
-    finetune_lr: float = Field(0.01, gt=0,
-        description="validation_opt: SGD learning rate of the finetune phase (the search's other optimiser settings)")
-    finetune_lr_schedule: Literal["constant", "cosine"] | None = Field(None,
-        description="validation_opt: schedule of the finetune phase (null = the search's lr_schedule)")
+    augerino: AugerinoBlock = Field(default_factory=lambda: AugerinoBlock(),
+        description="method augerino's settings (the other methods' cells drop this block)")
+    diff_laplace: DiffLaplaceBlock = Field(default_factory=lambda: DiffLaplaceBlock(),
+        description="method diff_laplace's settings (the other methods' cells drop this block)")
+    last_layer_ml: LastLayerMLBlock = Field(default_factory=lambda: LastLayerMLBlock(),
+        description="method last_layer_ml's settings (the other methods' cells drop this block)")
+    validation_opt: ValidationOptBlock = Field(default_factory=lambda: ValidationOptBlock(),
+        description="method validation_opt's settings (the other methods' cells drop this block)")
     partition_scheme: Literal["random", "node"] = "random"
     partition_default: Literal["init", "zero"] = "init"
     ens_update: Literal["all", "sample"] = Field("all",
@@ -174,7 +197,8 @@ class AffineSettings(Settings):
         """Steps of validation_opt's finetune phase: finetune_epochs epochs of all n_train examples."""
         if self.method != "validation_opt":
             return 0
-        return int(self.finetune_epochs) * (int(self.n_train) // min(int(self.batch_size), int(self.n_train)))
+        epochs = int(self.validation_opt.finetune_epochs)
+        return epochs * (int(self.n_train) // min(int(self.batch_size), int(self.n_train)))
 
 
 HYPER_LR_METHODS = ("partitioned", "partitioned_ens", "validation_opt")  # learn psi with the `hyper_lr` optimiser
@@ -206,6 +230,12 @@ class AffineInvariancePlan(KindPlan):
             out["subset"] = (ds, variants.variant_filename("subset", n=int(st.n_train), seed=int(st.seed)))
         return out
 
+    def cell_settings(self, cell) -> dict:
+        """The settings this cell runs with: the shared ones and its own method's block (`METHOD_BLOCKS`); the
+        other methods' blocks are dropped, so changing one method's settings leaves the other cells untouched."""
+        method = cell.coord_dict["method"] if "method" in cell.coord_dict else cell.settings.get("method")
+        return {k: v for k, v in cell.settings.items() if k not in METHOD_BLOCKS or k == method}
+
     def required_cells(self, cell) -> dict:
         """{name: (experiment, coords)} of cells whose metrics.json this cell reads (method `retrain`)."""
         st = self.settings(cell)
@@ -228,15 +258,15 @@ class AffineInvariancePlan(KindPlan):
         elif method == "partitioned_ens":  # C networks step ("all"), then one hyper update
             per = len(st.chunks) if st.ens_update == "all" else 1
             parts = [Part(model, "standard", B * S, n * per), Part(model, "hyper", B * S, n)]
-        elif method == "diff_laplace":  # MAP steps, then every `dl_marglik_every` steps the KFAC marginal likelihood
-            rounds = sum(1 for k in range(1, n + 1) if k >= int(st.dl_burnin) and k % int(st.dl_marglik_every) == 0)
-            images = int(st.dl_marglik_batches) * int(st.dl_marglik_batch_size or B) * int(st.dl_n_aug_marglik)
-            parts = [Part(model, "standard", B * S, n),
-                     Part(model, "lila_hyper", images, rounds * int(st.dl_marglik_steps))]
+        elif method == "diff_laplace":  # MAP steps, then every `marglik_every` steps the KFAC marginal likelihood
+            dl = st.diff_laplace
+            rounds = sum(1 for k in range(1, n + 1) if k >= dl.burnin and k % dl.marglik_every == 0)
+            images = dl.marglik_batches * (dl.marglik_batch_size or B) * dl.n_aug_marglik
+            parts = [Part(model, "standard", B * S, n), Part(model, "lila_hyper", images, rounds * dl.marglik_steps)]
         elif method == "validation_opt":  # a weight step and a psi step, each a full forward/backward; then finetuning
             parts = [Part(model, "partitioned", B * S, n), Part(model, "standard", B * S, st.finetune_steps)]
         elif method == "last_layer_ml":  # CNN features of B x orbit images + the sparse GP; evaluated at its orbit size
-            S, S_eval = int(st.llml_orbit_size), int(st.llml_eval_orbit_size or st.llml_orbit_size)
+            S, S_eval = st.last_layer_ml.orbit_size, st.last_layer_ml.eval_orbit_size or st.last_layer_ml.orbit_size
             parts = [Part(model, "llml", B * S, n)]
         else:  # augerino (psi in the same backward), random, retrain, fixed
             parts = [Part(model, "standard", B * S, n)]

@@ -18,6 +18,13 @@ from .costs import EVAL_FORWARD_SHARE, CellWork, Part
 Method = Literal["fedavg", "augerino", "partitioned"]
 METHODS = get_args(Method)
 
+class FederatedAugerinoBlock(Settings):
+    """FedAvg + Augerino (methods/federated.py): the width regulariser added to each client's loss."""
+
+    reg: float = Field(0.01, ge=0, description="strength of the width regulariser")
+    reg_kind: Literal["safe", "standard"] = Field("safe", description="safe (bounded below, App. E) or standard")
+
+
 class FederatedSettings(Settings):
     # grid axes
     dataset: str
@@ -65,9 +72,8 @@ class FederatedSettings(Settings):
     param_proportions: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, description="default: chunk_proportions")
     partition_scheme: Literal["random", "node"] = "random"
-    # augerino
-    augerino_reg: float = Field(0.01, ge=0)
-    augerino_reg_kind: Literal["safe", "standard"] = "safe"
+    augerino: FederatedAugerinoBlock = Field(default_factory=lambda: FederatedAugerinoBlock(),
+        description="method augerino's settings (the other methods' cells drop this block)")
     last_k: int = Field(10, ge=1, description="val_acc_last: mean over the last last_k evaluations")
     eval_batch_size: int = Field(1000, ge=1)
     client_batching: Literal["loop", "vmap", "auto"] = Field(
@@ -88,6 +94,10 @@ class FederatedPlan(KindPlan):
 
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).rounds)
+
+    def cell_settings(self, cell) -> dict:
+        """The shared settings and, for Augerino's cells only, the `augerino` block."""
+        return {k: v for k, v in cell.settings.items() if k != "augerino" or cell.coord_dict.get("method") == k}
 
     def required_variants(self, cell) -> dict:
         st = self.settings(cell)

@@ -14,6 +14,21 @@ from . import KindPlan, Settings, register
 from .costs import CellWork, Part
 
 
+class TimingAugerinoBlock(Settings):
+    """Augerino's update (App. I.4)."""
+
+    reg: float = Field(0.01, ge=0, description="strength of the (safe) width regulariser in its update")
+
+
+class TimingDiffLaplaceBlock(Settings):
+    """Diff. Laplace's hyper update costs ~10-2000 standard updates: timed in fewer repetitions."""
+
+    n_warmup: int = Field(1, ge=0, description="warm-up hyper updates (in the last warm-up repetitions; at most "
+                          "n_warmup)")
+    n_repeats: int | None = Field(None, ge=0, description="timed repetitions with its hyper update (the first "
+                                  "ones; None: all n_repeats; 0: none)")
+
+
 class UpdateTimingSettings(Settings):
     # grid axes
     model: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="a name of reprokit.models.registry")
@@ -39,8 +54,7 @@ class UpdateTimingSettings(Settings):
     weight_decay: float = Field(0.0, ge=0)
     wd_scaling: Literal["reciprocal", "sqrt", "none"] = "reciprocal"
     hyper_lr: float = Field(1e-3, gt=0)
-    augerino_reg: float = Field(0.01, ge=0, description="strength of Augerino's (safe) width regulariser in its "
-                                "update (App. I.4)")
+    augerino: TimingAugerinoBlock = Field(default_factory=lambda: TimingAugerinoBlock())
     # measurement
     n_warmup: int = Field(ge=0)
     n_repeats: int = Field(ge=1)
@@ -48,22 +62,18 @@ class UpdateTimingSettings(Settings):
     timer: Literal["auto", "cpu", "wall"] = Field("auto", description="auto: wall clock on CUDA, process CPU time "
                                                   "elsewhere")
     backward: Literal["minimal", "full"] = "minimal"
-    # Diff. Laplace's hyper update costs ~10-2000 standard updates: timed in fewer repetitions
-    dl_n_warmup: int = Field(1, ge=0, description="Diff. Laplace: warm-up hyper updates (in the last warm-up "
-                             "repetitions; at most n_warmup)")
-    dl_n_repeats: int | None = Field(None, ge=0, description="Diff. Laplace: timed repetitions with its hyper "
-                                     "update (the first ones; None: all n_repeats; 0: none)")
+    diff_laplace: TimingDiffLaplaceBlock = Field(default_factory=lambda: TimingDiffLaplaceBlock())
 
     @property
     def dl_warmup(self) -> int:
         """Warm-up repetitions that run the Diff. Laplace hyper update (the last ones)."""
-        return min(int(self.dl_n_warmup), int(self.n_warmup))
+        return min(int(self.diff_laplace.n_warmup), int(self.n_warmup))
 
     @property
     def dl_repeats(self) -> int:
         """Timed repetitions that run the Diff. Laplace hyper update (the first ones)."""
         n = int(self.n_repeats)
-        return n if self.dl_n_repeats is None else min(int(self.dl_n_repeats), n)
+        return n if self.diff_laplace.n_repeats is None else min(int(self.diff_laplace.n_repeats), n)
 
     @property
     def n_steps(self) -> int:

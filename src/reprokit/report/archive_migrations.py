@@ -21,6 +21,13 @@ Migrations:
       - otherwise it moves to the paired `*_wishart` experiment, as its `bali.wishart_n~n` cell;
     and a `*_wishart` line that ran with `n_eff` (its axis) moves to the main experiment's cell.
     Results under `results/` are not touched: Snakemake runs those cells again (their settings now differ).
+  * `method_blocks` (2026-11-27): the flat, prefixed method settings of the affine_invariance, federated and
+    update_timing kinds became nested blocks named after their method (as the BALI kinds' are):
+    `augerino_<k>` -> `augerino.<k>`, `dl_<k>` -> `diff_laplace.<k>`, `llml_<k>` -> `last_layer_ml.<k>`,
+    `finetune_<k>` -> `validation_opt.finetune_<k>`. Values are unchanged. Where the kind has a method axis
+    (affine_invariance, federated) a cell keeps its own method's block only: the keys of another method's
+    block (every cell recorded Augerino's, which only Augerino's cells read) are dropped, and named in the
+    line's `migrations` entry. A line whose rewritten settings differ from HEAD's is left as it is (stale).
 """
 
 from __future__ import annotations
@@ -137,22 +144,95 @@ def wishart_n_eff(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, 
     return out, log
 
 
+# kind -> {flat prefix: (block, the key's prefix inside the block)}, and whether a cell keeps its own method's
+# block only (a kind with a method axis) or every block (update_timing: one cell times every method's update)
+BLOCK_PREFIXES = {
+    "affine_invariance": ({"augerino_": ("augerino", ""), "dl_": ("diff_laplace", ""), "llml_": ("last_layer_ml", ""),
+                           "finetune_": ("validation_opt", "finetune_")}, True),
+    "federated": ({"augerino_": ("augerino", "")}, True),
+    "update_timing": ({"augerino_": ("augerino", ""), "dl_": ("diff_laplace", "")}, False),
+}
+
+
+def nested_settings(flat: dict, kind: str, method: str | None) -> tuple[dict, list[str]]:
+    """(`flat`, a cell's recorded settings before `method_blocks`, with its method keys in blocks; the flat keys
+    dropped as another method's). Where `kind` has a method axis only the block of `method` is kept."""
+    prefixes, own_only = BLOCK_PREFIXES[kind]
+    out, blocks, origin = {}, {}, {}
+    for key, value in flat.items():
+        prefix = next((p for p in prefixes if key.startswith(p)), None)
+        if prefix is None:
+            out[key] = value
+            continue
+        block, inner = prefixes[prefix]
+        blocks.setdefault(block, {})[inner + key[len(prefix):]] = value
+        origin.setdefault(block, []).append(key)
+    dropped = []
+    for block, values in blocks.items():
+        if own_only and block != method:
+            dropped += origin[block]
+            continue
+        out[block] = {**out.get(block, {}), **values}
+    return out, sorted(dropped)
+
+
+def method_blocks(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, dict]], date: str,
+                  kinds: dict[str, str]) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """(the new archive lines {experiment: {cell: line}}, one message per line touched or left stale).
+    `kinds`: {experiment: its kind}."""
+    out, log = {}, []
+    for name, by_cell in lines.items():
+        out[name] = {}
+        prefixes = tuple(BLOCK_PREFIXES[kinds[name]][0])
+        for cell, line in by_cell.items():
+            flat = line["settings"]
+            if not any(k.startswith(prefixes) for k in flat):
+                out[name][cell] = line  # nothing flat: already nested (or never had method keys)
+                continue
+            method = line["coords"].get("method", flat.get("method"))
+            settings, dropped = nested_settings(flat, kinds[name], method)
+            head = heads[name].get(cell)
+            if head is None or archive.differing_keys(settings, head):
+                why = "not in HEAD's grid" if head is None else f"{archive.differing_keys(settings, head)} differ"
+                out[name][cell] = line
+                log.append(f"{cell}: left stale ({why})")
+                continue
+            new = copy.deepcopy(line)
+            new["settings"] = settings
+            new.setdefault("migrations", []).append({
+                "migration": "method_blocks", "date": date,
+                "what": "method settings nested in their method's block, values unchanged"
+                        + (f"; dropped {', '.join(dropped)} (another method's, not read by {method})" if dropped
+                           else "")})
+            out[name][cell] = new
+            log.append(f"{cell}: nested" + (f", {len(dropped)} keys of another method dropped" if dropped else ""))
+    return out, log
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..config import load_pipeline_config
 
     parser = argparse.ArgumentParser(prog="python -m reprokit.report.archive_migrations",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("migration", choices=["wishart_n_eff"])
+    parser.add_argument("migration", choices=["wishart_n_eff", "method_blocks"])
     parser.add_argument("--scale", required=True)
     parser.add_argument("--root", default=".")
-    parser.add_argument("--date", default="2026-11-26", help="written into each touched line")
+    parser.add_argument("--date", default=None, help="written into each touched line (default: the migration's)")
     parser.add_argument("--apply", action="store_true", help="write the archive (default: only say what changes)")
     args = parser.parse_args(argv)
     config = load_pipeline_config(args.root)
-    names = [n for pair in WISHART_PAIRS for n in pair]
+    if args.migration == "wishart_n_eff":
+        names, migrate, date = [n for pair in WISHART_PAIRS for n in pair], wishart_n_eff, "2026-11-26"
+    else:
+        kinds = {n: spec["kind"] for n, spec in config["experiments"].items() if spec["kind"] in BLOCK_PREFIXES
+                 and archive.path_of(args.root, args.scale, n).exists()}
+        names, date = list(kinds), "2026-11-27"
+
+        def migrate(lines, heads, date):
+            return method_blocks(lines, heads, date, kinds)
     lines = {n: archive.load(archive.path_of(args.root, args.scale, n)) for n in names}
     heads = {n: archive.current_settings(config, args.scale, n) for n in names}
-    out, log = wishart_n_eff(lines, heads, args.date)
+    out, log = migrate(lines, heads, args.date or date)
     print("\n".join(log) or "nothing to migrate")
     for name in names:
         before, after = len(lines[name]), len(out[name])
