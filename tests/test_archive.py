@@ -267,3 +267,28 @@ def test_method_blocks_migration_nests_method_keys_keeps_the_own_block_and_leave
     want = {"diff_laplace": {"n_repeats": 2}, "augerino": {"reg": 0.01}}
     moved = method_blocks({"t": {timing["cell"]: timing}}, {"t": {timing["cell"]: want}}, "d", {"t": "update_timing"})
     assert moved[0]["t"][timing["cell"]]["settings"] == want
+
+
+def test_a_record_is_restamped_only_when_its_builds_settings_renamed_equal_heads():
+    """method_blocks --provenance: HEAD's fingerprint goes into an artefact's record only when the settings its
+    build saw (the config at its commit), nested, equal HEAD's; a changed value or a record its commit's config
+    does not reproduce is left for a rebuild."""
+    from reprokit.report.archive_migrations import restamp_provenance
+    from reprokit.report.provenance import digest
+
+    entry = {"notebook": "fig3.py", "experiments": ["e"]}
+    old = {"artefact": entry, "cells": {
+        "quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino_reg": 0.01},
+        "quick/e/method~baseline/seed~0": {"n_steps": 10, "augerino_reg": 0.01}}}
+    head = {"artefact": entry, "cells": {"quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino": {"reg": 0.01}},
+                                         "quick/e/method~baseline/seed~0": {"n_steps": 10}}}
+    rec = {"artefact": "fig3", "commit": "abc1234", "scale": "quick", "fingerprint": digest(old)}
+    kinds = {"e": "affine_invariance"}
+    new, why = restamp_provenance(rec, old, head, kinds, digest(head), "2026-11-27")
+    assert new["fingerprint"] == digest(head) and new["commit"] == "abc1234"
+    assert new["migrations"][0]["fingerprint_before"] == digest(old) and "->" in why
+    changed = {**head, "cells": {**head["cells"], "quick/e/method~augerino/seed~0": {"n_steps": 10,
+                                                                                   "augerino": {"reg": 1.0}}}}
+    assert restamp_provenance(rec, old, changed, kinds, digest(changed), "d") == (
+        None, "left for a rebuild: 1 cells differ beyond the renaming (first: quick/e/method~augerino/seed~0)")
+    assert restamp_provenance({**rec, "fingerprint": "0" * 16}, old, head, kinds, digest(head), "d")[0] is None

@@ -28,6 +28,11 @@ Migrations:
     (affine_invariance, federated) a cell keeps its own method's block only: the keys of another method's
     block (every cell recorded Augerino's, which only Augerino's cells read) are dropped, and named in the
     line's `migrations` entry. A line whose rewritten settings differ from HEAD's is left as it is (stale).
+    With `--provenance`, each committed artefact record of the scale (`figures/<scale>/*.provenance.json`) whose
+    fingerprint no longer matches HEAD gets HEAD's fingerprint only where the settings its build saw (the
+    resolved config at the record's commit, computed by that commit's own code in a git worktree), rewritten
+    this way, equal HEAD's resolved config for the artefact: the same cells with the same values, renamed. The
+    record keeps its commit and date and gains a `migrations` entry; any other record is left for a rebuild.
 """
 
 from __future__ import annotations
@@ -209,6 +214,60 @@ def method_blocks(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, 
     return out, log
 
 
+def restamp_provenance(rec: dict, old_resolved: dict, head_resolved: dict, kinds: dict[str, str],
+                       new_fingerprint: str, date: str) -> tuple[dict | None, str]:
+    """(`rec` with HEAD's fingerprint and a `migrations` entry, or None; why). `old_resolved`: the artefact's
+    resolved config (`provenance.resolved_config`) at the record's commit; `head_resolved`: at HEAD; `kinds`:
+    {experiment: kind} at HEAD."""
+    from .provenance import digest
+
+    if digest(old_resolved) != rec["fingerprint"]:
+        return None, f"left for a rebuild: the config at {rec['commit'][:7]} does not give its fingerprint"
+    cells = {}
+    for rel, flat in old_resolved["cells"].items():
+        experiment = rel.split("/")[1]
+        kind = kinds.get(experiment)
+        if kind in BLOCK_PREFIXES:
+            coords = dict(part.split("~", 1) for part in rel.split("/")[2:])
+            flat = nested_settings(flat, kind, coords.get("method", flat.get("method")))[0]
+        cells[rel] = flat
+    if digest({**old_resolved, "cells": cells}) != digest(head_resolved):
+        differ = sorted(k for k in set(cells) | set(head_resolved["cells"])
+                        if cells.get(k) != head_resolved["cells"].get(k))
+        return None, (f"left for a rebuild: {len(differ)} cells differ beyond the renaming"
+                      + (f" (first: {differ[0]})" if differ else " (the artefact's entry)"))
+    out = copy.deepcopy(rec)
+    out.setdefault("migrations", []).append({
+        "migration": "method_blocks", "date": date, "fingerprint_before": rec["fingerprint"],
+        "what": "fingerprint of HEAD's config: the settings this build saw (the config at its commit), with the "
+                "method settings nested in their blocks, equal HEAD's for every cell; nothing was rebuilt"})
+    out["fingerprint"] = new_fingerprint
+    return out, f"fingerprint {rec['fingerprint']} -> {new_fingerprint}"
+
+
+def _resolved_at(root: str, commit: str, artefact: str, scale: str, unavailable) -> dict:
+    """The artefact's resolved config at `commit`, computed by that commit's code (a temporary git worktree)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = f"{tmp}/tree"
+        subprocess.run(["git", "worktree", "add", "--detach", tree, commit], cwd=root, check=True,
+                       capture_output=True, timeout=120)
+        try:
+            code = ("import json, sys; from reprokit.config import load_pipeline_config; "
+                    "from reprokit.report.provenance import resolved_config; "
+                    f"print(json.dumps(resolved_config(load_pipeline_config('.', {{'scale': {scale!r}}}), "
+                    f"{artefact!r}, {scale!r}, {list(unavailable)!r}), default=str))")
+            res = subprocess.run([sys.executable, "-c", code], cwd=tree, env={"PYTHONPATH": f"{tree}/src",
+                                 "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=300)
+            if res.returncode:
+                raise RuntimeError(f"resolved config at {commit}: {res.stderr[-800:]}")
+            return json.loads(res.stdout)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=root, capture_output=True, timeout=120)
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..config import load_pipeline_config
 
@@ -219,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=".")
     parser.add_argument("--date", default=None, help="written into each touched line (default: the migration's)")
     parser.add_argument("--apply", action="store_true", help="write the archive (default: only say what changes)")
+    parser.add_argument("--provenance", action="store_true",
+                        help="method_blocks: also re-fingerprint the scale's artefact records that it renamed only")
     args = parser.parse_args(argv)
     config = load_pipeline_config(args.root)
     if args.migration == "wishart_n_eff":
@@ -240,7 +301,32 @@ def main(argv: list[str] | None = None) -> int:
         if args.apply and (out[name] or lines[name]) and json.dumps(out[name], sort_keys=True) != json.dumps(
                 lines[name], sort_keys=True):
             archive.write(archive.path_of(args.root, args.scale, name), out[name])
+    if args.provenance and args.migration == "method_blocks":
+        restamp_all(args.root, args.scale, args.date or date, args.apply)
     return 0
+
+
+def restamp_all(root: str, scale: str, date: str, apply: bool) -> None:
+    """`restamp_provenance` for each record of `figures/<scale>/` that no longer matches HEAD."""
+    from pathlib import Path
+
+    from ..config import load_pipeline_config
+    from . import provenance
+
+    config = load_pipeline_config(root, {"scale": scale})
+    kinds = {n: spec["kind"] for n, spec in config["experiments"].items()}
+    for path in sorted((Path(root) / "figures" / scale).glob(f"*{provenance.SUFFIX}")):
+        rec = json.loads(path.read_text())
+        if rec.get("scale") != scale or provenance.mismatch(rec, config) is None:
+            continue
+        name, unavailable = rec["artefact"], rec.get("unavailable_datasets", ())
+        old = _resolved_at(root, rec["commit"], name, scale, unavailable)
+        head = provenance.resolved_config(config, name, scale, unavailable)
+        new, why = restamp_provenance(rec, old, head, kinds, provenance.fingerprint(config, name, scale, unavailable),
+                                      date)
+        print(f"{path}: {why}")
+        if apply and new is not None:
+            provenance.write(path, new)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,12 @@ def resolved_config(config: dict, artefact: str, scale: str, unavailable=()) -> 
 
 
 def fingerprint(config: dict, artefact: str, scale: str, unavailable=()) -> str:
-    blob = json.dumps(resolved_config(config, artefact, scale, unavailable), sort_keys=True, default=str)
+    return digest(resolved_config(config, artefact, scale, unavailable))
+
+
+def digest(resolved: dict) -> str:
+    """The fingerprint of a resolved config (:func:`resolved_config`)."""
+    blob = json.dumps(resolved, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
