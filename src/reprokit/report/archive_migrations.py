@@ -260,12 +260,13 @@ def _resolved_at(root: str, commit: str, artefact: str, scale: str, unavailable)
                     f"print(json.dumps(resolved_config(load_pipeline_config('.', {{'scale': {scale!r}}}), "
                     f"{artefact!r}, {scale!r}, {list(unavailable)!r}), default=str))")
             res = subprocess.run([sys.executable, "-c", code], cwd=tree, env={"PYTHONPATH": f"{tree}/src",
-                                 "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=300)
+                                 "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=300, check=False)
             if res.returncode:
                 raise RuntimeError(f"resolved config at {commit}: {res.stderr[-800:]}")
             return json.loads(res.stdout)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=root, capture_output=True, timeout=120)
+            subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=root, capture_output=True, timeout=120,
+                           check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
