@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from .errors import ConfigError
+
 SCALES = ("paper", "quick", "test")
 
 
-class ConfigError(ValueError):
-    """A config key, value or cell path is wrong; the message names it."""
 
 
 def deep_merge(base: dict, override: dict) -> dict:

@@ -31,7 +31,7 @@ import weakref
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..config import ConfigError
+from ..errors import ConfigError
 
 
 class Settings(BaseModel):

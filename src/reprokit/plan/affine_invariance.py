@@ -12,8 +12,8 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from ..config import ConfigError
 from ..data import variant_names as variants
+from ..errors import ConfigError
 from . import KindPlan, Settings, register
 from .costs import EVAL_FORWARD_SHARE, IMAGE_TEST_SIZE, CellWork, Part
 

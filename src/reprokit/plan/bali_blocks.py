@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from ..config import ConfigError
+from ..errors import ConfigError
 from . import Settings
 
 Fraction = Annotated[float, Field(ge=0, le=1)]

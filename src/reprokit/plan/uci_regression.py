@@ -6,7 +6,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from ..config import ConfigError
+from ..errors import ConfigError
 from ..methods.gal_protocol import gal_protocol_steps
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors
