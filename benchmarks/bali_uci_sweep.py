@@ -25,8 +25,8 @@ import torch
 
 from reprokit import seeds
 from reprokit.bali import BaliConfig
-from reprokit.experiments import CellContext
-from reprokit.experiments.uci_regression import load_task
+from reprokit.build import CellContext
+from reprokit.build.uci_regression import load_task
 from reprokit.methods.bali import BaliMethod
 
 

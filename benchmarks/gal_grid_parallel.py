@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from reprokit.config import load_pipeline_config
-from reprokit.experiments import CellContext
-from reprokit.experiments.uci_regression import load_task
+from reprokit.build import CellContext
+from reprokit.build.uci_regression import load_task
 from reprokit.methods.gal_dropout import GalDropoutProtocol
 from reprokit.runtime import synchronize
 

@@ -50,7 +50,7 @@ def time_cell(cell, mirrors: list[str], device: str, seconds: float, warmup: int
     import torch
 
     from reprokit.data.variants import build_variant, variant_path
-    from reprokit.experiments import CellContext
+    from reprokit.build import CellContext
     from reprokit.plan import kind as plan_of
 
     kind = plan_of(cell.kind)
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from reprokit.experiments.update_timing import cpu_model_name
+    from reprokit.build.update_timing import cpu_model_name
     from reprokit.runtime import Runtime, RuntimeSettings
 
     torch.set_num_threads(args.threads)

@@ -23,7 +23,7 @@ from reprokit.methods.augerino import AugerinoTraining, augerino_parametrisation
 from reprokit.methods.augmented import SeededAugmentedModel
 from reprokit.runtime import generator as make_generator
 from reprokit.methods.standard import OptimConfig
-from reprokit.train import LoopConfig, run_loop
+from reprokit.loop import LoopConfig, run_loop
 
 KINDS = ["schwobel", "immer", "augerino"]
 

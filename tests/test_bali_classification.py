@@ -11,8 +11,8 @@ import torch
 
 from reprokit import metrics
 from reprokit.config import experiment, load_pipeline_config
-from reprokit.experiments import CellContext
-from reprokit.experiments import bali_classification as bcx
+from reprokit.build import CellContext
+from reprokit.build import bali_classification as bcx
 from reprokit.plan import KINDS as PLANS
 from reprokit.report import bali_classification as bc
 

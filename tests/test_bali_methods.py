@@ -13,7 +13,7 @@ from reprokit.methods.bbb import BBBMethod
 from reprokit.data.task import TaskData
 from reprokit.methods.mc_dropout import MAP, DropoutMLP, MCDropout
 from reprokit.methods.standard import OptimConfig
-from reprokit.train import LoopConfig, run_loop
+from reprokit.loop import LoopConfig, run_loop
 
 
 # ---------------------------------------------------------------------------------------------- metrics

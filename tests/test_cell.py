@@ -14,8 +14,8 @@ import torch
 
 from reprokit import cell as cell_mod
 from reprokit.config import Cell
-from reprokit.experiments import CellContext, Run
-from reprokit.train import LoopConfig, run_loop
+from reprokit.build import CellContext, Run
+from reprokit.loop import LoopConfig, run_loop
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ class Exploding:
 
 @pytest.fixture
 def exploding_kind(monkeypatch):
-    mod = types.ModuleType("reprokit.experiments.exploding")
+    mod = types.ModuleType("reprokit.build.exploding")
     mod.required_variants = lambda cell: {}
     mod.build = lambda cell, ctx: Run(Exploding(), n_steps=100, eval_every=2)
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
@@ -71,7 +71,7 @@ def test_progress_is_logged_when_not_on_a_terminal(caplog):
         def train_step(self, step):
             return {"loss": 1.0}
 
-    with caplog.at_level(logging.INFO, logger="reprokit.train"):
+    with caplog.at_level(logging.INFO, logger="reprokit.loop"):
         run_loop(Slow(), LoopConfig(n_steps=5, eval_every=0, log_every_seconds=0.0, label="demo"))
     assert any("demo: step" in r.getMessage() for r in caplog.records)
 
@@ -99,7 +99,7 @@ def test_test_scale_figures_are_watermarked():
 def test_the_cells_evaluation_makes_the_curve_and_the_final_metrics(tmp_path, monkeypatch):
     """Run.evaluation is the one seam for metrics: its curve rows and final metrics are what the cell
     writes, not the method's own evaluate / final_metrics."""
-    from reprokit.experiments import Evaluation
+    from reprokit.build import Evaluation
 
     class Quiet(Exploding):
         def train_step(self, step):
@@ -107,7 +107,7 @@ def test_the_cells_evaluation_makes_the_curve_and_the_final_metrics(tmp_path, mo
 
     method = Quiet()
     extra = Evaluation.of(method, extra_curve=lambda: {"mask_p": 0.25}, extra_final=lambda: {"n_kept": 3})
-    mod = types.ModuleType("reprokit.experiments.quiet")
+    mod = types.ModuleType("reprokit.build.quiet")
     mod.required_variants = lambda cell: {}
     mod.build = lambda cell, ctx: Run(method, n_steps=4, eval_every=2, evaluation=extra)
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
@@ -145,9 +145,9 @@ class Counter:
 @pytest.mark.parametrize("same_settings", [True, False])
 def test_a_checkpoint_resumes_only_the_cell_that_wrote_it(tmp_path, monkeypatch, caplog, same_settings):
     """A killed run's checkpoint is resumed by the same cell; after a settings change it is dropped."""
-    from reprokit.train import save_checkpoint
+    from reprokit.loop import save_checkpoint
 
-    mod = types.ModuleType("reprokit.experiments.counting")
+    mod = types.ModuleType("reprokit.build.counting")
     mod.build = lambda cell, ctx: Run(Counter(), n_steps=10, eval_every=0)
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
     ctx = CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v"))
@@ -175,7 +175,7 @@ def test_a_rerun_with_other_settings_never_sits_beside_the_earlier_runs_record(t
         def train_step(self, step):
             raise RuntimeError("killed")
 
-    mod = types.ModuleType("reprokit.experiments.counting")
+    mod = types.ModuleType("reprokit.build.counting")
     mod.build = lambda cell, ctx: Run(Counter() if cell.settings["lr"] == 0.1 else Failing(), n_steps=3, eval_every=0)
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
     ctx = CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v"))
@@ -212,7 +212,7 @@ def test_an_unreadable_checkpoint_is_moved_aside_and_the_cell_completes_afresh(t
     import subprocess
     import sys
 
-    from reprokit.train import save_checkpoint
+    from reprokit.loop import save_checkpoint
 
     cell, ctx, paths = _fig2a_test_cell(tmp_path)
 

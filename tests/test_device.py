@@ -26,7 +26,7 @@ from reprokit import cell as cell_mod
 from reprokit.config import Cell, experiment, load_pipeline_config
 from reprokit.data import variants
 from reprokit.data.variants import variant_path
-from reprokit.experiments import CellContext, Measurement, Run
+from reprokit.build import CellContext, Measurement, Run
 from reprokit.plan import kind as kind_module
 from reprokit.runtime import DeviceConfigError, Runtime, RuntimeSettings, is_oom
 
@@ -255,7 +255,7 @@ class _OOMAt:
 
 
 def _fake_kind(monkeypatch, build):
-    mod = types.ModuleType("reprokit.experiments.fake")
+    mod = types.ModuleType("reprokit.build.fake")
     mod.required_variants = lambda cell: {}
     mod.build = build
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
@@ -331,7 +331,7 @@ def test_metrics_json_records_device_precision_versions_memory_and_speed(shared_
 
 
 def test_checkpoint_carries_random_states_and_cpu_checkpoints_need_no_cuda(tmp_path):
-    from reprokit.train import CHECKPOINT_VERSION, save_checkpoint
+    from reprokit.loop import CHECKPOINT_VERSION, save_checkpoint
 
     method = _OOMAt(at=-1)
     path = tmp_path / "c.pt"
@@ -368,7 +368,7 @@ def test_a_resumed_deterministic_cell_ends_with_the_same_metrics(device, shared_
     ref = cell_mod.run_cell(cell, ctx, tmp_path / "ref", None)
     n = ref["steps"]
 
-    from reprokit.train import Preempted
+    from reprokit.loop import Preempted
 
     ckpt = tmp_path / "ckpt.pt"
     real_loop = cell_mod.run_loop
@@ -377,7 +377,7 @@ def test_a_resumed_deterministic_cell_ends_with_the_same_metrics(device, shared_
         loop.n_steps = n // 2
         loop.checkpoint_every = max(1, n // 2)
         real_loop(method, loop, path, precision, **kwargs)
-        from reprokit.train import save_checkpoint
+        from reprokit.loop import save_checkpoint
 
         save_checkpoint(path, n // 2, method, [])
         raise Preempted(n // 2)

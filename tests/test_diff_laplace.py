@@ -34,7 +34,7 @@ from reprokit.models.layers import Bias, Scale
 from reprokit.models.wide_resnet import WideResNet
 from reprokit.runtime import generator as make_generator
 from reprokit.runtime import is_oom
-from reprokit.train import LoopConfig, run_loop
+from reprokit.loop import LoopConfig, run_loop
 
 
 def _data(n=40, shape=(1, 6, 6), classes=4, seed=0):

@@ -14,7 +14,7 @@ from reprokit.data.task import TaskData
 from reprokit.methods import gal_dropout as gd
 from reprokit.methods.common import EpochSampler
 from reprokit.methods.mc_dropout import DropoutMLP
-from reprokit.train import LoopConfig, run_loop
+from reprokit.loop import LoopConfig, run_loop
 
 
 def test_tau_log_likelihood_matches_numpy():

@@ -21,7 +21,7 @@ from reprokit.config import ConfigError, Cell
 from reprokit.data import registry, variants
 from reprokit.data.registry import Bundle
 from reprokit.data.variants import variant_path
-from reprokit.experiments import CellContext, affine_invariance
+from reprokit.build import CellContext, affine_invariance
 from reprokit.plan.affine_invariance import PLAN
 from reprokit.methods.augerino import AugerinoTraining
 from reprokit.methods.augmented import SeededAugmentedModel

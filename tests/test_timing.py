@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from reprokit.config import ConfigError, experiment, load_pipeline_config
-from reprokit.experiments import update_timing
-from reprokit.experiments.update_timing import UpdateTiming, summarize
+from reprokit.build import update_timing
+from reprokit.build.update_timing import UpdateTiming, summarize
 from reprokit.plan import kind
 from reprokit.plan.update_timing import UpdateTimingSettings
 from reprokit.report.stats import median_ci
@@ -34,7 +34,7 @@ def tiny_settings(**kw) -> UpdateTimingSettings:
 
 def test_kind_is_registered_and_needs_no_variants():
     plan = kind("update_timing")
-    assert plan.build_target == "reprokit.experiments.update_timing:build"
+    assert plan.build_target == "reprokit.build.update_timing:build"
     assert plan.required_variants(None) == {}
 
 
@@ -198,7 +198,7 @@ def config(scale="test"):
 def test_each_model_cell_builds_with_its_own_settings():
     """Cells built from the config (test scale, per_model blocks merged) time updates on batches of their
     own batch size and input shape, with their number of augmentation samples and repetitions."""
-    from reprokit.experiments import CellContext
+    from reprokit.build import CellContext
 
     threads = torch.get_num_threads()
     try:
@@ -224,7 +224,7 @@ def test_misspelled_per_model_setting_is_named():
 
 def test_test_scale_cell_runs_through_the_cell_entry_point(tmp_path):
     from reprokit.cell import run_cell
-    from reprokit.experiments import CellContext
+    from reprokit.build import CellContext
 
     grid = experiment(config(), "table8_timing", "test")
     cell = grid.parse("model~mnist_cnn/seed~0")

@@ -24,7 +24,7 @@ from reprokit.methods.partitioned import PartitionedConfig, PartitionedTraining,
 from reprokit.methods.standard import OptimConfig
 from reprokit.methods.validation_opt import ValidationSetOptimisation, validation_split_ids
 from reprokit.models.wide_resnet import WideResNet
-from reprokit.train import LoopConfig, run_loop
+from reprokit.loop import LoopConfig, run_loop
 
 N, N_TEST = 40, 16
 

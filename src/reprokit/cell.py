@@ -31,11 +31,11 @@ import torch
 
 from . import __version__
 from .config import Cell
-from .experiments import CellContext, Measurement
+from .build import CellContext, Measurement
 from .io import atomic_write_json, atomic_write_text, rows_csv
 from .plan import kind
 from .runtime import is_oom
-from .train import LoopConfig, LoopResult, run_loop
+from .loop import LoopConfig, LoopResult, run_loop
 
 log = logging.getLogger("reprokit.cell")
 
@@ -88,7 +88,7 @@ def _guard_checkpoint(cell: Cell, checkpoint: Path) -> None:
     fingerprint (coordinates and settings). A checkpoint without one (or with an unreadable one), or of
     other settings (the config changed since a run was killed), is removed with a warning and the cell
     starts afresh. A checkpoint of this cell that cannot be read is moved aside by the training loop
-    (reprokit.train.load_checkpoint)."""
+    (reprokit.loop.load_checkpoint)."""
     sidecar = checkpoint.with_name(checkpoint.name + ".cell")
     fingerprint = _cell_fingerprint(cell)
     if checkpoint.exists():

@@ -31,7 +31,7 @@ from .io import atomic_save_torch
 from .methods.base import Method
 from .runtime import is_oom
 
-log = logging.getLogger("reprokit.train")
+log = logging.getLogger("reprokit.loop")
 
 CHECKPOINT_VERSION = 2  # 2: + CUDA random states
 EXIT_PREEMPTED = 143  # 128 + SIGTERM: the scheduler sees a signalled job and may requeue/retry it

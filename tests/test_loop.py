@@ -9,7 +9,7 @@ from torch import nn
 
 from reprokit.runtime import generator as make_generator
 from reprokit.methods.common import EpochSampler
-from reprokit.train import EXIT_PREEMPTED, LoopConfig, Preempted, run_loop
+from reprokit.loop import EXIT_PREEMPTED, LoopConfig, Preempted, run_loop
 
 
 class ToyRegression:
@@ -132,7 +132,7 @@ def test_an_unreadable_checkpoint_is_moved_aside_and_the_run_starts_afresh(tmp_p
     spoil(ckpt)
     spoiled = ckpt.read_bytes()
     fresh = ToyRegression()
-    with caplog.at_level("WARNING", logger="reprokit.train"):
+    with caplog.at_level("WARNING", logger="reprokit.loop"):
         result = run_loop(fresh, CFG, ckpt)
     assert result.status == "completed" and result.resumed_from == 0
     assert result.curve == ref_result.curve
@@ -145,7 +145,7 @@ def test_an_unreadable_checkpoint_is_moved_aside_and_the_run_starts_afresh(tmp_p
 
 def test_a_cuda_checkpoint_on_a_machine_without_cuda_is_not_moved_aside(tmp_path, monkeypatch):
     """A sound checkpoint in the wrong place is an error to fix (resume it on a GPU node), not a bad file."""
-    from reprokit import train
+    from reprokit import loop as train
 
     ckpt = tmp_path / "ckpt.pt"
     with pytest.raises(Preempted):
