@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from reprokit.config import load_pipeline_config
 from reprokit.build import CellContext
 from reprokit.build.uci_regression import load_task
+from reprokit.config import load_pipeline_config
 from reprokit.methods.gal_dropout import GalDropoutProtocol
 from reprokit.runtime import synchronize
 

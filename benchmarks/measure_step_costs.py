@@ -49,8 +49,8 @@ def time_cell(cell, mirrors: list[str], device: str, seconds: float, warmup: int
     """(median ms per train_step, rows per step) of one cell built by its kind."""
     import torch
 
-    from reprokit.data.variants import build_variant, variant_path
     from reprokit.build import CellContext
+    from reprokit.data.variants import build_variant, variant_path
     from reprokit.plan import kind as plan_of
 
     kind = plan_of(cell.kind)

@@ -19,11 +19,11 @@ from torch import nn
 from reprokit.augment.affine import augerino_regularizer, build_augmentation
 from reprokit.cell import run_cell
 from reprokit.data.task import TaskData
+from reprokit.loop import LoopConfig, run_loop
 from reprokit.methods.augerino import AugerinoTraining, augerino_parametrisation
 from reprokit.methods.augmented import SeededAugmentedModel
-from reprokit.runtime import generator as make_generator
 from reprokit.methods.standard import OptimConfig
-from reprokit.loop import LoopConfig, run_loop
+from reprokit.runtime import generator as make_generator
 
 KINDS = ["schwobel", "immer", "augerino"]
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from reprokit import metrics
-from reprokit.config import experiment, load_pipeline_config
 from reprokit.build import CellContext
 from reprokit.build import bali_classification as bcx
+from reprokit.config import experiment, load_pipeline_config
 from reprokit.plan import KINDS as PLANS
 from reprokit.report import bali_classification as bc
 

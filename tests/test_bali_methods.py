@@ -8,12 +8,12 @@ import torch
 
 from reprokit import metrics
 from reprokit.bali import BaliConfig
+from reprokit.data.task import TaskData
+from reprokit.loop import LoopConfig, run_loop
 from reprokit.methods.bali import BaliMethod
 from reprokit.methods.bbb import BBBMethod
-from reprokit.data.task import TaskData
 from reprokit.methods.mc_dropout import MAP, DropoutMLP, MCDropout
 from reprokit.methods.standard import OptimConfig
-from reprokit.loop import LoopConfig, run_loop
 
 
 # ---------------------------------------------------------------------------------------------- metrics

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from reprokit import seeds
+from reprokit.build import CellContext, synthetic_predictive, uci_regression
 from reprokit.config import experiment, load_pipeline_config
 from reprokit.data import registry
-from reprokit.build import CellContext, synthetic_predictive, uci_regression
+from reprokit.loop import LoopConfig, run_loop
 from reprokit.plan import KINDS as PLANS
 from reprokit.report import bali_regression as br
-from reprokit.loop import LoopConfig, run_loop
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from reprokit import cell as cell_mod
-from reprokit.config import Cell
 from reprokit.build import CellContext, Run
+from reprokit.config import Cell
 from reprokit.loop import LoopConfig, run_loop
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,10 +23,10 @@ import pytest
 import torch
 
 from reprokit import cell as cell_mod
+from reprokit.build import CellContext, Measurement, Run
 from reprokit.config import Cell, experiment, load_pipeline_config
 from reprokit.data import variants
 from reprokit.data.variants import variant_path
-from reprokit.build import CellContext, Measurement, Run
 from reprokit.plan import kind as kind_module
 from reprokit.runtime import DeviceConfigError, Runtime, RuntimeSettings, is_oom
 

@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from reprokit.augment.affine import AugmentedModel, SchwobelAffine
 from reprokit.data.task import TaskData
+from reprokit.loop import LoopConfig, run_loop
 from reprokit.methods.augmented import SeededAugmentedModel
 from reprokit.methods.diff_laplace import (
     Block,
@@ -34,7 +35,6 @@ from reprokit.models.layers import Bias, Scale
 from reprokit.models.wide_resnet import WideResNet
 from reprokit.runtime import generator as make_generator
 from reprokit.runtime import is_oom
-from reprokit.loop import LoopConfig, run_loop
 
 
 def _data(n=40, shape=(1, 6, 6), classes=4, seed=0):

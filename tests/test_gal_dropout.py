@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from reprokit.data.task import TaskData
+from reprokit.loop import LoopConfig, run_loop
 from reprokit.methods import gal_dropout as gd
 from reprokit.methods.common import EpochSampler
 from reprokit.methods.mc_dropout import DropoutMLP
-from reprokit.loop import LoopConfig, run_loop
 
 
 def test_tau_log_likelihood_matches_numpy():

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from reprokit.runtime import generator as make_generator
-from reprokit.methods.common import EpochSampler
 from reprokit.loop import EXIT_PREEMPTED, LoopConfig, Preempted, run_loop
+from reprokit.methods.common import EpochSampler
+from reprokit.runtime import generator as make_generator
 
 
 class ToyRegression:

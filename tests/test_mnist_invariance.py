@@ -16,20 +16,20 @@ import torch
 from torch import nn
 
 from reprokit.augment.affine import AugerinoAffine, SchwobelAffine
+from reprokit.build import CellContext, affine_invariance
 from reprokit.cell import run_cell
-from reprokit.config import ConfigError, Cell
+from reprokit.config import Cell, ConfigError
 from reprokit.data import registry, variants
 from reprokit.data.registry import Bundle
+from reprokit.data.task import TaskData
 from reprokit.data.variants import variant_path
-from reprokit.build import CellContext, affine_invariance
-from reprokit.plan.affine_invariance import PLAN
 from reprokit.methods.augerino import AugerinoTraining
 from reprokit.methods.augmented import SeededAugmentedModel
-from reprokit.runtime import generator as make_generator
-from reprokit.data.task import TaskData
 from reprokit.methods.partitioned_ensemble import PartitionedEnsembleTraining
 from reprokit.methods.standard import OptimConfig, StandardTraining
 from reprokit.models.mnist_cnn import MnistCNN
+from reprokit.plan.affine_invariance import PLAN
+from reprokit.runtime import generator as make_generator
 
 
 def tiny_task(n=60, n_test=20, shape=(1, 8, 8), classes=3, seed=0):

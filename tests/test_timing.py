@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
-from reprokit.config import ConfigError, experiment, load_pipeline_config
 from reprokit.build import update_timing
 from reprokit.build.update_timing import UpdateTiming, summarize
+from reprokit.config import ConfigError, experiment, load_pipeline_config
 from reprokit.plan import kind
 from reprokit.plan.update_timing import UpdateTimingSettings
 from reprokit.report.stats import median_ci
@@ -223,8 +223,8 @@ def test_misspelled_per_model_setting_is_named():
 
 
 def test_test_scale_cell_runs_through_the_cell_entry_point(tmp_path):
-    from reprokit.cell import run_cell
     from reprokit.build import CellContext
+    from reprokit.cell import run_cell
 
     grid = experiment(config(), "table8_timing", "test")
     cell = grid.parse("model~mnist_cnn/seed~0")

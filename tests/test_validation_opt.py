@@ -17,14 +17,14 @@ from torch import nn
 from reprokit.augment.affine import SchwobelAffine
 from reprokit.cell import _final_metrics
 from reprokit.data.task import TaskData
+from reprokit.loop import LoopConfig, run_loop
 from reprokit.methods.augmented import SeededAugmentedModel, make_evaluator
-from reprokit.runtime import generator as make_generator
 from reprokit.methods.feature_extractor import feature_extractor_split, partition_head
 from reprokit.methods.partitioned import PartitionedConfig, PartitionedTraining, hyper_update
 from reprokit.methods.standard import OptimConfig
 from reprokit.methods.validation_opt import ValidationSetOptimisation, validation_split_ids
 from reprokit.models.wide_resnet import WideResNet
-from reprokit.loop import LoopConfig, run_loop
+from reprokit.runtime import generator as make_generator
 
 N, N_TEST = 40, 16
 

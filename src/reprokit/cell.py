@@ -30,12 +30,12 @@ from pathlib import Path
 import torch
 
 from . import __version__
-from .config import Cell
 from .build import CellContext, Measurement
+from .config import Cell
 from .io import atomic_write_json, atomic_write_text, rows_csv
+from .loop import LoopConfig, LoopResult, run_loop
 from .plan import kind
 from .runtime import is_oom
-from .loop import LoopConfig, LoopResult, run_loop
 
 log = logging.getLogger("reprokit.cell")
 

@@ -11,6 +11,7 @@ checkpoint holds the global CPU and CUDA random states next to the method's own 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import math
@@ -18,11 +19,10 @@ import os
 import random
 import signal
 import sys
-import contextlib
 import time
 from dataclasses import dataclass
-from typing import Callable
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
