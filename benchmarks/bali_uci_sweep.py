@@ -25,8 +25,8 @@ import torch
 
 from reprokit import seeds
 from reprokit.bali import BaliConfig
-from reprokit.build import CellContext
-from reprokit.build.uci_regression import load_task
+from reprokit.builders import CellContext
+from reprokit.builders.uci_regression import load_task
 from reprokit.methods.bali import BaliMethod
 
 

@@ -77,7 +77,7 @@ GOAL_PIPELINE, GOAL_BF16, GOAL_PARAM = 1.1, 1.5, 1.05
 def device_label(rt: Runtime, threads: int) -> str:
     if rt.is_cuda:
         return rt.device_name()
-    from reprokit.build.update_timing import cpu_model_name
+    from reprokit.builders.update_timing import cpu_model_name
 
     return f"{cpu_model_name()}, {threads} thread{'s' if threads != 1 else ''}"
 

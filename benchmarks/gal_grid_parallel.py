@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from reprokit.build import CellContext
-from reprokit.build.uci_regression import load_task
+from reprokit.builders import CellContext
+from reprokit.builders.uci_regression import load_task
 from reprokit.config import load_pipeline_config
 from reprokit.methods.gal_dropout import GalDropoutProtocol
 from reprokit.runtime import synchronize

@@ -49,7 +49,7 @@ def time_cell(cell, mirrors: list[str], device: str, seconds: float, warmup: int
     """(median ms per train_step, rows per step) of one cell built by its kind."""
     import torch
 
-    from reprokit.build import CellContext
+    from reprokit.builders import CellContext
     from reprokit.data.variants import build_variant, variant_path
     from reprokit.plan import kind as plan_of
 
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from reprokit.build.update_timing import cpu_model_name
+    from reprokit.builders.update_timing import cpu_model_name
     from reprokit.runtime import Runtime, RuntimeSettings
 
     torch.set_num_threads(args.threads)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from reprokit import metrics
-from reprokit.build import CellContext
-from reprokit.build import bali_classification as bcx
+from reprokit.builders import CellContext
+from reprokit.builders import bali_classification as bcx
 from reprokit.config import experiment, load_pipeline_config
 from reprokit.plan import KINDS as PLANS
 from reprokit.report import bali_classification as bc

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from reprokit import seeds
-from reprokit.build import CellContext, synthetic_predictive, uci_regression
+from reprokit.builders import CellContext, synthetic_predictive, uci_regression
 from reprokit.config import experiment, load_pipeline_config
 from reprokit.data import registry
 from reprokit.loop import LoopConfig, run_loop

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from reprokit import cell as cell_mod
-from reprokit.build import CellContext, Run
+from reprokit.builders import CellContext, Run
 from reprokit.config import Cell
 from reprokit.loop import LoopConfig, run_loop
 
@@ -45,7 +45,7 @@ class Exploding:
 
 @pytest.fixture
 def exploding_kind(monkeypatch):
-    mod = types.ModuleType("reprokit.build.exploding")
+    mod = types.ModuleType("reprokit.builders.exploding")
     mod.required_variants = lambda cell: {}
     mod.build = lambda cell, ctx: Run(Exploding(), n_steps=100, eval_every=2)
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
@@ -99,7 +99,7 @@ def test_test_scale_figures_are_watermarked():
 def test_the_cells_evaluation_makes_the_curve_and_the_final_metrics(tmp_path, monkeypatch):
     """Run.evaluation is the one seam for metrics: its curve rows and final metrics are what the cell
     writes, not the method's own evaluate / final_metrics."""
-    from reprokit.build import Evaluation
+    from reprokit.builders import Evaluation
 
     class Quiet(Exploding):
         def train_step(self, step):
@@ -107,7 +107,7 @@ def test_the_cells_evaluation_makes_the_curve_and_the_final_metrics(tmp_path, mo
 
     method = Quiet()
     extra = Evaluation.of(method, extra_curve=lambda: {"mask_p": 0.25}, extra_final=lambda: {"n_kept": 3})
-    mod = types.ModuleType("reprokit.build.quiet")
+    mod = types.ModuleType("reprokit.builders.quiet")
     mod.required_variants = lambda cell: {}
     mod.build = lambda cell, ctx: Run(method, n_steps=4, eval_every=2, evaluation=extra)
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
@@ -147,7 +147,7 @@ def test_a_checkpoint_resumes_only_the_cell_that_wrote_it(tmp_path, monkeypatch,
     """A killed run's checkpoint is resumed by the same cell; after a settings change it is dropped."""
     from reprokit.loop import save_checkpoint
 
-    mod = types.ModuleType("reprokit.build.counting")
+    mod = types.ModuleType("reprokit.builders.counting")
     mod.build = lambda cell, ctx: Run(Counter(), n_steps=10, eval_every=0)
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
     ctx = CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v"))
@@ -175,7 +175,7 @@ def test_a_rerun_with_other_settings_never_sits_beside_the_earlier_runs_record(t
         def train_step(self, step):
             raise RuntimeError("killed")
 
-    mod = types.ModuleType("reprokit.build.counting")
+    mod = types.ModuleType("reprokit.builders.counting")
     mod.build = lambda cell, ctx: Run(Counter() if cell.settings["lr"] == 0.1 else Failing(), n_steps=3, eval_every=0)
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
     ctx = CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v"))

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from reprokit import cell as cell_mod
-from reprokit.build import CellContext, Measurement, Run
+from reprokit.builders import CellContext, Measurement, Run
 from reprokit.config import Cell, experiment, load_pipeline_config
 from reprokit.data import variants
 from reprokit.data.variants import variant_path
@@ -255,7 +255,7 @@ class _OOMAt:
 
 
 def _fake_kind(monkeypatch, build):
-    mod = types.ModuleType("reprokit.build.fake")
+    mod = types.ModuleType("reprokit.builders.fake")
     mod.required_variants = lambda cell: {}
     mod.build = build
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from reprokit.augment.affine import AugerinoAffine, SchwobelAffine
-from reprokit.build import CellContext, affine_invariance
+from reprokit.builders import CellContext, affine_invariance
 from reprokit.cell import run_cell
 from reprokit.config import Cell, ConfigError
 from reprokit.data import registry, variants

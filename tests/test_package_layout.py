@@ -123,7 +123,7 @@ def test_artefact_notebooks_import_only_torch_free_package_code():
 LIBRARY = ("augment", "bali", "models", "partition", "methods")  # what a researcher imports without the pipeline
 # the pipeline's stages; data containers (data.task), metrics, named random streams (seeds) and device
 # placement (runtime) are shared by both
-PIPELINE = ("config", "plan", "build", "cell", "loop", "budget", "report")
+PIPELINE = ("config", "plan", "builders", "cell", "loop", "budget", "report")
 
 
 def _library_imports_of_pipeline(graph) -> list[str]:

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from reprokit.build import update_timing
-from reprokit.build.update_timing import UpdateTiming, summarize
+from reprokit.builders import update_timing
+from reprokit.builders.update_timing import UpdateTiming, summarize
 from reprokit.config import ConfigError, experiment, load_pipeline_config
 from reprokit.plan import kind
 from reprokit.plan.update_timing import UpdateTimingSettings
@@ -34,7 +34,7 @@ def tiny_settings(**kw) -> UpdateTimingSettings:
 
 def test_kind_is_registered_and_needs_no_variants():
     plan = kind("update_timing")
-    assert plan.build_target == "reprokit.build.update_timing:build"
+    assert plan.build_target == "reprokit.builders.update_timing:build"
     assert plan.required_variants(None) == {}
 
 
@@ -198,7 +198,7 @@ def config(scale="test"):
 def test_each_model_cell_builds_with_its_own_settings():
     """Cells built from the config (test scale, per_model blocks merged) time updates on batches of their
     own batch size and input shape, with their number of augmentation samples and repetitions."""
-    from reprokit.build import CellContext
+    from reprokit.builders import CellContext
 
     threads = torch.get_num_threads()
     try:
@@ -223,7 +223,7 @@ def test_misspelled_per_model_setting_is_named():
 
 
 def test_test_scale_cell_runs_through_the_cell_entry_point(tmp_path):
-    from reprokit.build import CellContext
+    from reprokit.builders import CellContext
     from reprokit.cell import run_cell
 
     grid = experiment(config(), "table8_timing", "test")

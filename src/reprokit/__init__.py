@@ -10,7 +10,7 @@ The pipeline, in the order data flows:
   config.py   the one config loader, experiment grids, cells          (errors.py: ConfigError)
   plan/       per kind: typed settings, what a cell needs, its cost    (torch-free)
   data/       dataset registry, mirrors and checksums, variants (subsets, rotations, chunks, federated splits)
-  build/      per kind: a cell's data + model + method
+  builders/   per kind: a cell's data + model + method
   loop.py     the single training loop (hooks, checkpoints, divergence handling); cell.py runs one cell
   metrics.py  predictive metrics
   report/     aggregate, archive, tables, figures, the reproduction report

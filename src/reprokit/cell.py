@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from . import __version__
-from .build import CellContext, Measurement
+from .builders import CellContext, Measurement
 from .config import Cell
 from .io import atomic_write_json, atomic_write_text, rows_csv
 from .loop import LoopConfig, LoopResult, run_loop

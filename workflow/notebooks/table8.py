@@ -9,7 +9,7 @@
 
 # %% [markdown]
 # # Table 8 — time per update relative to a standard update (partitioned networks paper, App. D.2)
-# Measured by the `update_timing` cells (src/reprokit/build/update_timing.py): per model, a
+# Measured by the `update_timing` cells (src/reprokit/builders/update_timing.py): per model, a
 # standard parameter update, the partitioned parameter and hyperparameter updates, the Augerino update
 # and the Diff. Laplace (LILA) parameter and hyperparameter updates, on the same batch with S
 # augmentation samples, timed in one process, interleaved, after warm-up. Each measured entry is the

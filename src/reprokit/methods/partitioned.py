@@ -6,7 +6,7 @@ hyper step (k ~ Cat(u_2..u_C), batch from D_k, loss of subnetwork k-1, Adam on p
 objective (Eq. 2, sum of out-of-chunk log-likelihoods) is evaluated on every evaluation and used for
 early stopping / model selection when `early_stopping` is set; train/test metrics are those of the
 full subnetwork C. A kind that measures something else (augmentation-averaged predictions on a test
-subset) gives its cell an `Evaluation` (build/).
+subset) gives its cell an `Evaluation` (builders/).
 """
 
 from __future__ import annotations

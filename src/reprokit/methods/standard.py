@@ -4,7 +4,7 @@ Hyperparameter modules inside `net` (input masks, augmentations) are held fixed,
 parameters are passed as `hyper_params`: they are then optimised jointly on the training loss by
 their own Adam (Augerino, methods/augerino.py), and a subclass may add a `regularizer()` term.
 `evaluate` is plain train/test accuracy and log-likelihood; a kind that measures something else
-(augmentation-averaged predictions, a test subset) gives its cell an `Evaluation` (build/).
+(augmentation-averaged predictions, a test subset) gives its cell an `Evaluation` (builders/).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The pipeline reads top-down in the order data flows:
 
     config.py (grids, cells)  ->  plan/ (this package: typed settings, inputs, cost)  ->
-    build/ (data + model + method, imports torch)  ->  loop.py (the loop)  ->
+    builders/ (data + model + method, imports torch)  ->  loop.py (the loop)  ->
     metrics.py  ->  report/aggregate.py  ->  report/ + workflow/notebooks (artefacts)
 
 Each experiment kind is one :class:`KindPlan` registered in :data:`KINDS` (explicit, no module

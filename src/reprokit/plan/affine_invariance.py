@@ -1,6 +1,6 @@
 """Plan of the affine_invariance kind (learned affine augmentations; partitioned paper Figs. 3, 5-9).
 
-Build: build/affine_invariance.py. Methods: baseline, augerino, diff_laplace, last_layer_ml, partitioned,
+Build: builders/affine_invariance.py. Methods: baseline, augerino, diff_laplace, last_layer_ml, partitioned,
 partitioned_ens, validation_opt, random, retrain, fixed (see the build module's docstring). psi (the
 hyperparameters partitioned / validation_opt learn) are the augmentation's parameters, or with
 ``psi: feature_extractor`` the stem and first two stages of a Wide-ResNet (Table 3).
@@ -209,7 +209,7 @@ class AffineInvariancePlan(KindPlan):
     title = "affine_invariance experiments (learned affine augmentations: Figs. 3, 5-9, Tables 1-3)"
     Settings = AffineSettings
     axes = ("dataset", "rotated", "method", "n_train", "param_proportions", "chunk_proportions", "sample", "seed")
-    build_target = "reprokit.build.affine_invariance:build"
+    build_target = "reprokit.builders.affine_invariance:build"
 
     def needs(self, st) -> tuple:
         return ("hyper_lr",) if st.method in HYPER_LR_METHODS else ()

@@ -1,4 +1,4 @@
-"""Plan of the bali_classification kind (BALI Table 2, Figs. 2, 3, 7). Build: build/bali_classification.py."""
+"""Plan of the bali_classification kind (BALI Table 2, Figs. 2, 3, 7). Build: builders/bali_classification.py."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ class BaliClassificationPlan(KindPlan):
     title = "bali_classification experiments (BALI paper, Sec. 5.3-5.5, Table 2, Figs. 2 and 3)"
     Settings = ClassificationSettings
     axes = ("method", "dataset", "seed", "bali.wishart_n")  # bali.wishart_n: bali_cls_image_wishart's sweep
-    build_target = "reprokit.build.bali_classification:build"
+    build_target = "reprokit.builders.bali_classification:build"
 
     def needs(self, st) -> tuple:
         return (*METHOD_KEYS[st.method], *(() if st.eval_every is not None else ("eval_every_epochs",)))

@@ -1,6 +1,6 @@
 """Plan of the federated kind (partitioned paper, Sec. 5 and App. J: Table 4, Fig. 10).
 
-Build: build/federated.py; method: methods/federated.py. Methods: fedavg (FedAvg with a server
+Build: builders/federated.py; method: methods/federated.py. Methods: fedavg (FedAvg with a server
 Adam, FedOpt), augerino (FedAvg + Augerino), partitioned (FedAvg + Partitioned). One step = one round.
 """
 
@@ -90,7 +90,7 @@ class FederatedPlan(KindPlan):
     title = "federated experiments (Table 4 and Fig. 10 of the partitioned-networks paper, App. J)"
     Settings = FederatedSettings
     axes = ("dataset", "rotated", "method", "n_train", "seed")
-    build_target = "reprokit.build.federated:build"
+    build_target = "reprokit.builders.federated:build"
 
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).rounds)

@@ -1,4 +1,4 @@
-"""Plan of the input_selection kind (partitioned paper Fig. 2). Build: build/input_selection.py.
+"""Plan of the input_selection kind (partitioned paper Fig. 2). Build: builders/input_selection.py.
 
 Methods: partitioned and laplace (fixed input masks keeping the first `n_inputs` inputs, Fig. 2a) and
 partitioned_mask (a learned concrete-Bernoulli input mask, Fig. 2b).
@@ -69,7 +69,7 @@ class InputSelectionPlan(KindPlan):
 
     def needs(self, st) -> tuple:
         return NEEDS[st.method]
-    build_target = "reprokit.build.input_selection:build"
+    build_target = "reprokit.builders.input_selection:build"
 
     def required_variants(self, cell) -> dict:
         st = self.settings(cell)

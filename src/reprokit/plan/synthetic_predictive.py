@@ -1,4 +1,4 @@
-"""Plan of the synthetic_predictive kind (BALI Figs. 1, 4-6). Build: build/synthetic_predictive.py."""
+"""Plan of the synthetic_predictive kind (BALI Figs. 1, 4-6). Build: builders/synthetic_predictive.py."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ class SyntheticPredictivePlan(KindPlan):
     Settings = SyntheticSettings
     # bali.alpha, bali.beta, n_steps: optional sweep axes (a dotted axis sets that key of a nested block)
     axes = ("method", "dataset", "kl_factor", "seed", "bali.alpha", "bali.beta", "n_steps")
-    build_target = "reprokit.build.synthetic_predictive:build"
+    build_target = "reprokit.builders.synthetic_predictive:build"
 
     def needs(self, st) -> tuple:
         """BALI: its block and the priors of the dataset's task; Bayes by Backprop: its block."""

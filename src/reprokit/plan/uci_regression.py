@@ -1,4 +1,4 @@
-"""Plan of the uci_regression kind (BALI Tables 1 / 7). Build: build/uci_regression.py."""
+"""Plan of the uci_regression kind (BALI Tables 1 / 7). Build: builders/uci_regression.py."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ class UciRegressionPlan(KindPlan):
     title = "uci_regression experiments (BALI paper Sec. 5.2, Tables 1, 4, 7)"
     Settings = UciSettings
     axes = ("method", "dataset", "seed", "bali.wishart_n")  # bali.wishart_n: bali_uci_wishart's sweep
-    build_target = "reprokit.build.uci_regression:build"
+    build_target = "reprokit.builders.uci_regression:build"
 
     def cell_settings(self, cell) -> dict:
         """The settings this cell runs with: the shared ones and its own method's block. The other methods'

@@ -1,4 +1,4 @@
-"""Plan of the update_timing kind (partitioned paper Table 8). Build: build/update_timing.py.
+"""Plan of the update_timing kind (partitioned paper Table 8). Build: builders/update_timing.py.
 
 The config's `per_model` block (settings per architecture) is merged into a cell's settings by
 config.py before the cell exists; it is not a setting.
@@ -86,7 +86,7 @@ class UpdateTimingPlan(KindPlan):
     title = "update_timing experiments (Table 8 of the partitioned-networks paper, App. D.2)"
     Settings = UpdateTimingSettings
     axes = ("model", "seed")
-    build_target = "reprokit.build.update_timing:build"
+    build_target = "reprokit.builders.update_timing:build"
 
 
     def cost_parts(self, cell) -> CellWork:
