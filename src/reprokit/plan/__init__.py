@@ -90,6 +90,7 @@ class KindPlan:
     Settings: type[Settings] = Settings
     axes: tuple[str, ...] = ()  # the settings a grid may sweep (dotted for a method block's key)
     build_target: str = ""
+    method_blocks: tuple[str, ...] = ()  # settings blocks named after a method: a cell keeps its own method's only
 
     def schema(self) -> dict:
         """The kind's JSON schema for the config, generated from `Settings`: `axes` and `settings` (every key
@@ -119,7 +120,12 @@ class KindPlan:
         return {}
 
     def cell_settings(self, cell) -> dict:
-        return dict(cell.settings)
+        """The settings a cell's re-run depends on: all of them but the other methods' blocks (`method_blocks`),
+        so changing one method's settings leaves the other methods' cells untouched."""
+        if not self.method_blocks:
+            return dict(cell.settings)
+        method = cell.coord_dict.get("method", cell.settings.get("method"))
+        return {k: v for k, v in cell.settings.items() if k not in self.method_blocks or k == method}
 
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).n_steps)

@@ -137,13 +137,13 @@ class AffineSettings(Settings):
     eval_aug_samples: int | None = Field(None, ge=1)
     hyper_lr: float | None = Field(None, gt=0,
         description="Adam learning rate of psi (partitioned, partitioned_ens, validation_opt)")
-    augerino: AugerinoBlock = Field(default_factory=lambda: AugerinoBlock(),
+    augerino: AugerinoBlock = Field(default_factory=AugerinoBlock,
         description="method augerino's settings (the other methods' cells drop this block)")
-    diff_laplace: DiffLaplaceBlock = Field(default_factory=lambda: DiffLaplaceBlock(),
+    diff_laplace: DiffLaplaceBlock = Field(default_factory=DiffLaplaceBlock,
         description="method diff_laplace's settings (the other methods' cells drop this block)")
-    last_layer_ml: LastLayerMLBlock = Field(default_factory=lambda: LastLayerMLBlock(),
+    last_layer_ml: LastLayerMLBlock = Field(default_factory=LastLayerMLBlock,
         description="method last_layer_ml's settings (the other methods' cells drop this block)")
-    validation_opt: ValidationOptBlock = Field(default_factory=lambda: ValidationOptBlock(),
+    validation_opt: ValidationOptBlock = Field(default_factory=ValidationOptBlock,
         description="method validation_opt's settings (the other methods' cells drop this block)")
     partition_scheme: Literal["random", "node"] = "random"
     partition_default: Literal["init", "zero"] = "init"
@@ -210,6 +210,7 @@ class AffineInvariancePlan(KindPlan):
     Settings = AffineSettings
     axes = ("dataset", "rotated", "method", "n_train", "param_proportions", "chunk_proportions", "sample", "seed")
     build_target = "reprokit.builders.affine_invariance:build"
+    method_blocks = METHOD_BLOCKS
 
     def needs(self, st) -> tuple:
         return ("hyper_lr",) if st.method in HYPER_LR_METHODS else ()
@@ -229,12 +230,6 @@ class AffineInvariancePlan(KindPlan):
         else:
             out["subset"] = (ds, variants.variant_filename("subset", n=int(st.n_train), seed=int(st.seed)))
         return out
-
-    def cell_settings(self, cell) -> dict:
-        """The settings this cell runs with: the shared ones and its own method's block (`METHOD_BLOCKS`); the
-        other methods' blocks are dropped, so changing one method's settings leaves the other cells untouched."""
-        method = cell.coord_dict["method"] if "method" in cell.coord_dict else cell.settings.get("method")
-        return {k: v for k, v in cell.settings.items() if k not in METHOD_BLOCKS or k == method}
 
     def required_cells(self, cell) -> dict:
         """{name: (experiment, coords)} of cells whose metrics.json this cell reads (method `retrain`)."""

@@ -18,6 +18,7 @@ from .costs import EVAL_FORWARD_SHARE, CellWork, Part
 Method = Literal["fedavg", "augerino", "partitioned"]
 METHODS = get_args(Method)
 
+
 class FederatedAugerinoBlock(Settings):
     """FedAvg + Augerino (methods/federated.py): the width regulariser added to each client's loss."""
 
@@ -72,7 +73,7 @@ class FederatedSettings(Settings):
     param_proportions: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, description="default: chunk_proportions")
     partition_scheme: Literal["random", "node"] = "random"
-    augerino: FederatedAugerinoBlock = Field(default_factory=lambda: FederatedAugerinoBlock(),
+    augerino: FederatedAugerinoBlock = Field(default_factory=FederatedAugerinoBlock,
         description="method augerino's settings (the other methods' cells drop this block)")
     last_k: int = Field(10, ge=1, description="val_acc_last: mean over the last last_k evaluations")
     eval_batch_size: int = Field(1000, ge=1)
@@ -91,13 +92,10 @@ class FederatedPlan(KindPlan):
     Settings = FederatedSettings
     axes = ("dataset", "rotated", "method", "n_train", "seed")
     build_target = "reprokit.builders.federated:build"
+    method_blocks = ("augerino",)  # Augerino's cells only
 
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).rounds)
-
-    def cell_settings(self, cell) -> dict:
-        """The shared settings and, for Augerino's cells only, the `augerino` block."""
-        return {k: v for k, v in cell.settings.items() if k != "augerino" or cell.coord_dict.get("method") == k}
 
     def required_variants(self, cell) -> dict:
         st = self.settings(cell)

@@ -133,12 +133,7 @@ class UciRegressionPlan(KindPlan):
     Settings = UciSettings
     axes = ("method", "dataset", "seed", "bali.wishart_n")  # bali.wishart_n: bali_uci_wishart's sweep
     build_target = "reprokit.builders.uci_regression:build"
-
-    def cell_settings(self, cell) -> dict:
-        """The settings this cell runs with: the shared ones and its own method's block. The other methods'
-        blocks are dropped, so adding or changing one method leaves the other methods' cells untouched."""
-        method = cell.coord_dict["method"]
-        return {k: v for k, v in cell.settings.items() if k not in METHODS or k == method}
+    method_blocks = METHODS  # one block per method
 
     def needs(self, st) -> tuple:
         return (st.method,)  # the method's own block

@@ -54,7 +54,7 @@ class UpdateTimingSettings(Settings):
     weight_decay: float = Field(0.0, ge=0)
     wd_scaling: Literal["reciprocal", "sqrt", "none"] = "reciprocal"
     hyper_lr: float = Field(1e-3, gt=0)
-    augerino: TimingAugerinoBlock = Field(default_factory=lambda: TimingAugerinoBlock())
+    augerino: TimingAugerinoBlock = Field(default_factory=TimingAugerinoBlock)
     # measurement
     n_warmup: int = Field(ge=0)
     n_repeats: int = Field(ge=1)
@@ -62,7 +62,7 @@ class UpdateTimingSettings(Settings):
     timer: Literal["auto", "cpu", "wall"] = Field("auto", description="auto: wall clock on CUDA, process CPU time "
                                                   "elsewhere")
     backward: Literal["minimal", "full"] = "minimal"
-    diff_laplace: TimingDiffLaplaceBlock = Field(default_factory=lambda: TimingDiffLaplaceBlock())
+    diff_laplace: TimingDiffLaplaceBlock = Field(default_factory=TimingDiffLaplaceBlock)
 
     @property
     def dl_warmup(self) -> int:
