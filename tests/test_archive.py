@@ -273,8 +273,11 @@ def test_a_record_is_restamped_only_when_its_builds_settings_renamed_equal_heads
     """method_blocks --provenance: HEAD's fingerprint goes into an artefact's record only when the settings its
     build saw (the config at its commit), nested, equal HEAD's; a changed value or a record its commit's config
     does not reproduce is left for a rebuild."""
-    from reprokit.report.archive_migrations import restamp_provenance
+    from reprokit.report.archive_migrations import nested_settings, restamp_provenance
     from reprokit.report.provenance import digest
+
+    def nest(rel, settings):  # method_blocks' rewrite of one cell's settings
+        return nested_settings(settings, "affine_invariance", rel.split("method~")[1].split("/")[0])[0]
 
     entry = {"notebook": "fig3.py", "experiments": ["e"]}
     old = {"artefact": entry, "cells": {
@@ -283,12 +286,88 @@ def test_a_record_is_restamped_only_when_its_builds_settings_renamed_equal_heads
     head = {"artefact": entry, "cells": {"quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino": {"reg": 0.01}},
                                          "quick/e/method~baseline/seed~0": {"n_steps": 10}}}
     rec = {"artefact": "fig3", "commit": "abc1234", "scale": "quick", "fingerprint": digest(old)}
-    kinds = {"e": "affine_invariance"}
-    new, why = restamp_provenance(rec, old, head, kinds, digest(head), "2026-11-27")
+    new, why = restamp_provenance(rec, old, head, nest, digest(head), "2026-11-27")
     assert new["fingerprint"] == digest(head) and new["commit"] == "abc1234"
     assert new["migrations"][0]["fingerprint_before"] == digest(old) and "->" in why
     changed = {**head, "cells": {**head["cells"], "quick/e/method~augerino/seed~0": {"n_steps": 10,
                                                                                    "augerino": {"reg": 1.0}}}}
-    assert restamp_provenance(rec, old, changed, kinds, digest(changed), "d") == (
-        None, "left for a rebuild: 1 cells differ beyond the renaming (first: quick/e/method~augerino/seed~0)")
-    assert restamp_provenance({**rec, "fingerprint": "0" * 16}, old, head, kinds, digest(head), "d")[0] is None
+    assert restamp_provenance(rec, old, changed, nest, digest(changed), "d") == (
+        None, "left for a rebuild: 1 cells differ beyond the method_blocks rewrite (first: "
+              "quick/e/method~augerino/seed~0)")
+    assert restamp_provenance({**rec, "fingerprint": "0" * 16}, old, head, nest, digest(head), "d")[0] is None
+
+
+def _spambase_wishart(cfg):
+    from reprokit.config import experiment
+
+    return next(c for c in experiment(cfg, "bali_cls_uci_wishart", "paper").cells()
+                if c.coord_dict["dataset"] == "spambase" and c.coord_dict["seed"] == 0)
+
+
+def test_resolved_settings_migration_fills_defaults_checks_them_against_info_and_applies_coordinates(cfg):
+    """resolved_settings: a line recorded with the config as written gets what `cell_settings` records now
+    (HEAD's defaults filled in, the dotted coordinate `bali.wishart_n~n` applied inside the block, the axes
+    left out, `_inputs` glue kept); a filled default the run's info contradicts leaves the line stale; a
+    second run changes nothing."""
+    from reprokit.plan import kind
+    from reprokit.report.archive_migrations import resolved_settings
+
+    cell = _spambase_wishart(cfg)
+    written = {**cell.settings, "_inputs": {"found": "FAKE"}}
+    assert "gram_dtype" not in written["bali"] and written["bali"]["wishart_n"] == "n_eff"  # the block's value
+
+    def line(info):
+        return {"cell": cell.rel_dir, "experiment": cell.experiment, "coords": cell.coord_dict, "settings": written,
+                "info": {"note": "FAKE synthetic test data", **info}, "metrics": {"test_acc": 0.5}}
+
+    head = kind(cell.kind).cell_settings(cell)
+    kinds = {cell.experiment: cell.kind}
+    out, log = resolved_settings({cell.experiment: {cell.rel_dir: line({"gram_dtype": "float64"})}},
+                                 {cell.experiment: {cell.rel_dir: head}}, "2026-11-27", kinds, "paper")
+    new = out[cell.experiment][cell.rel_dir]
+    assert new["settings"] == {**head, "_inputs": {"found": "FAKE"}}
+    assert new["settings"]["bali"]["wishart_n"] == "n" and new["settings"]["bali"]["gram_dtype"] == "float64"
+    assert not {"method", "dataset", "seed"} & set(new["settings"])
+    entry = new["migrations"][-1]
+    assert entry["migration"] == "resolved_settings" and "bali.gram_dtype" in entry["filled"]
+    assert entry["checked"] == ["bali.gram_dtype"] and entry["changed"] == ["bali.wishart_n"]
+    assert archive.split({cell.rel_dir: new}, {cell.rel_dir: head}) == ([new], [])
+    assert resolved_settings(out, {}, "2026-11-27", kinds, "paper") == (out, [])
+    # the run's info says float32: HEAD's default float64 is not what ran, the line stays as it was (stale)
+    ran32 = line({"gram_dtype": "float32"})
+    out, log = resolved_settings({cell.experiment: {cell.rel_dir: ran32}}, {}, "d", kinds, "paper")
+    assert out[cell.experiment][cell.rel_dir] == ran32
+    assert log == [f"{cell.rel_dir}: left stale (ran otherwise: bali.gram_dtype (info 'float32', default 'float64'))"]
+
+
+def test_a_changed_default_re_runs_and_flags_exactly_the_cells_it_changes(cfg):
+    """A default the config never writes is part of what a cell records: changing it changes the cell's
+    Snakemake parameters (its job's cell JSON) and marks its archived line stale, naming the key; the cells
+    of another kind are untouched."""
+    from pydantic import create_model
+
+    from reprokit.config import experiment
+    from reprokit.plan import kind
+    from reprokit.plan.job import cell_job
+
+    plan = kind("bali_classification")
+    cells = [c for c in experiment(cfg, "bali_cls_uci", "paper").cells() if c.coord_dict["seed"] == 0]
+    other = next(iter(experiment(cfg, "bali_uci", "paper").cells()))
+    before = {c.rel_dir: cell_job(c, cfg).cell["settings"] for c in cells}
+    before_other = kind(other.kind).cell_settings(other)
+    field = plan.Settings.model_fields["train_subset"]
+    assert "train_subset" not in cells[0].settings and field.default is None  # a default, written nowhere
+    changed = create_model("Changed", __base__=plan.Settings, train_subset=(field.annotation, 5000))
+    original = plan.Settings
+    plan._cache.clear()
+    try:
+        plan.Settings = changed
+        after = {c.rel_dir: cell_job(c, cfg).cell["settings"] for c in cells}
+        assert kind(other.kind).cell_settings(other) == before_other
+    finally:
+        plan.Settings = original
+        plan._cache.clear()
+    assert all(after[r]["train_subset"] == 5000 and archive.differing_keys(before[r], after[r]) == ["train_subset"]
+               for r in before)
+    fresh, stale = archive.split({r: {"cell": r, "settings": s} for r, s in before.items()}, after)
+    assert fresh == [] and len(stale) == len(cells) and all("(train_subset differ" in m for m in stale)

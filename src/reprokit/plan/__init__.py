@@ -14,7 +14,7 @@ without torch:
 * ``settings(cell)``          the cell's typed settings (grid coordinates override shared settings)
 * ``required_variants(cell)`` {name: (dataset, variant file)} the pipeline builds first
 * ``required_cells(cell)``    {name: (experiment, coords)} whose metrics.json this cell reads
-* ``cell_settings(cell)``     the settings a cell's re-run depends on (Snakemake params)
+* ``cell_settings(cell)``     the resolved settings a cell's re-run depends on (Snakemake params)
 * ``n_steps(cell)``           training iterations (the cost model and progress)
 * ``check(cell)``             everything above, plus what the cell's method needs (a setting only
                               some methods use): :func:`validate_cells` runs it for every cell of a
@@ -120,12 +120,20 @@ class KindPlan:
         return {}
 
     def cell_settings(self, cell) -> dict:
-        """The settings a cell's re-run depends on: all of them but the other methods' blocks (`method_blocks`),
-        so changing one method's settings leaves the other methods' cells untouched."""
-        if not self.method_blocks:
-            return dict(cell.settings)
-        method = cell.coord_dict.get("method", cell.settings.get("method"))
-        return {k: v for k, v in cell.settings.items() if k not in self.method_blocks or k == method}
+        """The settings a cell runs with, resolved: every field of the kind's `Settings`, its default filled in
+        where the config leaves it out, the grid coordinates applied (a dotted axis inside its block). Left out:
+        the top-level axes (the cell's `coords` hold them) and the keys only other methods read
+        (:meth:`other_methods_keys`). A cell's config.json, its archived line and the artefact fingerprints
+        record this, so a changed default re-runs the cells it changes and flags their archived lines, and
+        changing one method's settings leaves the other methods' cells untouched."""
+        resolved = self.settings(cell).model_dump(mode="json")
+        drop = {a for a in cell.coord_dict if "." not in a} | self.other_methods_keys(cell, resolved)
+        return {k: v for k, v in resolved.items() if k not in drop}
+
+    def other_methods_keys(self, cell, resolved: dict) -> set:
+        """Keys of `resolved` that only another method than the cell's reads: here the `method_blocks` but
+        the cell's own."""
+        return set(self.method_blocks) - {resolved.get("method")}
 
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).n_steps)

@@ -78,13 +78,11 @@ class BaliClassificationPlan(KindPlan):
     def needs(self, st) -> tuple:
         return (*METHOD_KEYS[st.method], *(() if st.eval_every is not None else ("eval_every_epochs",)))
 
-    def cell_settings(self, cell) -> dict:
-        """The settings this cell runs with: the shared ones and its own method's keys (BALI: `bali`; DO:
-        `optim`, `dropout_p`; MAP: `optim`), so editing one method's settings leaves the others' cells untouched."""
-        own = set(METHOD_KEYS[cell.coord_dict["method"]])
-        other = {k for keys in METHOD_KEYS.values() for k in keys} - own
-        return {k: v for k, v in cell.settings.items() if k not in other}
-
+    def other_methods_keys(self, cell, resolved: dict) -> set:
+        """The other methods' keys (METHOD_KEYS; BALI: `bali`; DO: `optim`, `dropout_p`; MAP: `optim`), so editing
+        one method's settings leaves the others' cells untouched."""
+        own = set(METHOD_KEYS[resolved["method"]])
+        return {k for keys in METHOD_KEYS.values() for k in keys} - own
 
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)

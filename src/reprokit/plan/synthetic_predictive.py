@@ -79,6 +79,10 @@ class SyntheticPredictivePlan(KindPlan):
 
         return ("bali", dataset_info(st.dataset).task) if st.method == "bali" else ("bbb",)
 
+    def other_methods_keys(self, cell, resolved: dict) -> set:
+        """The method and task blocks the cell does not read (`needs`: BALI reads `bali` and its dataset's task
+        block, BBB `bbb`), so editing BBB's settings leaves the BALI cells untouched and the reverse."""
+        return {"bali", "bbb", "regression", "classification"} - set(self.needs(self.settings(cell)))
 
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)
