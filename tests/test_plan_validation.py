@@ -90,3 +90,19 @@ def test_cell_job_resolves_a_retrain_cells_upstream_metrics(pipeline_config):
     for path in job.upstream.values():  # each names a cell of the test-scale grid
         rel = Path(path).relative_to(cfg["paths"]["results"]).parent
         experiment(cfg, rel.parts[1], "test").parse("/".join(rel.parts[2:]))
+
+
+@pytest.mark.parametrize("kind_name", ["federated", "update_timing"])
+def test_every_augmentation_a_plan_admits_is_one_its_builder_can_build(kind_name):
+    """The federated and timing builders build `build_augmentation(kind, init=...)`; Benton et al.'s own
+    parametrisation takes `init_raw` instead (the affine kind builds it), so these plans must reject it up front
+    rather than let a cell fail at build time."""
+    from typing import get_args
+
+    from reprokit.augment.affine import build_augmentation
+    from reprokit.plan import kind
+
+    values = get_args(kind(kind_name).Settings.model_fields["augmentation"].annotation)
+    assert values and "augerino" not in values
+    for value in values:
+        assert build_augmentation(value, init=0.1) is not None

@@ -174,7 +174,7 @@ def build(cell, ctx: CellContext) -> Run:
                          beta_decay=float(b.beta_decay), n_iterations=n_steps, n_eff=n_eff,
                          sigma_init=float(b.sigma_init), sigma_r2=float(b.sigma_r2),
                          sigma_u2_factor=float(b.sigma_u2_factor), n_data=float(data.n_train),
-                         wishart_n=b.wishart_n, gram_dtype=b.gram_dtype, batch_size=batch, reparam=b.reparam)
+                         wishart_n=b.wishart_n, batch_size=batch, reparam=b.reparam, **b.library_options())
         inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
         info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
                      "beta_milestones": " ".join(f"{m:g}" for m in cfg.beta_milestones),

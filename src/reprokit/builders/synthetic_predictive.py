@@ -70,10 +70,11 @@ def build(cell, ctx: CellContext) -> Run:
             "activation": activation, "n_steps": n_steps, "batch_size": batch, "final_samples": final_samples}
     if method == "bali":
         b, t = st.need("bali"), st.need(data.task)
-        cfg = BaliConfig(alpha=float(b.alpha), beta=float(b.beta), n_iterations=n_steps, n_eff=float(data.n_train),
-                         sigma_init=float(t.sigma_init), sigma_r=float(t.sigma_r),
+        cfg = BaliConfig(alpha=float(b.alpha), beta=float(b.beta), beta_milestones=tuple(b.beta_milestones),
+                         beta_decay=float(b.beta_decay), n_iterations=n_steps, n_eff=float(data.n_train),
+                         n_data=float(data.n_train), sigma_init=float(t.sigma_init), sigma_r=float(t.sigma_r),
                          sigma_u2_factor=float(t.sigma_u2_factor), batch_size=batch, reparam=b.reparam,
-                         wishart_n="n")  # N_eff = N here (no n_data): both readings count the same N
+                         wishart_n="n", **b.library_options())  # N_eff = N here: both readings count the same N
         inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
         info.update({"alpha": cfg.alpha, "beta": cfg.beta, "sigma_init": cfg.sigma_init, "sigma_r": float(t.sigma_r),
                      "sigma_u2": cfg.prior_var_u, "n_eff": cfg.n_eff, "reparam": cfg.reparam})

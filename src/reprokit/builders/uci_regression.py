@@ -66,8 +66,7 @@ def build(cell, ctx: CellContext) -> Run:
                          beta_decay=float(m.beta_decay), n_iterations=n_steps, n_eff=n_eff,
                          sigma_init=float(m.sigma_init), sigma_r2=float(m.sigma_r2),
                          sigma_u2_factor=float(m.sigma_u2_factor), n_data=float(data.n_train),
-                         wishart_n=m.wishart_n, gram_dtype=m.gram_dtype, batch_size=batch,
-                         reparam=m.reparam, scale_input_layer=bool(m.scale_input_layer))
+                         wishart_n=m.wishart_n, batch_size=batch, reparam=m.reparam, **m.library_options())
         inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples, **common)
         info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
                      "beta_milestones": " ".join(f"{x:g}" for x in cfg.beta_milestones), "sigma_r2": cfg.prior_var_r,

@@ -41,7 +41,35 @@ class BaliKindSettings(Settings):
         return value
 
 
-class BaliPriors(Settings):
+Dtype = Literal["float64", "float32"]
+
+
+class BaliOptions(Settings):
+    """BALI's settings that the papers fix implicitly or leave unstated, each defaulting to what every cell so far
+    ran with. They are in the plan, not only in the library's `BaliConfig`, so that a cell records them and each
+    builder passes every field of `BaliConfig` (`library_options`): no library default reaches a cell
+    (tests/test_bali_builders.py)."""
+
+    scale_input_layer: bool = Field(
+        False, description="also divide the first layer's features (x, 1) by sqrt(D_0 + 1): Eq. 12 scales the hidden "
+        "features, Sec. 2.3 writes x_{n,1} = (x_n, 1) unscaled")
+    u0: float | None = Field(None, gt=0, description="inverse-Wishart prior degrees of freedom u_0, which the paper "
+                             "never states; None: D_y of the layer, the smallest for which the prior is proper")
+    sigma_u2_factor_hidden: float | None = Field(
+        None, gt=0, description="U_0 = sigma_u2_factor_hidden * N_eff I in the hidden layers only; None: the last "
+        "layer's U_0 (the paper's single value)")
+    bias_correction: bool = Field(True, description="divide the EMAs by 1 - prod_s (1 - beta_s) (Sec. 3.2)")
+    stats_dtype: Dtype = Field("float64", description="dtype of the EMA statistics and the posterior factors")
+    gram_dtype: Dtype = Field(
+        "float64", description="dtype of each batch's Gram products X^T X, X^T Y, Y^T Y before they enter the "
+        "EMAs (float32: a CPU step of the MNIST network ~1.4x faster; benchmarks/bench_bali_step.py)")
+
+    def library_options(self) -> dict:
+        """These settings as `BaliConfig` keywords."""
+        return {name: getattr(self, name) for name in BaliOptions.model_fields}
+
+
+class BaliPriors(BaliOptions):
     """BALI's hyperparameters (Tables 4 / 5)."""
 
     alpha: float = Field(gt=0, description="EMA rate of the layer statistics")
@@ -55,13 +83,9 @@ class BaliPriors(Settings):
     # The N in the inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d), which sets the noise mode
     # Sigma = U / (u + D_y + 1) (Eq. 21): "n" = the actual N_train (how Alg. 1 writes it), "n_eff" = N_eff (the
     # count the EMAs of Eq. 17 carry). A CHOICE with no default: every BALI block of config/experiments states it,
-    # so each cell's recorded settings name it and changing it re-runs the cells it changes (a default would not
-    # show in a cell's config.json). The config's choice, n_eff, and the evidence for it are in
+    # so the config says which reading each experiment takes. The config's choice, n_eff, and the evidence for it are in
     # config/experiments/bali_regression.yaml. Matters only where N_eff < N (kin8nm, powerplant, protein, the
     # classification sets): Sigma under "n" is N_eff / N times the "n_eff" one there.
     wishart_n: Literal["n", "n_eff"] = Field(
         description="the N in the inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d): n = N_train (Alg. 1), "
         "n_eff = N_eff (the count of the EMA statistics of Eq. 17)")
-    gram_dtype: Literal["float64", "float32"] = Field(
-        "float64", description="dtype of each batch's Gram products X^T X, X^T Y, Y^T Y before they enter the "
-        "float64 EMAs (float32: a CPU step of the MNIST network ~1.4x faster; benchmarks/bench_bali_step.py)")

@@ -52,7 +52,8 @@ class FederatedSettings(Settings):
     model_kwargs: dict = Field(default_factory=dict)
     dropout: float = Field(0.1, gt=0, lt=1, description="dropout rate (partitioned: initial value of the learned "
                            "concrete dropout; others: fixed)")
-    augmentation: Literal["schwobel", "immer", "augerino"] = "schwobel"
+    # Benton et al.'s own parametrisation (`augerino`, with its `init_raw`) is built by the affine kind only
+    augmentation: Literal["schwobel", "immer"] = "schwobel"
     aug_init: float = 0.0
     aug_samples: int = Field(10, ge=1)
     eval_aug_samples: int = Field(10, ge=1)

@@ -7,7 +7,7 @@ from typing import Literal, get_args
 from pydantic import Field
 
 from . import KindPlan, Settings, register
-from .bali_blocks import BaliKindSettings
+from .bali_blocks import BaliKindSettings, BaliOptions, Fraction
 from .costs import CellWork, bali_step, mlp_cell
 
 Method = Literal["bali", "bbb"]
@@ -22,9 +22,13 @@ class PriorBlock(Settings):
     sigma_u2_factor: float = Field(gt=0, description="sigma_u^2 = sigma_u2_factor * N_eff")
 
 
-class SyntheticBaliBlock(Settings):
+class SyntheticBaliBlock(BaliOptions):
     alpha: float = Field(gt=0)
     beta: float = Field(gt=0, le=1)
+    # Fig. 1's schedule is not stated; these are BALI's Table 4 / 5 schedule, which every cell so far ran with
+    beta_milestones: list[Fraction] = Field([0.6, 0.8], description="beta / beta_decay after each fraction of the "
+                                            "iterations")
+    beta_decay: float = Field(5.0, gt=0)
     reparam: Literal["weight", "local", "mean"] = "weight"
 
 

@@ -29,7 +29,6 @@ class UciBaliBlock(BaliPriors):
     batch_size: Batch
     n_steps: int = Field(ge=1)
     reparam: Literal["weight", "local", "mean"] = "weight"
-    scale_input_layer: bool = False
 
 
 class UciDropoutBlock(Settings):

@@ -46,7 +46,7 @@ class UpdateTimingSettings(Settings):
     schedule_examples: int = Field(1000, ge=2, description="virtual examples whose chunk assignment drives the k "
                                    "draws")
     # augmentation and optimisers
-    augmentation: Literal["schwobel", "immer", "augerino"]
+    augmentation: Literal["schwobel", "immer"]  # Benton et al.'s own (`augerino`): the affine kind only
     augmentation_init: float = Field(0.1, ge=0)
     optimizer: Literal["adam", "sgd"]
     lr: float = Field(gt=0)
