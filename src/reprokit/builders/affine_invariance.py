@@ -191,7 +191,7 @@ def build(cell, ctx: CellContext) -> Run:
     n_steps, eval_every = st.steps, int(st.eval_every)
     optim = OptimConfig(optimizer=st.optimizer, lr=float(st.lr), momentum=float(st.momentum),
                         weight_decay=float(st.weight_decay), batch_size=int(st.batch_size), lr_schedule=st.lr_schedule,
-                        cosine_steps=st.lr_cosine_steps)
+                        cosine_steps=st.lr_cosine_steps, cosine_final_factor=float(st.lr_cosine_final_factor))
     S, S_eval = int(st.aug_samples), st.eval_samples
     eval_seed = int(st.eval_seed)
     n_eval_train = int(st.n_eval_train)
@@ -300,7 +300,7 @@ def build(cell, ctx: CellContext) -> Run:
         aug = make_augmentation(st, augerino_parametrisation(ag.augmentation, st.augmentation))
         net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
         m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(ag.hyper_lr),
-                             reg_strength=float(ag.reg), reg_kind=ag.reg_kind)
+                             reg_strength=float(ag.reg), reg_kind=ag.reg_kind, reg_threshold=float(ag.reg_threshold))
         return Run(m, n_steps, eval_every, info, evaluation(net, aug))
 
     if method == "diff_laplace":
@@ -329,7 +329,8 @@ def build(cell, ctx: CellContext) -> Run:
                                 likelihood_samples=ll.lik_samples, eval_likelihood_samples=ll.eval_lik_samples,
                                 gp_lr=ll.gp_lr, aug_lr=ll.aug_lr, eval_batch_size=ll.eval_batch_size,
                                 curve_test_size=ll.curve_test_size, pretrain_steps=min(ll.pretrain_steps, n_steps),
-                                gp_warmup_steps=ll.gp_warmup_steps)
+                                gp_warmup_steps=ll.gp_warmup_steps, jitter=ll.jitter,
+                                lengthscale_init=ll.lengthscale_init)
         m = LastLayerGPTraining(features, aug, data, optim, cfg, seed, head=list(cnn.children())[-1])
         info.update(aug_samples=cfg.orbit_size, eval_aug_samples=int(cfg.eval_orbit_size or cfg.orbit_size),
                     n_inducing=min(cfg.n_inducing, data.n_train))

@@ -83,7 +83,8 @@ def build(cell, ctx: CellContext) -> Run:
         kl = float(st.kl_factor)
         optim = OptimConfig(optimizer="adam", lr=float(b.lr), batch_size=batch)
         inner = BBBMethod(data, hidden, activation, kl, optim, n_steps, seed, prior_sigma=float(b.prior_sigma),
-                          init_sigma=float(b.init_sigma), n_eval_samples=eval_samples)
+                          init_sigma=float(b.init_sigma), noise_std=b.noise_std,
+                          init_noise_std=float(b.init_noise_std), n_eval_samples=eval_samples)
         info.update({"kl_factor": kl, "lr": optim.lr, "prior_sigma": float(b.prior_sigma),
                      "init_sigma": float(b.init_sigma)})
 

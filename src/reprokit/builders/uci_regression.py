@@ -85,8 +85,8 @@ def build(cell, ctx: CellContext) -> Run:
     else:
         optim = OptimConfig(optimizer="adam", lr=float(m.lr), batch_size=batch)
         inner = BBBMethod(data, hidden, activation, float(m.kl_factor), optim, n_steps, seed,
-                          prior_sigma=float(m.prior_sigma), init_sigma=float(m.init_sigma),
-                          n_eval_samples=eval_samples, **common)
+                          prior_sigma=float(m.prior_sigma), init_sigma=float(m.init_sigma), noise_std=m.noise_std,
+                          init_noise_std=float(m.init_noise_std), n_eval_samples=eval_samples, **common)
         info.update({"kl_factor": float(m.kl_factor), "lr": optim.lr, "prior_sigma": float(m.prior_sigma)})
     eval_every = int(st.eval_every) if st.eval_every else max(1, n_steps // int(st.n_evals))
     info["eval_every"] = eval_every

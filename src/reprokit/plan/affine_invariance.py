@@ -37,6 +37,8 @@ class AugerinoBlock(Settings):
     reg: float = Field(0.01, ge=0, description="strength of the width regulariser")
     reg_kind: Literal["safe", "standard"] = Field("safe",
         description="the regulariser: safe (bounded below, App. E) or standard (-||psi||, unbounded)")
+    reg_threshold: float = Field(10.0, gt=0, description="safe: the width norm past which the regulariser stops "
+                                 "rewarding wider ranges (App. E)")
 
 
 class DiffLaplaceBlock(Settings):
@@ -74,6 +76,9 @@ class LastLayerMLBlock(Settings):
         description="stage 1 steps, the CNN with its softmax layer by cross-entropy (0 = none)")
     gp_warmup_steps: int = Field(500, ge=0,
         description="stage 2 steps, the GP alone on the pretrained features; the rest is joint")
+    jitter: float | None = Field(None, gt=0, description="K_uu jitter (null = gpytorch's default for the dtype)")
+    lengthscale_init: float | None = Field(None, gt=0,
+        description="initial RBF lengthscale (null = the median distance of the inducing features)")
 
 
 class ValidationOptBlock(Settings):
@@ -119,6 +124,8 @@ class AffineSettings(Settings):
     weight_decay: float = Field(0.0, ge=0)
     wd_scaling: Literal["reciprocal", "sqrt", "none"] = "reciprocal"
     lr_schedule: Literal["constant", "cosine"] = "constant"
+    lr_cosine_final_factor: float = Field(0.01, gt=0, le=1,
+        description="cosine: the final learning rate as a fraction of lr (100x decay, App. I.4)")
     lr_cosine_steps: int | None = Field(None, ge=1,
         description="cosine decay over the first this many steps, then the final learning rate held (null = all "
         "steps)")

@@ -48,7 +48,7 @@ class BaliOptions(Settings):
     """BALI's settings that the papers fix implicitly or leave unstated, each defaulting to what every cell so far
     ran with. They are in the plan, not only in the library's `BaliConfig`, so that a cell records them and each
     builder passes every field of `BaliConfig` (`library_options`): no library default reaches a cell
-    (tests/test_bali_builders.py)."""
+    (tests/test_builder_arguments.py)."""
 
     scale_input_layer: bool = Field(
         False, description="also divide the first layer's features (x, 1) by sqrt(D_0 + 1): Eq. 12 scales the hidden "
@@ -67,6 +67,13 @@ class BaliOptions(Settings):
     def library_options(self) -> dict:
         """These settings as `BaliConfig` keywords."""
         return {name: getattr(self, name) for name in BaliOptions.model_fields}
+
+
+class BbbNoise(Settings):
+    """Bayes by Backprop's likelihood noise in regression (methods/bbb.py), each default what every cell ran with."""
+
+    noise_std: float | None = Field(None, gt=0, description="a fixed likelihood noise std (null = learned)")
+    init_noise_std: float = Field(0.1, gt=0, description="initial std of the learned noise")
 
 
 class BaliPriors(BaliOptions):

@@ -7,7 +7,7 @@ from typing import Literal, get_args
 from pydantic import Field
 
 from . import KindPlan, Settings, register
-from .bali_blocks import BaliKindSettings, BaliOptions, Fraction
+from .bali_blocks import BaliKindSettings, BaliOptions, BbbNoise, Fraction
 from .costs import CellWork, bali_step, mlp_cell
 
 Method = Literal["bali", "bbb"]
@@ -32,7 +32,7 @@ class SyntheticBaliBlock(BaliOptions):
     reparam: Literal["weight", "local", "mean"] = "weight"
 
 
-class SyntheticBbbBlock(Settings):
+class SyntheticBbbBlock(BbbNoise):
     lr: float = Field(gt=0)
     prior_sigma: float = Field(gt=0)
     init_sigma: float = Field(gt=0)

@@ -9,7 +9,7 @@ from pydantic import Field
 from ..errors import ConfigError
 from ..methods.gal_protocol import gal_protocol_steps
 from . import KindPlan, Settings, register
-from .bali_blocks import BaliKindSettings, BaliPriors
+from .bali_blocks import BaliKindSettings, BaliPriors, BbbNoise
 from .costs import CellWork, bali_step, mlp_cell
 
 Method = Literal["bali", "bali_ystd", "dropout", "bbb"]
@@ -92,7 +92,7 @@ UCI_N_TRAIN = {"uci_yacht": 277, "uci_concrete": 927, "uci_energy": 691, "uci_re
                "uci_powerplant": 8611, "uci_protein": 41157}
 
 
-class UciBbbBlock(Settings):
+class UciBbbBlock(BbbNoise):
     """Method `bbb` (Bayes by Backprop)."""
     standardize_x: bool = Field(description=STD_X)
     standardize_y: bool = Field(description=STD_Y)
