@@ -371,3 +371,27 @@ def test_a_changed_default_re_runs_and_flags_exactly_the_cells_it_changes(cfg):
                for r in before)
     fresh, stale = archive.split({r: {"cell": r, "settings": s} for r, s in before.items()}, after)
     assert fresh == [] and len(stale) == len(cells) and all("(train_subset differ" in m for m in stale)
+
+
+def test_a_migrated_line_is_kept_over_results_copy_of_the_same_run_and_used_by_build_partial(tmp_path, cfg):
+    """results/ may still hold a run whose archived line was migrated since (its config.json recorded the older
+    form of its settings): archiving again keeps the migrated line (same run, not a re-run), and build_partial
+    uses it instead of dropping the cell as stale; a real re-run still replaces it."""
+    from reprokit.report.build_partial import found_lines
+
+    results = tmp_path / "results"
+    ((c0, s0),) = yacht_dropout(cfg, (0,))
+    written = {k: v for k, v in s0.items() if k != "n_evals"}  # as a run before resolved settings recorded it
+    assert written != s0
+    write_cell(results, c0, written, 0.5)
+    archive.update(tmp_path, results, "paper", ["bali_uci"])
+    target = archive.path_of(tmp_path, "paper", "bali_uci")
+    migrated = {c: {**line, "settings": s0, "migrations": [{"migration": "resolved_settings"}]}
+                for c, line in archive.load(target).items()}
+    archive.write(target, migrated)
+    assert archive.update(tmp_path, results, "paper", ["bali_uci"]) == {"bali_uci": (0, 0, 0)}
+    assert archive.load(target) == migrated
+    assert [line["settings"] for line in found_lines(cfg, "bali_uci", "paper", results, tmp_path)] == [s0]
+    write_cell(results, c0, s0, 0.9)  # a re-run with the current settings
+    assert archive.update(tmp_path, results, "paper", ["bali_uci"]) == {"bali_uci": (0, 1, 0)}
+    assert [line["metrics"]["test_rmse"] for line in found_lines(cfg, "bali_uci", "paper", results, tmp_path)] == [0.9]

@@ -98,11 +98,22 @@ def update(root: str | Path, results: str | Path, scale: str, experiments: list[
             raise FileNotFoundError(f"no finished cell (metrics.json) under {base / name}")
         target = path_of(root, scale, name)
         old = load(target)
+        found = {c: old[c] if c in old and same_run(old[c], line) else line for c, line in found.items()}
         replaced = sum(c in old and old[c] != line for c, line in found.items())
         added = sum(c not in old for c in found)
         write(target, {**old, **found})
         summary[name] = (added, replaced, len(old) - (len(found) - added))
     return summary
+
+
+def same_run(archived: dict, found: dict) -> bool:
+    """Whether a results/ cell is the run an archived line already holds: everything equal but the settings and
+    the `migrations` that rewrote them. The archived (migrated) line is then kept, not replaced by the run's
+    own config.json."""
+    def run(line):  # as JSON text: a curve's NaN equals itself
+        return json.dumps({k: v for k, v in line.items() if k not in ("settings", "migrations")}, sort_keys=True,
+                          default=str)
+    return bool(archived.get("migrations")) and run(archived) == run(found)
 
 
 def current_settings(config: dict, scale: str, experiment: str) -> dict[str, dict]:

@@ -33,12 +33,15 @@ REPO = Path(__file__).resolve().parents[3]
 
 def found_lines(config: dict, experiment: str, scale: str, results: str | Path, root: str | Path) -> list[dict]:
     """Archive-format lines of the cells of `experiment` that ran with the config's current settings: results/
-    wins over the archive for a cell in both."""
-    lines = archive.load(archive.path_of(root, scale, experiment))
+    wins over the archive for a cell in both where its settings are current; otherwise the archived line is used
+    (for example one migrated after the run, while results/ still holds the run's own config.json)."""
+    current = archive.current_settings(config, scale, experiment)
+    chosen = {line["cell"]: line for line in archive.split(archive.load(archive.path_of(root, scale, experiment)),
+                                                            current)[0]}
     if (Path(results) / scale / experiment).is_dir():
-        lines.update(archive.from_results(results, scale, experiment))
-    fresh, _ = archive.split(lines, archive.current_settings(config, scale, experiment))
-    return fresh
+        chosen.update({line["cell"]: line for line in archive.split(archive.from_results(results, scale, experiment),
+                                                                    current)[0]})
+    return [chosen[cell] for cell in sorted(chosen)]
 
 
 def tables(config: dict, experiment: str, scale: str, lines: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
