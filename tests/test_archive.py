@@ -292,8 +292,8 @@ def test_a_record_is_restamped_only_when_its_builds_settings_renamed_equal_heads
     changed = {**head, "cells": {**head["cells"], "quick/e/method~augerino/seed~0": {"n_steps": 10,
                                                                                    "augerino": {"reg": 1.0}}}}
     assert restamp_provenance(rec, old, changed, nest, digest(changed), "d") == (
-        None, "left for a rebuild: 1 cells differ beyond the method_blocks rewrite (first: "
-              "quick/e/method~augerino/seed~0)")
+        None, ("left for a rebuild: 1 cells differ beyond the method_blocks rewrite (first: "
+               "quick/e/method~augerino/seed~0)"))
     assert restamp_provenance({**rec, "fingerprint": "0" * 16}, old, head, nest, digest(head), "d")[0] is None
 
 
