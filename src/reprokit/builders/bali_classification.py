@@ -169,17 +169,12 @@ def build(cell, ctx: CellContext) -> Run:
                  "standardize": bool(st.standardize)})
     if method == "bali":
         b = st.need("bali")
-        n_eff = data.n_train / float(b.n_eff_divisor)
-        cfg = BaliConfig(alpha=float(b.alpha), beta=float(b.beta), beta_milestones=tuple(b.beta_milestones),
-                         beta_decay=float(b.beta_decay), n_iterations=n_steps, n_eff=n_eff,
-                         sigma_init=float(b.sigma_init), sigma_r2=float(b.sigma_r2),
-                         sigma_u2_factor=float(b.sigma_u2_factor), n_data=float(data.n_train),
-                         wishart_n=b.wishart_n, batch_size=batch, reparam=b.reparam, **b.library_options())
+        cfg = BaliConfig(**b.config_kwargs(data.n_train, n_steps, batch))
         inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
         info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
                      "beta_milestones": " ".join(f"{m:g}" for m in cfg.beta_milestones),
                      "sigma_r2": cfg.prior_var_r, "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor,
-                     "n_eff": n_eff, "wishart_n": cfg.wishart_n, "gram_dtype": cfg.gram_dtype or cfg.stats_dtype, "n_eff_divisor": float(b.n_eff_divisor), "sigma_init": cfg.sigma_init,
+                     "n_eff": cfg.n_eff, "wishart_n": cfg.wishart_n, "gram_dtype": cfg.gram_dtype or cfg.stats_dtype, "n_eff_divisor": float(b.n_eff_divisor), "sigma_init": cfg.sigma_init,
                      "reparam": cfg.reparam, "scale_input_layer": cfg.scale_input_layer})
     else:
         o = st.need("optim")

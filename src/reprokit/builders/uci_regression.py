@@ -61,16 +61,11 @@ def build(cell, ctx: CellContext) -> Run:
                  "n_steps": n_steps, "batch_size": batch, "eval_samples": eval_samples,
                  "final_samples": final_samples})
     if method in BALI_METHODS:
-        n_eff = data.n_train / float(m.n_eff_divisor)
-        cfg = BaliConfig(alpha=float(m.alpha), beta=float(m.beta), beta_milestones=tuple(m.beta_milestones),
-                         beta_decay=float(m.beta_decay), n_iterations=n_steps, n_eff=n_eff,
-                         sigma_init=float(m.sigma_init), sigma_r2=float(m.sigma_r2),
-                         sigma_u2_factor=float(m.sigma_u2_factor), n_data=float(data.n_train),
-                         wishart_n=m.wishart_n, batch_size=batch, reparam=m.reparam, **m.library_options())
+        cfg = BaliConfig(**m.config_kwargs(data.n_train, n_steps, batch))
         inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples, **common)
         info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
                      "beta_milestones": " ".join(f"{x:g}" for x in cfg.beta_milestones), "sigma_r2": cfg.prior_var_r,
-                     "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor, "n_eff": n_eff, "wishart_n": cfg.wishart_n,
+                     "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor, "n_eff": cfg.n_eff, "wishart_n": cfg.wishart_n,
                      "n_eff_divisor": float(m.n_eff_divisor), "sigma_init": cfg.sigma_init, "reparam": cfg.reparam,
                      "u0": "D_y", "scale_input_layer": cfg.scale_input_layer})
     elif method == "dropout":  # protocol learned_noise

@@ -96,3 +96,12 @@ class BaliPriors(BaliOptions):
     wishart_n: Literal["n", "n_eff"] = Field(
         description="the N in the inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d): n = N_train (Alg. 1), "
         "n_eff = N_eff (the count of the EMA statistics of Eq. 17)")
+
+    def config_kwargs(self, n_train: int, n_steps: int, batch_size: int) -> dict:
+        """Every `BaliConfig` keyword of a cell with `n_train` training points (N_eff = n_train / n_eff_divisor).
+        The kind's block defines `reparam`."""
+        return dict(alpha=float(self.alpha), beta=float(self.beta), beta_milestones=tuple(self.beta_milestones),
+                    beta_decay=float(self.beta_decay), n_iterations=n_steps, n_eff=n_train / float(self.n_eff_divisor),
+                    sigma_init=float(self.sigma_init), sigma_r2=float(self.sigma_r2),
+                    sigma_u2_factor=float(self.sigma_u2_factor), n_data=float(n_train), wishart_n=self.wishart_n,
+                    batch_size=batch_size, reparam=self.reparam, **self.library_options())
