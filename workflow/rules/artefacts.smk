@@ -2,6 +2,7 @@
 # py:percent) from the experiments' tidy CSVs. One rule per artefact in config `artefacts:`; the
 # notebook gets `snakemake.input[<experiment>]`, `snakemake.input[<experiment>_curves]`,
 # `snakemake.input[<name>]` for each `data: {name: path}` file of the artefact,
+# the same for each experiment its claims read beyond its own (report/statement.py: experiments_read),
 # `snakemake.input["paper_numbers"]` (config/papers/<paper>.yaml) when that file has numbers for the
 # artefact, and `snakemake.output[pdf|png|tex]` (a table's `html`, its rendering for the report, is written
 # by write_table beside its tex). Each notebook starts with `style.start_log(snakemake)`, which writes
@@ -10,7 +11,9 @@
 
 def artefact_inputs(name):
     # experiments may be empty (artefacts rendered from code or from `data` files in the repo)
+    # its own experiments, then those its claims read beyond them (each figure and table states its claims' verdicts)
     exps = config["artefacts"][name]["experiments"]
+    exps = exps + experiments_read(config["artefacts"][name], name, config["experiments"])
     data = config["artefacts"][name].get("data") or {}
     numbers = paper_numbers_file(config["artefacts"][name]["paper"])
     own = {"paper_numbers": numbers} if numbers and name in PAPER_DOCS[numbers]["artefacts"] else {}

@@ -8,6 +8,7 @@ from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data.mirrors import is_available
 from reprokit.plan import kind as plan_of_kind, validate_cells
 from reprokit.report.papers import load as load_paper
+from reprokit.report.statement import experiments_read
 from reprokit.plan.job import cell_job, data_context
 
 try:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from . import papers, style
+from .shape import SHAPE, _nearest, floats, predictive_shape, shape_text, synthetic_data  # noqa: F401 (re-exported)
 from .stats import format_pm, mean_se
 from .tables import write_table
 
@@ -165,101 +166,6 @@ def provenance(df: pd.DataFrame) -> str:
 
 
 # ------------------------------------------------------------------ synthetic figures
-def floats(text) -> np.ndarray:
-    return np.array([float(v) for v in str(text).split()]) if isinstance(text, str) else np.array([])
-
-
-def synthetic_data(row: pd.Series):
-    """Training points and plotting grid of a synthetic cell, regenerated from its recorded `data_kwargs`."""
-    from ..data import registry
-
-    b = registry.load(str(row["dataset"]), **json.loads(row["data_kwargs"]))
-    return b
-
-
-# Numeric reading of Sec. 5.1's words for Fig. 1, "an excellent and smooth fit to the data with small uncertainty
-# close to the data points and increased predictive uncertainty further away from the training data and decision
-# boundary". Distances are to the nearest training input, in input units (regression inputs span [-1, 1]). Noise
-# levels are the cell's inferred noise sd: App. H.1's U_0 = 0.01 N I floors Sigma at ~0.01 N / (N + 3), a noise
-# sd of ~0.1 whatever the data (sines-trend's true 0.02 is out of reach), so the fit and the uncertainty near the
-# data are judged against the noise level the model itself states.
-SHAPE = {
-    "near": 0.02,  # regression: grid points this close to a training input are "close to the data"
-    "far": 0.2,  # ... and at least this far from every one are "further away"
-    "near_2d": 0.1,  # two moons (inputs span ~3 units): close to the data
-    "far_2d": 0.5,  # ... and further away
-    # what "excellent and smooth fit ... small ... increased" must reach, per dataset
-    "tv_ratio_max": 1.5,  # total variation of the mean over the data range / the true function's (no wiggles)
-    "roughness_max": 1.5,  # summed |second difference| of the mean over the data range / the true function's
-    "fit_err_max": 1.0,  # RMS error of the mean against the true f close to the data, in inferred noise sds
-    "epi_near_max": 2.0,  # largest weight (epistemic) sd close to the data, in inferred noise sds (no spikes)
-    "far_over_near_min": 2.0,  # predictive sd (regression) or entropy (classification) far / close
-    "entropy_far_min": 0.1,  # two moons: and at least this much entropy (nats; p ~ 0.02 / 0.98) far from the data
-}
-
-
-def _nearest(grid: np.ndarray, train: np.ndarray) -> np.ndarray:
-    """Distance of each grid point to its nearest training input ([G, D], [N, D] -> [G])."""
-    g = grid.reshape(len(grid), -1)
-    t = train.reshape(len(train), -1)
-    return np.sqrt(((g[:, None, :] - t[None, :, :]) ** 2).sum(-1)).min(1)
-
-
-def predictive_shape(row: pd.Series) -> dict:
-    """The numeric reading (:data:`SHAPE`) of one synthetic cell's predictive on its plotting grid.
-
-    Regression, over the grid points inside the training inputs' range: `tv_ratio` and `roughness` (total
-    variation and summed absolute second difference of the predictive mean, over the true function's),
-    `fit_err` (RMS of mean - f close to the data) and `epi_near` (largest weight sd close to the data), both in
-    the cell's inferred noise sds, and `far_over_near` (median total sd far from the data / close to it).
-    Classification: `far_over_near` of the predictive entropy of p(class 1), and `entropy_near` / `entropy_far`
-    (nats; far from the data it must also reach `entropy_far_min`, else a ratio of two near-zero entropies
-    would pass). `smooth` is True when every criterion of :data:`SHAPE` is met. Empty for a cell that did not
-    complete.
-    """
-    if row.get("status") != "completed":
-        return {}
-    b = synthetic_data(row)
-    x_train = b.x_train.numpy()
-    grid = b.meta["x_grid"].numpy()
-    d = _nearest(grid, x_train)
-    if b.task == "regression":
-        xg, fg = grid.ravel(), b.meta["f_grid"].numpy().ravel()
-        mean, sd, epi = floats(row["grid_mean"]), floats(row["grid_sd"]), floats(row["grid_sd_epistemic"])
-        noise = float(row["noise_sd"])
-        near, far = d <= SHAPE["near"], d >= SHAPE["far"]
-        inside = (xg >= x_train.min()) & (xg <= x_train.max())
-        m, f = mean[inside], fg[inside]
-        out = {"tv_ratio": float(np.abs(np.diff(m)).sum() / np.abs(np.diff(f)).sum()),
-               "roughness": float(np.abs(np.diff(m, 2)).sum() / np.abs(np.diff(f, 2)).sum()),
-               "fit_err": float(np.sqrt(np.mean((mean[near] - fg[near]) ** 2)) / noise),
-               "epi_near": float(epi[near].max() / noise),
-               "far_over_near": float(np.median(sd[far]) / np.median(sd[near])), "noise": noise}
-        out["smooth"] = bool(out["tv_ratio"] <= SHAPE["tv_ratio_max"] and out["roughness"] <= SHAPE["roughness_max"]
-                             and out["fit_err"] <= SHAPE["fit_err_max"] and out["epi_near"] <= SHAPE["epi_near_max"]
-                             and out["far_over_near"] >= SHAPE["far_over_near_min"])
-        return out
-    p = np.clip(floats(row["grid_p1"]), 1e-12, 1 - 1e-12)
-    entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
-    e_near = float(np.median(entropy[d <= SHAPE["near_2d"]]))
-    e_far = float(np.median(entropy[d >= SHAPE["far_2d"]]))
-    ratio = e_far / e_near if e_near > 0 else float("inf")
-    return {"entropy_near": e_near, "entropy_far": e_far, "far_over_near": ratio,
-            "smooth": bool(ratio >= SHAPE["far_over_near_min"] and e_far >= SHAPE["entropy_far_min"])}
-
-
-def shape_text(shape: dict) -> str:
-    """One line of :func:`predictive_shape`'s numbers."""
-    if not shape:
-        return "n/a"
-    if "tv_ratio" in shape:
-        return (f"TV ratio {shape['tv_ratio']:.2f}, roughness {shape['roughness']:.2f}, fit error "
-                f"{shape['fit_err']:.2f} and largest weight sd near data {shape['epi_near']:.2f} noise sd "
-                f"({shape['noise']:.3f}), sd far/near {shape['far_over_near']:.2f}")
-    return (f"entropy near data {shape['entropy_near']:.3f}, far {shape['entropy_far']:.3f}, "
-            f"far/near {shape['far_over_near']:.3g}")
-
-
 def plot_predictive(ax, row: pd.Series, title: str) -> None:
     """Mean +- 1 sd (regression) or the predictive p(class 1) map (classification) of one cell."""
     b = synthetic_data(row)
@@ -279,15 +185,21 @@ def plot_predictive(ax, row: pd.Series, title: str) -> None:
         pad = 0.5 * (hi - lo)
         ax.set_ylim(lo - pad, hi + pad)
         ax.set_xlabel("x")
+        ax.set_ylabel("y")
     else:
         gx, gy = (a.numpy() for a in b.meta["grid_axes"])
         p1 = floats(row["grid_p1"]).reshape(len(gx), len(gy))
         cs = ax.contourf(gx, gy, p1.T, levels=np.linspace(0, 1, 11), cmap="RdBu_r", alpha=0.8)
         ax.contour(gx, gy, p1.T, levels=[0.5], colors="k", linewidths=0.8)
         x, y = b.x_train.numpy(), b.y_train.numpy()
-        ax.scatter(x[y == 0, 0], x[y == 0, 1], s=6, color="tab:blue", edgecolor="w", linewidth=0.3)
-        ax.scatter(x[y == 1, 0], x[y == 1, 1], s=6, color="tab:red", edgecolor="w", linewidth=0.3)
+        ax.scatter(x[y == 0, 0], x[y == 0, 1], s=6, color="tab:blue", edgecolor="w", linewidth=0.3,
+                   label="train, class 0")
+        ax.scatter(x[y == 1, 0], x[y == 1, 1], s=6, color="tab:red", edgecolor="w", linewidth=0.3,
+                   label="train, class 1")
+        ax.plot([], [], color="k", lw=0.8, label="p(class 1) = 0.5")  # the contour's legend entry
         ax.figure.colorbar(cs, ax=ax, label="predictive p(class 1)")
+        ax.set_xlabel("$x_1$")
+        ax.set_ylabel("$x_2$")
     ax.set_title(title)
 
 
@@ -367,13 +279,33 @@ def bbb_synthetic_page(inputs, dataset: str, label: str):
     rows = df[df.dataset == dataset].sort_values("kl_factor", ascending=False)
     n = max(len(rows), 1)
     fig, axes = plt.subplots(1, n, figsize=(4 * n, 3.4), squeeze=False)
+    regression = bool(len(rows)) and rows.iloc[0].get("task") == "regression"
     for ax, (_, row) in zip(axes[0], rows.iterrows()):
         plot_predictive(ax, row, f"BBB, {label}, KL factor {row['kl_factor']:g}")
-    if len(rows) and rows.iloc[0].get("task") == "regression":
-        axes[0, 0].legend(loc="upper left", fontsize=6)
+        nll_box(ax, row, "upper right" if regression else "lower right")
+    style.figure_legend(fig, axes, markerscale=2)  # above the panels, clear of the data
     r = rows.iloc[0] if len(rows) else df.iloc[0]
+    likelihood = ("Gaussian likelihood with a learned noise sd; shading: predictive mean ± 1 sd" if regression else
+                  "Bernoulli likelihood (two-class classification); colour: predictive p(class 1), black line: "
+                  "p(class 1) = 0.5")
     note = style.provenance(df, f"synthetic {label} (App. H.1)") + (
         f"; {int(r['n_steps'])} Adam iterations (lr {r['lr']:g}), full batch, N(0, {r['prior_sigma']:g}^2) prior, "
-        f"learned noise (regression), {int(r['final_samples'])} weight samples")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+        f"{likelihood}; {int(r['final_samples'])} weight samples; loss = NLL + KL factor x KL / N"
+        "\nEach panel's box: the mean negative log-likelihood per training (test) point of its predictive, lower = "
+        "closer fit (the paper's claim of underfitting at a large KL factor, Figs. 4-6, is read as the training NLL "
+        "at the largest factor above that at the smallest)")
+    note = style.wrap_note(fig, note)
+    fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.92))
     return fig, style.scale_of(df), note
+
+
+def nll_box(ax, row: pd.Series, loc: str = "upper right") -> None:
+    """The cell's training and test NLL in a box in a corner of its panel (what the BBB underfitting claim reads)."""
+    parts = [f"{split} NLL {float(row[f'{split}_nll']):.3f}" for split in ("train", "test")
+             if f"{split}_nll" in row and pd.notna(row[f"{split}_nll"])]
+    if not parts:
+        return
+    x, ha = (0.98, "right") if "right" in loc else (0.02, "left")
+    y, va = (0.98, "top") if "upper" in loc else (0.02, "bottom")
+    ax.text(x, y, "\n".join(parts), transform=ax.transAxes, ha=ha, va=va, fontsize=8, zorder=6,
+            bbox={"facecolor": "w", "edgecolor": "0.6", "alpha": 0.85, "boxstyle": "round,pad=0.3"})

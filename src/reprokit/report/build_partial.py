@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import aggregate, archive, provenance
+from .results import unavailable
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -44,8 +45,10 @@ def found_lines(config: dict, experiment: str, scale: str, results: str | Path, 
     return [chosen[cell] for cell in sorted(chosen)]
 
 
-def tables(config: dict, experiment: str, scale: str, lines: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The tidy metrics and curves tables of `lines`, as the aggregate rule writes them for a whole grid."""
+def tables(config: dict, experiment: str, scale: str, lines: list[dict],
+           missing: dict[str, list[str]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tidy metrics and curves tables of `lines`, as the aggregate rule writes them for a whole grid; each cell of
+    `missing` ({rel_dir: [datasets]}) is an n/a row naming its datasets."""
     from ..config import experiment as grid_of
 
     grid = grid_of(config, experiment, scale)
@@ -56,6 +59,11 @@ def tables(config: dict, experiment: str, scale: str, lines: list[dict]) -> tupl
         rows.append(aggregate._row(cell, line, []))
         if line.get("curve"):
             curves.append(aggregate.with_coords(pd.DataFrame(line["curve"]), cell))
+    reason = "not in the data mirrors or the cache of the machine that built this artefact"
+    for cell in grid.cells():
+        if cell.rel_dir in (missing or {}):
+            cells.append(cell)
+            rows.append(aggregate._row(cell, None, missing[cell.rel_dir], {d: reason for d in missing[cell.rel_dir]}))
     return aggregate.tidy(rows, curves, cells, list(grid.axes))
 
 
@@ -79,17 +87,22 @@ def build(name: str, scale: str, results: str | Path = "results", root: str | Pa
 def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archive_root: Path, tmp: Path) -> dict:
     from ..config import experiment as grid_of
 
+    from .statement import experiments_read
+
     partial, inputs, csvs = {}, {}, []
-    for exp in spec["experiments"]:
+    claims_read = experiments_read(spec, name, config["experiments"], root / "config" / "papers")
+    for exp in [*spec["experiments"], *claims_read]:  # the claims' experiments: inputs, not the artefact's grid
         lines = found_lines(config, exp, scale, results, archive_root)
-        n_grid = sum(1 for _ in grid_of(config, exp, scale).cells())
-        partial[exp] = [len(lines), n_grid]
-        table, curves = tables(config, exp, scale, lines)
+        missing = unavailable(config, exp, scale, {line["cell"] for line in lines})
+        table, curves = tables(config, exp, scale, lines, missing)
         inputs[exp], inputs[f"{exp}_curves"] = str(tmp / f"{exp}.csv"), str(tmp / f"{exp}_curves.csv")
         table.to_csv(inputs[exp], index=False)
         curves.to_csv(inputs[f"{exp}_curves"], index=False)
+        if exp in claims_read:
+            continue
+        partial[exp] = [len(lines) + len(missing), sum(1 for _ in grid_of(config, exp, scale).cells())]
         csvs.append(inputs[exp])
-    if not any(n for n, _ in partial.values()):
+    if spec["experiments"] and not any(n for n, _ in partial.values()):
         raise FileNotFoundError(f"artefact {name}: no cell of experiment(s) {', '.join(partial)} ran at scale {scale} "
                                 f"with the config's settings (results/{scale}/<experiment>, figures/{scale}/cells/)")
     numbers = root / "config" / "papers" / f"{spec['paper']}.yaml"
@@ -101,7 +114,8 @@ def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archiv
     inputs.update({k: str(root / v) for k, v in (spec.get("data") or {}).items()})
     outputs = {ext: str(out_dir / f"{name}.{ext}") for ext in spec["outputs"]}
     smk = types.SimpleNamespace(input=inputs, output=outputs, config=config, wildcards={}, log=[],
-                                params={"scale": scale, "notebook": spec["notebook"], "partial": partial},
+                                params={"scale": scale, "notebook": spec["notebook"], "partial": partial,
+                                        "root": str(root)},
                                 rule=f"artefact_{name}")
     from . import style
 

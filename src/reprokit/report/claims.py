@@ -704,8 +704,8 @@ def all_have_status(ctx, experiment: str, status: str, where: dict | None = None
 
 def smooth_predictive(ctx, experiment: str, where: dict | None = None, by: str = "dataset") -> Verdict:
     """Every cell's predictive meets the numeric reading of "excellent and smooth fit, small uncertainty close to
-    the data, increased further away" (reprokit.report.bali_regression.SHAPE), per value of `by`."""
-    from .bali_regression import predictive_shape, shape_text
+    the data, increased further away" (reprokit.report.shape.SHAPE), per value of `by`."""
+    from .shape import predictive_shape, shape_text
 
     rows = ctx.cells(experiment, where or {})
     if rows.empty or by not in rows:

@@ -167,3 +167,25 @@ def z_scores(ours: float, ours_se: float, paper: float, paper_se: float | None) 
     comb = math.sqrt(paper_se ** 2 + se_o ** 2)
     z_c = diff / comb if comb > 0 else math.nan
     return z_p, z_c
+
+
+def claim_experiments(claim: Claim, known, doc: dict | None = None) -> list[str]:
+    """The experiments a claim's check reads: every string among its arguments (nested too) that names one of
+    `known`, in order, each once; with the paper's `doc`, also those of the table a check compares entries of
+    (an `artefact` argument: its rows' and columns' experiments)."""
+
+    def walk(x):
+        if isinstance(x, str):
+            if x in known:
+                yield x
+        elif isinstance(x, dict):
+            for v in x.values():
+                yield from walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                yield from walk(v)
+
+    found = list(walk(claim.args))
+    if doc is not None and claim.args.get("artefact") in (doc.get("artefacts") or {}):
+        found += list(walk(doc["artefacts"][claim.args["artefact"]]))
+    return list(dict.fromkeys(found))

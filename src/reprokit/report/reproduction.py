@@ -23,250 +23,22 @@ import datetime as _dt
 import glob
 import json
 import math
+import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from ..io import atomic_write_text
-from . import archive as cell_archive
 from . import claims as claim_checks
 from . import papers, provenance
-from .aggregate import device_of, norm
-from .stats import mean_se
-from .style import GET_DATA, RAN_STATUSES, SCALE_NOTE, unavailable_notes
+from .results import Context, Ours, finished_cells, matches  # noqa: F401 (the report's results reader, re-exported)
+from .style import GET_DATA, SCALE_NOTE
 
 PAPER_NAMES = {"partitioned": "Partitioned networks (Mlodozeniec et al., ICLR 2023)",
                "bali": "BALI (Kurle, Klushyn, Herbrich)"}
-
-
-def matches(column: pd.Series, value) -> pd.Series:
-    """Which entries of `column` equal the coordinate `value` after `norm` (element by element, so a list-valued
-    coordinate such as a partition ratio [0.3, 0.7] is one value, never an operand of the same length)."""
-    target = norm(value)
-    return column.map(lambda entry: norm(entry) == target).astype(bool)
-
-
-def finished_cells(experiment_dir: str | Path) -> pd.DataFrame:
-    """One row per metrics.json under `experiment_dir`: coordinates, scale, status, metrics, the recorded
-    info and the device it ran on. Empty when none has finished."""
-    rows = []
-    for path in sorted(Path(experiment_dir).rglob("metrics.json")):
-        record = json.loads(path.read_text())
-        missing = {"coords", "status", "metrics", "scale"} - set(record)
-        if missing:
-            raise ValueError(f"{path} lacks {sorted(missing)}: not a cell's metrics.json")
-        rows.append(_row(record))
-    return pd.DataFrame(rows)
-
-
-def _row(record: dict) -> dict:
-    """A cell's metrics.json record (or its archived line) as one table row."""
-    return {**(record.get("info") or {}), "scale": record["scale"], **record["coords"],
-            "status": record["status"], **record["metrics"], "device": device_of(record)}
-
-
-@dataclass(frozen=True)
-class Ours:
-    """Our mean ± s.e. of one of the paper's numbers, over `n` seeds / splits that ran."""
-
-    mean: float = math.nan
-    se: float = math.nan
-    n: int = 0
-    device: str = ""
-    note: str = ""  # "not run", "dataset unavailable", "OOM", "no run of ours (quoted)", "partial"...
-    same: bool = False  # every cell gave the same value (a setting): shown without a float-noise s.e.
-
-
-class Context:
-    """The results of one scale, read once per experiment, and the papers' row/column specs."""
-
-    def __init__(self, results: str | Path, scale: str, docs: list[dict], expected: dict | None = None,
-                 artefacts: dict | None = None, archive: tuple[str | Path, dict] | None = None):
-        self.results, self.scale, self.docs = Path(results), scale, docs
-        self.expected = expected or {}
-        # (repository root, pipeline config): read figures/<scale>/cells/<experiment>.jsonl too
-        self.archive = archive
-        self.archived: dict[str, int] = {}  # experiment -> cells taken from the archive
-        self.stale: dict[str, list[str]] = {}  # experiment -> archived cells not used, and why
-        # the pipeline config's `artefacts:` (name -> {paper, experiments, ...}): every one gets a section
-        self.artefacts = artefacts or {}
-        self._tables: dict[str, pd.DataFrame | None] = {}
-        self._curves: dict[str, pd.DataFrame] = {}
-        self._archive_lines: dict[str, list[dict]] = {}
-        self.arts = {name: spec for doc in docs for name, spec in doc["artefacts"].items()}
-        self._paper = {(n.artefact, n.row, n.column): n for doc in docs for n in papers.numbers(doc)}
-
-    def paper_number(self, artefact: str, row: str, column: str):
-        """The paper's number at (artefact, row, column) (a papers.PaperNumber), None where it prints none."""
-        return self._paper.get((artefact, str(row), str(column)))
-
-    def table(self, experiment: str) -> pd.DataFrame | None:
-        """Every cell of the experiment found (ran or unavailable), None when nothing is there."""
-        if experiment not in self._tables:
-            folder = self.results / self.scale / experiment
-            csv = self.results / self.scale / f"{experiment}.csv"
-            df = finished_cells(folder) if folder.is_dir() else pd.DataFrame()
-            if df.empty and csv.exists():  # the tidy aggregate holds every cell: no archive needed
-                df = pd.read_csv(csv)
-            else:
-                extra = self._archived(experiment)
-                if extra:
-                    df = pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
-                if csv.exists() and "status" in (agg := pd.read_csv(csv)):
-                    df = pd.concat([df, agg[agg["status"] == "unavailable"]], ignore_index=True)
-            self._tables[experiment] = None if df.empty else df
-        return self._tables[experiment]
-
-    def _archived_lines(self, experiment: str) -> list[dict]:
-        """The archived lines of `experiment`'s cells that are not under results/ and still match the config
-        (read once; counted in `archived`, the others named in `stale`)."""
-        if self.archive is None:
-            return []
-        if experiment not in self._archive_lines:
-            root, config = self.archive
-            lines = cell_archive.load(cell_archive.path_of(root, self.scale, experiment))
-            fresh = []
-            if lines:
-                lines = {c: line for c, line in lines.items() if not (self.results / c / "metrics.json").exists()}
-                fresh, stale = cell_archive.split(lines, cell_archive.current_settings(config, self.scale, experiment))
-                if stale:
-                    self.stale[experiment] = stale
-                self.archived[experiment] = len(fresh)
-            self._archive_lines[experiment] = fresh
-        return self._archive_lines[experiment]
-
-    def _archived(self, experiment: str) -> list[dict]:
-        """Rows of the archived cells of `experiment` that are not under results/ and still match the config."""
-        return [_row(line) for line in self._archived_lines(experiment)]
-
-    def state(self, experiment: str) -> str:
-        """'complete (12 cells)', 'partial: 3 of 12 cells', 'not run'."""
-        df = self.table(experiment)
-        ran = 0 if df is None else int(df["status"].isin(RAN_STATUSES).sum())
-        unavailable = 0 if df is None else int((df["status"] == "unavailable").sum())
-        expected = self.expected.get(experiment)
-        if df is None or (ran == 0 and unavailable == 0):
-            return "not run"
-        text = f"{ran} cell(s) ran" + (f", {unavailable} unavailable (dataset missing)" if unavailable else "")
-        if expected is not None and ran + unavailable < expected:
-            text = f"partial: {ran} of {expected} cells ran" + (f", {unavailable} unavailable" if unavailable else "")
-        if self.archived.get(experiment):
-            text += f" ({self.archived[experiment]} from the archive figures/{self.scale}/cells)"
-        return text
-
-    def missing(self, experiment: str) -> list[str]:
-        """The notes of the experiment's cells whose dataset is unavailable ("dataset unavailable: mnist (...)"),
-        each once, as the aggregation wrote them; [] when none is."""
-        df = self.table(experiment)
-        return [] if df is None else unavailable_notes(df)
-
-    def cells(self, experiment: str, where: dict) -> pd.DataFrame:
-        """The cells of `experiment` that ran with the coordinates `where`."""
-        df = self.table(experiment)
-        if df is None:
-            return pd.DataFrame()
-        df = df[df["status"].isin(RAN_STATUSES)]
-        for key, value in where.items():
-            if key not in df:
-                return df.iloc[0:0]
-            df = df[matches(df[key], value)]
-        return df
-
-    def curves(self, experiment: str, where: dict) -> pd.DataFrame:
-        """The learning curves (one row per cell and evaluation) of the cells of `experiment` with the
-        coordinates `where`: each finished cell's curve.csv beside its metrics.json and each archived cell's
-        curve (as `table` reads its metrics), else the tidy results/<scale>/<experiment>_curves.csv. Empty
-        when there is none."""
-        if experiment not in self._curves:
-            folder, frames = self.results / self.scale / experiment, []
-            for path in sorted(folder.rglob("metrics.json")) if folder.is_dir() else []:
-                record = json.loads(path.read_text())
-                curve = path.with_name("curve.csv")
-                if record.get("status") in RAN_STATUSES and curve.exists() and curve.stat().st_size:
-                    frames.append(pd.read_csv(curve).assign(**record["coords"]))
-            csv = self.results / self.scale / f"{experiment}_curves.csv"
-            if not frames and csv.exists() and csv.stat().st_size:
-                try:
-                    frames = [pd.read_csv(csv)]
-                except pd.errors.EmptyDataError:  # no cell had a curve (older aggregations wrote no header)
-                    frames = []
-            else:  # the tidy aggregate holds every cell; without it, archived cells add their curves
-                frames += [pd.DataFrame(line["curve"]).assign(**line["coords"])
-                           for line in self._archived_lines(experiment)
-                           if line.get("status") in RAN_STATUSES and line.get("curve")]
-            self._curves[experiment] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        df = self._curves[experiment]
-        for key, value in where.items():
-            if key not in df:
-                return df.iloc[0:0]
-            df = df[matches(df[key], value)]
-        return df
-
-    def _entry(self, artefact: str, row: str, column: str):
-        """Where one table entry of ours comes from: (experiment, metric, factor, where, largest), or an Ours
-        saying why there is none."""
-        spec = self.arts[artefact]
-        columns = {**(spec.get("columns") or {}), **(spec.get("ours_columns") or {})}
-        base, r, c = spec.get("ours") or {}, (spec.get("rows") or {}).get(row) or {}, columns.get(column) or {}
-
-        def pick(key, default=None):
-            return r.get(key, c.get(key, base.get(key, default)))
-
-        if "where" not in c and c.get("quoted"):
-            return Ours(note="quoted; not run by us")
-        experiment, metric, factor = pick("experiment"), pick("metric"), float(pick("factor", 1))
-        if experiment is None or metric is None:
-            return Ours(note="no run of ours")
-        where = {**(base.get("where") or {}), **(r.get("where") or {}), **(c.get("where") or {})}
-        return experiment, metric, factor, where, pick("largest")
-
-    def _entry_rows(self, experiment: str, where: dict, largest) -> pd.DataFrame:
-        rows = self.cells(experiment, where)
-        if largest and len(rows):
-            rows = rows[rows[largest] == rows[largest].max()]
-        return rows
-
-    def paired(self, artefact: str, a: tuple[str, str], b: tuple[str, str]) -> pd.Series:
-        """Entry a minus entry b ((row, column) each) per seed / split both ran, in the table's unit; empty when
-        either entry has no cells or they share no seed."""
-        ea, eb = self._entry(artefact, *a), self._entry(artefact, *b)
-        if isinstance(ea, Ours) or isinstance(eb, Ours):
-            return pd.Series(dtype=float)
-        values = []
-        for experiment, metric, factor, where, largest in (ea, eb):
-            rows = self._entry_rows(experiment, where, largest)
-            if rows.empty or "seed" not in rows or metric not in rows:
-                return pd.Series(dtype=float)
-            values.append(pd.to_numeric(rows[metric], errors="coerce").groupby(rows["seed"]).mean() * factor)
-        return (values[0] - values[1]).dropna()
-
-    def ours(self, artefact: str, row: str, column: str) -> Ours:
-        found = self._entry(artefact, row, column)
-        if isinstance(found, Ours):
-            return found
-        experiment, metric, factor, where, largest = found
-        df = self.table(experiment)
-        if df is None:
-            return Ours(note="not run")
-        rows = self._entry_rows(experiment, where, largest)
-        if rows.empty:
-            unavailable = df[df["status"] == "unavailable"]
-            for key, value in where.items():
-                if key in unavailable:
-                    unavailable = unavailable[matches(unavailable[key], value)]
-            return Ours(note="; ".join(unavailable_notes(unavailable)) or "dataset unavailable"
-                        if len(unavailable) else "not run at this scale")
-        device = ", ".join(sorted(set(rows["device"].dropna().astype(str)))) if "device" in rows else ""
-        if "oom" in set(rows["status"]):
-            return Ours(n=len(rows), device=device, note="OOM")
-        values = pd.to_numeric(rows[metric], errors="coerce") * factor if metric in rows else [math.nan] * len(rows)
-        m, se, n = mean_se(values)
-        note = "diverged (NaN)" if "diverged" in set(rows["status"]) else ""
-        if self.state(experiment).startswith("partial"):
-            note = ", ".join(filter(None, [note, "partial"]))
-        return Ours(m, se, n, device or "not recorded", note, same=len(set(map(float, values))) == 1)
+SHORT_NAMES = {"partitioned": "Partitioned networks", "bali": "BALI"}
+GLANCE_TAG = "glance"  # the report's machine-readable summary line per paper: <!-- glance: {...} -->
 
 
 def _f(x: float, digits: int = 4) -> str:
@@ -347,18 +119,38 @@ def _number_line(ctx: Context, name: str, num, rows: dict, cols: dict) -> str:
 WITHIN_Z = 2.0  # the summary counts a number as reproduced when |z_paper| <= this
 
 
-def z_rows(ctx: Context, doc: dict) -> list[dict]:
+def lower_is_better(doc: dict, artefact: str) -> bool:
+    """Whether a smaller number is better in `artefact`'s table: its caption says "lower is better", or its unit
+    is an error, a calibration error, a negative log-likelihood or a time."""
+    spec = doc["artefacts"].get(artefact) or {}
+    text = f"{spec.get('caption', '')} {spec.get('unit', '')}".lower()
+    if "lower is better" in text:
+        return True
+    if "higher is better" in text:
+        return False
+    return any(w in text for w in ("rmse", "error", "ece", "nll", "time"))
+
+
+def z_rows(ctx: Context, doc: dict, with_missing: bool = False) -> list[dict]:
     """Every number of the paper's own runs (not quoted) with a printed s.e. that we also measured: artefact, row,
-    column and z_paper (ours - paper in units of the paper's s.e.)."""
+    column, z_paper (ours - paper in units of the paper's s.e.) and z_better (the same, signed so that positive is
+    better than the paper). `with_missing`: also those we did not measure (z NaN, `why` says why)."""
     out = []
     for num in papers.numbers(doc):
         if num.quoted or num.mean is None or not num.se:
             continue
         ours = ctx.ours(num.artefact, num.row, num.column)
+        spec = doc["artefacts"].get(num.artefact) or {}
+        row = {"paper": doc["paper"], "artefact": num.artefact, "row": num.row, "column": num.column,
+               "label": (f"{((spec.get('rows') or {}).get(num.row) or {}).get('label', num.row)}, "
+                         f"{((spec.get('columns') or {}).get(num.column) or {}).get('label', num.column)}"),
+               "metric": (spec.get("unit") or num.artefact).split(" (")[0]}
         if ours.n and math.isfinite(ours.mean):
             z_p, _ = papers.z_scores(ours.mean, ours.se if ours.n > 1 else math.nan, num.mean, num.se)
-            out.append({"paper": doc["paper"], "artefact": num.artefact, "row": num.row, "column": num.column,
-                        "z_paper": z_p})
+            sign = -1.0 if lower_is_better(doc, num.artefact) else 1.0
+            out.append({**row, "z_paper": z_p, "z_better": sign * z_p, "n": ours.n, "why": ""})
+        elif with_missing:
+            out.append({**row, "z_paper": math.nan, "z_better": math.nan, "n": 0, "why": ours.note or "not run"})
     return out
 
 
@@ -429,43 +221,71 @@ def target_lines(ctx: Context) -> list[str]:
 
 
 def z_figure(ctx: Context, out: str | Path) -> Path:
-    """One dot per compared number (z_paper, clipped to +-10), one row per artefact, a panel per paper; written
-    atomically to `out` (PNG). With no number compared (nothing ran, or no dataset) the figure says so: it is a
-    declared output of the report rule, so it always exists."""
+    """One labelled dot per compared number (dataset / row, method / column; the metric in the panel's y labels), a
+    panel per paper; x = z_better, ours - paper in units of the paper's s.e., signed so that right is better than
+    the paper, on a symlog axis (linear within +-2, so large z do not pile up at a clip); colour: within 2 s.e.,
+    better, worse (legend). Numbers the paper prints with an s.e. that we did not measure are counted under the
+    panel with why; a paper none of whose numbers was compared gets a panel saying so. Written atomically (PNG)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from .style import finish_figure
-    df = pd.DataFrame([r for doc in ctx.docs for r in z_rows(ctx, doc)],
-                      columns=["paper", "artefact", "row", "column", "z_paper"])
-    papers_here = list(dict.fromkeys(df["paper"])) or [None]
-    heights = [max(1.5, 0.35 * df.loc[df["paper"] == p, "artefact"].nunique() + 1) for p in papers_here]
-    fig, axes = plt.subplots(len(papers_here), 1, figsize=(7, sum(heights)), squeeze=False,
+
+    per_paper = {doc["paper"]: pd.DataFrame(z_rows(ctx, doc, with_missing=True),
+                                            columns=["paper", "artefact", "row", "column", "label", "metric",
+                                                     "z_paper", "z_better", "n", "why"]) for doc in ctx.docs}
+    heights = [max(1.6, 0.17 * int(d["z_better"].notna().sum()) + 1.2) for d in per_paper.values()] or [1.6]
+    fig, axes = plt.subplots(max(1, len(per_paper)), 1, figsize=(8, sum(heights)), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
-    for ax, paper in zip(axes[:, 0], papers_here):
-        if paper is None:
-            ax.text(0.5, 0.5, f"no number of the papers was compared at {ctx.scale} scale (nothing with a printed "
-                    "paper s.e. ran)", ha="center", va="center", fontsize=8, transform=ax.transAxes)
+    colours = {"within": "tab:blue", "better": "tab:green", "worse": "tab:red"}
+    lim = 1.0
+    for ax, (paper, d) in zip(axes[:, 0], per_paper.items()):
+        done, missing = d[d["z_better"].notna()], d[d["z_better"].isna()]
+        name = PAPER_NAMES.get(paper, paper)
+        why = "; ".join(f"{n} {w}" for w, n in missing.groupby("why").size().sort_values(ascending=False).items())
+        if done.empty:
+            text = (f"{name}: none of its {len(d)} numbers with a printed s.e. was compared at {ctx.scale} scale"
+                    + (f" (not measured: {why})" if why else ""))
+            ax.text(0.5, 0.5, "\n".join(__import__("textwrap").wrap(text, 100)), ha="center", va="center",
+                    fontsize=7.5, transform=ax.transAxes)
             ax.set_yticks([])
-            ax.set_xlim(-10.5, 10.5)
+            ax.set_xticks([])
             continue
-        d = df[df["paper"] == paper]
-        names = list(dict.fromkeys(d["artefact"]))
-        y = d["artefact"].map({n: i for i, n in enumerate(names)})
-        z = d["z_paper"].clip(-10, 10)
-        ax.axvspan(-WITHIN_Z, WITHIN_Z, color="0.9", zorder=0)
-        ax.scatter(z, y, s=14, c=["tab:blue" if abs(v) <= WITHIN_Z else "tab:red" for v in d["z_paper"]], zorder=2)
-        ax.set_yticks(range(len(names)), names)
-        ax.set_xlim(-10.5, 10.5)
-        ax.set_title(f"{PAPER_NAMES.get(paper, paper)}: {int((d['z_paper'].abs() <= WITHIN_Z).sum())} of {len(d)} "
-                     f"numbers within {WITHIN_Z:g} paper s.e.", fontsize=9)
-        ax.invert_yaxis()
-    axes[-1, 0].set_xlabel("z_paper = (ours - paper) / s.e.(paper), clipped to +-10")
-    fig.suptitle(f"Reproduction at {ctx.scale} scale" + ("" if ctx.scale == "paper" else
-                                                          f" ({ctx.scale}-scale numbers, not paper scale)"), fontsize=10)
+        done = done.sort_values(["artefact", "z_better"]).reset_index(drop=True)
+        y = range(len(done))
+        kind = ["within" if abs(z) <= WITHIN_Z else ("better" if z > 0 else "worse") for z in done["z_better"]]
+        ax.axvspan(-WITHIN_Z, WITHIN_Z, color="0.92", zorder=0)
+        ax.axvline(0, color="0.5", lw=0.6, zorder=1)
+        ax.scatter(done["z_better"], y, s=16, c=[colours[k] for k in kind], zorder=2)
+        ax.set_yticks(list(y), [f"{a} ({m}): {lab}" for a, m, lab in zip(done["artefact"], done["metric"],
+                                                                       done["label"])], fontsize=6.5)
+        ax.set_xscale("symlog", linthresh=WITHIN_Z)
+        lim = max(lim, float(done["z_better"].abs().max()) * 1.3)
+        ax.set_ylim(len(done) - 0.5, -0.5)
+        title = (f"{name}: {int((done['z_better'].abs() <= WITHIN_Z).sum())} of {len(done)} compared numbers within "
+                 f"{WITHIN_Z:g} paper s.e.")
+        if len(missing):
+            title += f"; not compared: {why}"
+        ax.set_title("\n".join(__import__("textwrap").wrap(title, 110)), fontsize=8)
+    ticks = [t for t in (-1000, -100, -10, -2, 0, 2, 10, 100, 1000) if abs(t) <= lim]
+    for ax in axes[:, 0]:
+        if ax.get_xscale() == "symlog":
+            ax.set_xlim(-lim, lim)
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.set_xlabel("z = (ours - paper) / s.e.(paper), signed so that right is better than the paper "
+                          "(symlog axis: linear within +-2)", fontsize=7.5)
+    handles = [Line2D([], [], marker="o", ls="", color=c, label=lab) for lab, c in (
+        (f"within {WITHIN_Z:g} paper s.e.", colours["within"]), ("better than the paper", colours["better"]),
+        ("worse than the paper", colours["worse"]))]
+    fig.legend(handles=handles, loc="upper center", ncol=3, frameon=False, bbox_to_anchor=(0.5, 1.0), fontsize=7)
+    fig.suptitle(f"Reproduction at {ctx.scale} scale: every number the papers print with a standard error" + (
+        "" if ctx.scale == "paper" else f" ({ctx.scale}-scale numbers, not paper scale)"), fontsize=9, y=1.03)
     fig.tight_layout()
-    finish_figure(fig, ctx.scale, f"{len(df)} numbers with a printed paper s.e.; results at {ctx.scale} scale "
+    n = sum(int(d["z_better"].notna().sum()) for d in per_paper.values())
+    finish_figure(fig, ctx.scale, f"{n} numbers compared; results at {ctx.scale} scale "
                   f"({ctx.results / ctx.scale}, archived cells included where read)", None, out)
     return Path(out)
 
@@ -510,6 +330,74 @@ def missing_data(ctx: Context) -> dict[str, list[str]]:
     return out
 
 
+_DATASET = re.compile(r"(?:^dataset unavailable: |, )([A-Za-z0-9_]+)(?= \(|,|$)")
+
+
+def not_run_reason(ctx: Context, claim, verdict) -> str:
+    """Why a claim did not run at this scale, in a few words: the datasets this machine lacks, no cell of its
+    experiments in this scale's grid, or its cells not run yet."""
+    if verdict.status == claim_checks.NOT_TESTABLE:
+        return f"not testable at {ctx.scale} scale"
+    known = set(ctx.expected) | set(ctx._tables) | {e for spec in ctx.artefacts.values()
+                                                     for e in spec.get("experiments") or []}
+    doc = next((d for d in ctx.docs if d["paper"] == claim.paper), None)
+    exps = papers.claim_experiments(claim, known, doc)
+    datasets = sorted({d for e in exps for note in ctx.missing(e) for d in _DATASET.findall(note)})
+    if datasets:
+        return "needs data this machine lacks (" + ", ".join(datasets) + ")"
+    if exps and ctx.expected and all(ctx.expected.get(e, 1) == 0 for e in exps):
+        return f"no cells at {ctx.scale} scale (paper scale only)"
+    if ctx.scale == "paper":
+        return "cells not run yet at paper scale"
+    if exps and all(ctx.state(e).split(" ")[0].isdigit() for e in exps):  # every cell of its experiments ran
+        return f"the cells it compares are not in the {ctx.scale} grid (paper scale only)"
+    return f"cells not run at {ctx.scale} scale"
+
+
+def glance(ctx: Context, doc: dict, verdicts: list) -> dict:
+    """One paper's results at this scale, as counted for the README: claims per verdict, numbers within WITHIN_Z
+    paper s.e. of those compared, and why the claims that did not run did not."""
+    mine = [(c, v) for c, v in verdicts if c.paper == doc["paper"]]
+    zs = [abs(r["z_paper"]) for r in z_rows(ctx, doc)]
+    reasons: dict[str, int] = {}
+    for c, v in mine:
+        if v.status in (claim_checks.NOT_RUN, claim_checks.NOT_TESTABLE):
+            key = not_run_reason(ctx, c, v)
+            reasons[key] = reasons.get(key, 0) + 1
+    return {"paper": doc["paper"], "scale": ctx.scale, "claims": len(mine),
+            "counts": {s: sum(v.status == s for _, v in mine) for s in claim_checks.STATUSES},
+            "within": sum(z <= WITHIN_Z for z in zs), "compared": len(zs),
+            "not_run": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def bottom_line(g: dict) -> str:
+    """Two or three plain sentences on one paper at one scale, from `glance`."""
+    c, n = g["counts"], g["claims"]
+    ran = n - c[claim_checks.NOT_RUN] - c[claim_checks.NOT_TESTABLE]
+    name = SHORT_NAMES.get(g["paper"], g["paper"])
+    if ran == 0:
+        text = f"**{name}**: none of its {n} claims could be tested at {g['scale']} scale."
+    else:
+        parts = [_plural(c[claim_checks.HOLDS], "holds", "hold"),
+                 f"{c[claim_checks.INCONCLUSIVE]} inconclusive (inside the noise)",
+                 _plural(c[claim_checks.FAILS], "does not hold", "do not hold") + " (each with its reason in the report)"]
+        if c[claim_checks.NOT_COMPARABLE]:
+            parts.append(f"{c[claim_checks.NOT_COMPARABLE]} not comparable")
+        text = (f"**{name}**: {ran} of its {n} claims were tested at {g['scale']} scale: " + ", ".join(parts) + ".")
+    if g["compared"]:
+        text += (f" Of the {_plural(g['compared'], 'number', 'numbers')} it prints with a standard error, ours are "
+                 f"within {WITHIN_Z:g} of its standard errors for {g['within']}.")
+    else:
+        text += " None of the numbers it prints with a standard error was compared at this scale."
+    if g["not_run"]:
+        text += (f" Not tested: {n - ran} (" + "; ".join(f"{k}: {v}" for k, v in g["not_run"].items()) + ").")
+    return text
+
+
 def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     """The report's markdown; `z_image`: the z-score figure's path relative to the report (linked if given)."""
     scale_note = SCALE_NOTE.get(ctx.scale, ctx.scale)
@@ -535,7 +423,6 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     for doc in ctx.docs:
         lines += [f"### Summary: {PAPER_NAMES.get(doc['paper'], doc['paper'])}", ""]
         lines += summary_lines(ctx, doc, verdicts) + [""]
-    lines += target_lines(ctx)
     if z_image:
         lines += [f"![z_paper of every compared number]({z_image})", ""]
     insert_at = len(lines)  # the missing datasets go here, once the sections below have read every experiment
@@ -565,6 +452,13 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
         lines.append("| " + " | ".join(_cell(x) for x in (
             claim.paper, claim.id, claim.artefact, claim.words, f"**{v.status}**", v.measured, v.n,
             ctx.scale, why_not_here(ctx.scale, claim, v) or "—")) + " |")
+    lines += [""] + target_lines(ctx)
+    # the bottom line, now that every experiment has been read: under the title, before the summary tables
+    glances = [glance(ctx, doc, verdicts) for doc in ctx.docs]
+    top = ["", "## Bottom line", ""]
+    for g in glances:
+        top += [bottom_line(g), "", f"<!-- {GLANCE_TAG}: {json.dumps(g, sort_keys=True)} -->", ""]
+    lines[3:3] = top
     archived = sum(ctx.archived.values())
     where = f"`{ctx.results / ctx.scale}`" + (f" and {archived} archived cells that are not under it (figures/{ctx.scale}/cells)"
                                               if archived else "")

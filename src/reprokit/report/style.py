@@ -26,28 +26,13 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from ..io import atomic_write_bytes  # noqa: E402
+from .results import RAN_STATUSES, outcome_text, unavailable_notes  # noqa: E402, F401 (re-exported)
 
 SCALE_NOTE = {
     "paper": "paper scale",
     "quick": "quick scale (reduced iterations/seeds; not paper-scale numbers)",
     "test": "TEST scale (tiny CI run; numbers meaningless)",
 }
-
-
-# How a table entry reads when a cell did not produce numbers (cell.py's statuses): an out-of-memory
-# run is "OOM" (as the partitioned paper's Table 1), a diverged one "NaN" (both papers' convention).
-# Statuses that still count as "ran" for a table (their NaN metrics are part of the mean).
-RAN_STATUSES = ("completed", "diverged", "oom")
-
-
-def outcome_text(statuses) -> str | None:
-    """'OOM' if any cell ran out of memory, 'NaN' if any diverged, None when every cell completed."""
-    statuses = set(statuses)
-    if "oom" in statuses:
-        return "OOM"
-    if "diverged" in statuses:
-        return "NaN"
-    return None
 
 
 # How to get a dataset that is not in the mirrors: said next to every n/a that a missing dataset causes.
@@ -63,17 +48,6 @@ def read_results(path) -> pd.DataFrame:
         return pd.read_csv(path)
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
-
-
-def unavailable_notes(*frames) -> list[str]:
-    """The `note` of every cell that did not run because its dataset is unavailable (status 'unavailable'), each
-    once, in order and as written ("dataset unavailable: mnist (...)")."""
-    notes = []
-    for df in frames:
-        if df is None or "status" not in df or "note" not in df:
-            continue
-        notes += [str(n) for n in df.loc[df["status"] == "unavailable", "note"].dropna() if str(n).strip()]
-    return list(dict.fromkeys(notes))
 
 
 def na_text(notes, otherwise: str = "no cell completed", width: int | None = None) -> str:
@@ -158,6 +132,49 @@ def with_partial(note: str) -> str:
     return f"{note}; {_PARTIAL['note']}" if _PARTIAL["note"] else note
 
 
+# Set by start_log: the artefact being built (its name, config entry, scale and inputs), so that finish_figure and
+# tables.write_table print which paper artefact it rebuilds and its claims' verdicts (report/statement.py).
+_ARTEFACT: dict = {}
+
+
+def set_artefact(smk, scale) -> None:
+    """Remember the artefact an `artefact_<name>` rule (or build_partial) is building; anything else clears it."""
+    _ARTEFACT.clear()
+    rule = str(getattr(smk, "rule", "") or "")
+    config = getattr(smk, "config", None) or {}
+    name = rule.removeprefix("artefact_")
+    if rule.startswith("artefact_") and name in (config.get("artefacts") or {}):
+        params = getattr(smk, "params", None)
+        root = (params.get("root", None) if hasattr(params, "get") else None) or "."
+        _ARTEFACT.update(name=name, spec=config["artefacts"][name], scale=scale, inputs=dict(_named(smk.input)),
+                         root=str(root))
+
+
+def artefact_statement():
+    """The statement (report/statement.py: source and claims' verdicts) of the artefact being built, None outside
+    an artefact build (a notebook run by hand, the report's own figure). Computed once per build."""
+    if not _ARTEFACT:
+        return None
+    if "statement" not in _ARTEFACT:
+        from . import statement  # the verdict engine imports no plotting: no loop back here
+
+        a = _ARTEFACT
+        _ARTEFACT["statement"] = statement.for_artefact(a["name"], a["spec"], a["scale"], a["inputs"],
+                                                        Path(a["root"]) / "config" / "papers")
+        logging.getLogger("reprokit.artefact").info("statement: %s", " | ".join(_ARTEFACT["statement"].lines()))
+    return _ARTEFACT["statement"]
+
+
+def statement_block(fig) -> None:
+    """Below the figure's footer: the paper artefact it rebuilds and each claim about it with its verdict."""
+    st = artefact_statement()
+    if st is None:
+        return
+    width = max(80, int(fig.get_figwidth() * 19))
+    text = "\n".join(textwrap.fill(line, width) for line in st.lines())
+    fig.text(0.01, -0.01, text, fontsize=7, color="0.1", ha="left", va="top", gid="reprokit-statement")
+
+
 def start_log(smk) -> logging.Logger:
     """Log a notebook's run to its rule's `log:` file, `smk.log[0]` (stderr when the rule has none, as in
     tests), as the snakemake workflow template's scripts do: the rule, scale, inputs with their sizes and
@@ -176,6 +193,7 @@ def start_log(smk) -> logging.Logger:
     logger.info("rule %s, scale %s", name or "?", scale)
     if set_partial(params.get("partial", None) if hasattr(params, "get") else None):
         logger.info("%s", _PARTIAL["note"])
+    set_artefact(smk, scale)
     for key, path in _named(smk.input):
         logger.info("input %s: %s", key, _sized(path))
     for key, path in _named(smk.output):
@@ -257,6 +275,72 @@ def figure_legend(fig, axes, **kwargs):
     return fig.legend(handles, labels, **opts)
 
 
+# Footers are wrapped, and room is left for them, as if set at this size (annotate_figure sets them no larger), so a
+# footer never runs past the figure's width nor into the panels' axis labels.
+FOOTER_PT = 8
+
+
+def wrap_note(fig, note: str, fontsize: float = FOOTER_PT) -> str:
+    """`note` (a figure's footer) wrapped to the figure's width: each of its lines filled to the characters that fit
+    across the figure at `fontsize` (0.6 em a character, a little wider than DejaVu Sans' average)."""
+    chars = max(60, int(fig.get_figwidth() * 72 / (0.6 * fontsize)))
+    return "\n".join(textwrap.fill(line, chars) if line else line for line in note.split("\n"))
+
+
+def footer_room(fig, note: str, fontsize: float = FOOTER_PT, extra_lines: int = 1) -> float:
+    """The fraction of the figure's height below the panels that a footer of `note`'s lines needs (plus
+    `extra_lines`: the partial-grid statement): the bottom of a `tight_layout` rect, so the panels' x labels stay
+    clear of it."""
+    lines = note.count("\n") + 1 + extra_lines
+    return min(0.6, (lines * 1.25 * fontsize + 6) / 72 / fig.get_figheight())
+
+
+def na_shared(ax, parts, title: str | None = None, width: int = 60, fontsize: float = 7) -> str:
+    """One n/a placeholder for several panels without data (drawn once a figure, not once a panel): for each part
+    (label, rows, otherwise), "n/a: <label>: <note>" per unavailable cell's note of `rows` (or "n/a: <label>:
+    <otherwise>" without one), then how to get the data once if any dataset is missing. No ticks. Returns the text."""
+    lines, notes_seen = [], False
+    for label, rows, otherwise in parts:
+        notes = unavailable_notes(*(rows if isinstance(rows, (list, tuple)) else [rows]))
+        notes_seen |= bool(notes)
+        lines += [f"n/a: {label}: {n}" for n in notes] or [f"n/a: {label}: {otherwise}"]
+    if notes_seen:
+        lines.append(GET_DATA)
+    text = "\n".join(textwrap.fill(line, width) for line in lines)
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2",
+            gid=NA_GID)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+    if title is not None:
+        ax.set_title(title)
+    logging.getLogger("reprokit.artefact").info("n/a panel %s: %s", repr(ax.get_title()), text.replace("\n", " "))
+    return text
+
+
+def na_see(ax, where: str, title: str | None = None, fontsize: float = 7) -> str:
+    """An n/a panel that points at the figure's one n/a placeholder (`na_shared`) instead of repeating it."""
+    text = f"n/a (see {where})"
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2",
+            gid=NA_GID)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+    if title is not None:
+        ax.set_title(title)
+    return text
+
+
+def log_steps(ax, steps, label: str = "iteration (log scale)") -> None:
+    """A log x axis over positive iterations (curves' step 0, the initialisation, cannot be drawn on it): the
+    early iterations take as much of the axis as the late ones."""
+    ax.set_xscale("log")
+    pos = [float(s) for s in steps if s > 0]
+    if pos:
+        ax.set_xlim(min(pos) / 1.3, max(pos) * 1.3)
+    ax.set_xlabel(label)
+
+
 def annotate_figure(fig, scale: str, note: str) -> None:
     """The provenance footer (with the partial-grid statement, if any), and a "TEST DATA" watermark on test-scale
     figures."""
@@ -270,6 +354,7 @@ def finish_figure(fig, scale: str, note: str, pdf: str | Path | None, png: str |
     """Annotate (provenance, test watermark), then save atomically. The texts of n/a panels (`na_panel`) also go
     into the files' metadata (PDF Subject, PNG Description), so a reader or a test can find them without OCR."""
     annotate_figure(fig, scale, note)
+    statement_block(fig)
     missing = " | ".join(na_texts(fig))
     for path, fmt in ((pdf, "pdf"), (png, "png")):
         if path is None:

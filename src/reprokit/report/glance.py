@@ -1,0 +1,83 @@
+"""The README's "Results at a glance": per paper and scale, the claims per verdict and the numbers within 2 s.e.,
+written from the committed reproduction reports (their `<!-- glance: {...} -->` lines, reproduction.glance), so the
+README cannot drift from them. tests/test_readme_glance.py fails when it does.
+
+    python -m reprokit.report.glance            # rewrite the block in README.md from figures/{quick,paper}/
+    python -m reprokit.report.glance --check    # exit 1 when README.md's block differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from ..io import atomic_write_text
+from .reproduction import GLANCE_TAG, SHORT_NAMES, WITHIN_Z, bottom_line
+
+START, END = "<!-- results-at-a-glance:start -->", "<!-- results-at-a-glance:end -->"
+SCALES = ("paper", "quick")
+_LINE = re.compile(rf"^<!-- {GLANCE_TAG}: (\{{.*\}}) -->$", re.M)
+
+
+def read(report: str | Path) -> list[dict]:
+    """The glance records of one reproduction report, one per paper."""
+    text = Path(report).read_text()
+    found = [json.loads(m) for m in _LINE.findall(text)]
+    if not found:
+        raise ValueError(f"{report}: no '<!-- {GLANCE_TAG}: ... -->' line (rebuild it with "
+                         "python -m reprokit.report.reproduction)")
+    return found
+
+
+def block(root: str | Path = ".") -> str:
+    """The README block (between START and END, markers excluded) from figures/<scale>/reproduction.md."""
+    rows, sentences = [], []
+    for scale in SCALES:
+        report = Path(root) / "figures" / scale / "reproduction.md"
+        for g in read(report):
+            c = g["counts"]
+            rows.append(f"| {SHORT_NAMES.get(g['paper'], g['paper'])} | {scale} | {g['claims']} | {c['holds']} | "
+                        f"{c['inconclusive']} | {c['does not hold']} | {c['not comparable']} | "
+                        f"{c['not run'] + c['not testable']} | {g['within']} / {g['compared']} |")
+            sentences.append(f"- {scale} scale, {bottom_line(g)} ([report](figures/{scale}/reproduction.md))")
+    head = ["| paper | scale | claims | hold | inconclusive | do not hold | not comparable | not tested | "
+            f"numbers within {WITHIN_Z:g} s.e. / compared |", "|---|---|---|---|---|---|---|---|---|"]
+    note = ("Written by `python -m reprokit.report.glance` from the committed reports; paper scale counts only "
+            "the cells that have run (most of the partitioned paper's need GPUs); quick-scale numbers are never "
+            "paper-scale numbers.")
+    return "\n".join(["", *head, *rows, "", *sentences, "", note, ""])
+
+
+def splice(readme: str, new_block: str) -> str:
+    if START not in readme or END not in readme:
+        raise ValueError(f"README.md lacks the markers {START} / {END}")
+    before, rest = readme.split(START, 1)
+    _, after = rest.split(END, 1)
+    return before + START + new_block + END + after
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m reprokit.report.glance", description=__doc__.split("\n\n")[0])
+    p.add_argument("--root", default=".")
+    p.add_argument("--check", action="store_true", help="exit 1 when README.md's block differs from the reports")
+    args = p.parse_args(argv)
+    path = Path(args.root) / "README.md"
+    text = path.read_text()
+    new = splice(text, block(args.root))
+    if args.check:
+        if new != text:
+            print("README.md's results block differs from figures/*/reproduction.md: run python -m "
+                  "reprokit.report.glance", file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        atomic_write_text(path, new)
+    print(f"wrote the results block of {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,339 @@
+"""The one reader of a scale's results for the verdict engine: every cell that ran, from results/, the tidy CSVs or
+the committed archive, and our mean +- s.e. of each of the papers' numbers.
+
+`Context` reads what the report reads (results/<scale>/ and figures/<scale>/cells/); `InputsContext` reads what
+an artefact's notebook was handed (its experiments' tidy CSVs), so a figure or table states the same verdicts as
+the report from the same claim code. Torch-free and free of plotting, so figures can import it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from . import archive as cell_archive
+from . import papers
+from .aggregate import device_of, norm
+from .stats import mean_se
+
+# Statuses that count as "ran" for a table (their NaN metrics are part of the mean): cell.py's statuses.
+RAN_STATUSES = ("completed", "diverged", "oom")
+
+
+def outcome_text(statuses) -> str | None:
+    """'OOM' if any cell ran out of memory, 'NaN' if any diverged, None when every cell completed (how a table
+    entry reads when a cell did not produce numbers: both papers' conventions)."""
+    statuses = set(statuses)
+    if "oom" in statuses:
+        return "OOM"
+    if "diverged" in statuses:
+        return "NaN"
+    return None
+
+
+def unavailable_notes(*frames) -> list[str]:
+    """The `note` of every cell that did not run because its dataset is unavailable (status 'unavailable'), each
+    once, in order and as written ("dataset unavailable: mnist (...)")."""
+    notes = []
+    for df in frames:
+        if df is None or "status" not in df or "note" not in df:
+            continue
+        notes += [str(n) for n in df.loc[df["status"] == "unavailable", "note"].dropna() if str(n).strip()]
+    return list(dict.fromkeys(notes))
+
+
+def read_csv(path) -> pd.DataFrame:
+    """An experiment's tidy CSV or curves CSV; a file without even a header reads as an empty frame."""
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def matches(column: pd.Series, value) -> pd.Series:
+    """Which entries of `column` equal the coordinate `value` after `norm` (element by element, so a list-valued
+    coordinate such as a partition ratio [0.3, 0.7] is one value, never an operand of the same length)."""
+    target = norm(value)
+    return column.map(lambda entry: norm(entry) == target).astype(bool)
+
+
+def finished_cells(experiment_dir: str | Path) -> pd.DataFrame:
+    """One row per metrics.json under `experiment_dir`: coordinates, scale, status, metrics, the recorded
+    info and the device it ran on. Empty when none has finished."""
+    rows = []
+    for path in sorted(Path(experiment_dir).rglob("metrics.json")):
+        record = json.loads(path.read_text())
+        missing = {"coords", "status", "metrics", "scale"} - set(record)
+        if missing:
+            raise ValueError(f"{path} lacks {sorted(missing)}: not a cell's metrics.json")
+        rows.append(_row(record))
+    return pd.DataFrame(rows)
+
+
+def _row(record: dict) -> dict:
+    """A cell's metrics.json record (or its archived line) as one table row."""
+    return {**(record.get("info") or {}), "scale": record["scale"], **record["coords"],
+            "status": record["status"], **record["metrics"], "device": device_of(record)}
+
+
+@dataclass(frozen=True)
+class Ours:
+    """Our mean ± s.e. of one of the paper's numbers, over `n` seeds / splits that ran."""
+
+    mean: float = math.nan
+    se: float = math.nan
+    n: int = 0
+    device: str = ""
+    note: str = ""  # "not run", "dataset unavailable", "OOM", "no run of ours (quoted)", "partial"...
+    same: bool = False  # every cell gave the same value (a setting): shown without a float-noise s.e.
+
+
+class Context:
+    """The results of one scale, read once per experiment, and the papers' row/column specs."""
+
+    def __init__(self, results: str | Path, scale: str, docs: list[dict], expected: dict | None = None,
+                 artefacts: dict | None = None, archive: tuple[str | Path, dict] | None = None):
+        self.results, self.scale, self.docs = Path(results), scale, docs
+        self.expected = expected or {}
+        # (repository root, pipeline config): read figures/<scale>/cells/<experiment>.jsonl too
+        self.archive = archive
+        self.archived: dict[str, int] = {}  # experiment -> cells taken from the archive
+        self.stale: dict[str, list[str]] = {}  # experiment -> archived cells not used, and why
+        # the pipeline config's `artefacts:` (name -> {paper, experiments, ...}): every one gets a section
+        self.artefacts = artefacts or {}
+        self._tables: dict[str, pd.DataFrame | None] = {}
+        self._curves: dict[str, pd.DataFrame] = {}
+        self._archive_lines: dict[str, list[dict]] = {}
+        self.arts = {name: spec for doc in docs for name, spec in doc["artefacts"].items()}
+        self._paper = {(n.artefact, n.row, n.column): n for doc in docs for n in papers.numbers(doc)}
+
+    def paper_number(self, artefact: str, row: str, column: str):
+        """The paper's number at (artefact, row, column) (a papers.PaperNumber), None where it prints none."""
+        return self._paper.get((artefact, str(row), str(column)))
+
+    def table(self, experiment: str) -> pd.DataFrame | None:
+        """Every cell of the experiment found (ran or unavailable), None when nothing is there."""
+        if experiment not in self._tables:
+            folder = self.results / self.scale / experiment
+            csv = self.results / self.scale / f"{experiment}.csv"
+            df = finished_cells(folder) if folder.is_dir() else pd.DataFrame()
+            if df.empty and csv.exists():  # the tidy aggregate holds every cell: no archive needed
+                df = pd.read_csv(csv)
+            else:
+                extra = self._archived(experiment)
+                if extra:
+                    df = pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
+                if csv.exists() and "status" in (agg := pd.read_csv(csv)):
+                    df = pd.concat([df, agg[agg["status"] == "unavailable"]], ignore_index=True)
+                elif self.archive is not None and experiment in self.archive[1].get("experiments", {}):
+                    df = pd.concat([df, self._unavailable_rows(experiment, df)], ignore_index=True)
+            self._tables[experiment] = None if df.empty else df
+        return self._tables[experiment]
+
+    def _unavailable_rows(self, experiment: str, found: pd.DataFrame) -> pd.DataFrame:
+        """n/a rows (status 'unavailable') for the cells of `experiment` that are neither under results/ nor
+        archived and whose datasets this machine lacks, as the aggregate step writes them in a full build."""
+        from ..config import experiment as grid_of
+
+        config = self.archive[1]
+        grid = grid_of(config, experiment, self.scale)
+        ran = {f"{self.scale}/{experiment}/{line['cell'].split('/', 2)[2]}" for line in self._archived_lines(experiment)}
+        ran |= {str(p.parent.relative_to(self.results)) for p in (self.results / self.scale / experiment).rglob(
+            "metrics.json")} if (self.results / self.scale / experiment).is_dir() else set()
+        missing = unavailable(config, experiment, self.scale, ran)
+        reason = "not in the data mirrors or the cache of the machine that built this report"
+        rows = [{"scale": self.scale, **cell.coord_dict, "status": "unavailable",
+                 "note": "dataset unavailable: " + ", ".join(f"{d} ({reason})" for d in missing[cell.rel_dir])}
+                for cell in grid.cells() if cell.rel_dir in missing]
+        return pd.DataFrame(rows)
+
+    def _archived_lines(self, experiment: str) -> list[dict]:
+        """The archived lines of `experiment`'s cells that are not under results/ and still match the config
+        (read once; counted in `archived`, the others named in `stale`)."""
+        if self.archive is None:
+            return []
+        if experiment not in self._archive_lines:
+            root, config = self.archive
+            lines = cell_archive.load(cell_archive.path_of(root, self.scale, experiment))
+            fresh = []
+            if lines:
+                lines = {c: line for c, line in lines.items() if not (self.results / c / "metrics.json").exists()}
+                fresh, stale = cell_archive.split(lines, cell_archive.current_settings(config, self.scale, experiment))
+                if stale:
+                    self.stale[experiment] = stale
+                self.archived[experiment] = len(fresh)
+            self._archive_lines[experiment] = fresh
+        return self._archive_lines[experiment]
+
+    def _archived(self, experiment: str) -> list[dict]:
+        """Rows of the archived cells of `experiment` that are not under results/ and still match the config."""
+        return [_row(line) for line in self._archived_lines(experiment)]
+
+    def state(self, experiment: str) -> str:
+        """'complete (12 cells)', 'partial: 3 of 12 cells', 'not run'."""
+        df = self.table(experiment)
+        ran = 0 if df is None else int(df["status"].isin(RAN_STATUSES).sum())
+        unavailable = 0 if df is None else int((df["status"] == "unavailable").sum())
+        expected = self.expected.get(experiment)
+        if df is None or (ran == 0 and unavailable == 0):
+            return "not run"
+        text = f"{ran} cell(s) ran" + (f", {unavailable} unavailable (dataset missing)" if unavailable else "")
+        if expected is not None and ran + unavailable < expected:
+            text = f"partial: {ran} of {expected} cells ran" + (f", {unavailable} unavailable" if unavailable else "")
+        if self.archived.get(experiment):
+            text += f" ({self.archived[experiment]} from the archive figures/{self.scale}/cells)"
+        return text
+
+    def missing(self, experiment: str) -> list[str]:
+        """The notes of the experiment's cells whose dataset is unavailable ("dataset unavailable: mnist (...)"),
+        each once, as the aggregation wrote them; [] when none is."""
+        df = self.table(experiment)
+        return [] if df is None else unavailable_notes(df)
+
+    def cells(self, experiment: str, where: dict) -> pd.DataFrame:
+        """The cells of `experiment` that ran with the coordinates `where`."""
+        df = self.table(experiment)
+        if df is None:
+            return pd.DataFrame()
+        df = df[df["status"].isin(RAN_STATUSES)]
+        for key, value in where.items():
+            if key not in df:
+                return df.iloc[0:0]
+            df = df[matches(df[key], value)]
+        return df
+
+    def curves(self, experiment: str, where: dict) -> pd.DataFrame:
+        """The learning curves (one row per cell and evaluation) of the cells of `experiment` with the
+        coordinates `where`: each finished cell's curve.csv beside its metrics.json and each archived cell's
+        curve (as `table` reads its metrics), else the tidy results/<scale>/<experiment>_curves.csv. Empty
+        when there is none."""
+        if experiment not in self._curves:
+            self._curves[experiment] = self._load_curves(experiment)
+        df = self._curves[experiment]
+        for key, value in where.items():
+            if key not in df:
+                return df.iloc[0:0]
+            df = df[matches(df[key], value)]
+        return df
+
+    def _load_curves(self, experiment: str) -> pd.DataFrame:
+        """Every curve of `experiment` found (see `curves`)."""
+        folder, frames = self.results / self.scale / experiment, []
+        for path in sorted(folder.rglob("metrics.json")) if folder.is_dir() else []:
+            record = json.loads(path.read_text())
+            curve = path.with_name("curve.csv")
+            if record.get("status") in RAN_STATUSES and curve.exists() and curve.stat().st_size:
+                frames.append(pd.read_csv(curve).assign(**record["coords"]))
+        csv = self.results / self.scale / f"{experiment}_curves.csv"
+        if not frames and csv.exists() and csv.stat().st_size:
+            try:
+                frames = [pd.read_csv(csv)]
+            except pd.errors.EmptyDataError:  # no cell had a curve (older aggregations wrote no header)
+                frames = []
+        else:  # the tidy aggregate holds every cell; without it, archived cells add their curves
+            frames += [pd.DataFrame(line["curve"]).assign(**line["coords"])
+                       for line in self._archived_lines(experiment)
+                       if line.get("status") in RAN_STATUSES and line.get("curve")]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def _entry(self, artefact: str, row: str, column: str):
+        """Where one table entry of ours comes from: (experiment, metric, factor, where, largest), or an Ours
+        saying why there is none."""
+        spec = self.arts[artefact]
+        columns = {**(spec.get("columns") or {}), **(spec.get("ours_columns") or {})}
+        base, r, c = spec.get("ours") or {}, (spec.get("rows") or {}).get(row) or {}, columns.get(column) or {}
+
+        def pick(key, default=None):
+            return r.get(key, c.get(key, base.get(key, default)))
+
+        if "where" not in c and c.get("quoted"):
+            return Ours(note="quoted; not run by us")
+        experiment, metric, factor = pick("experiment"), pick("metric"), float(pick("factor", 1))
+        if experiment is None or metric is None:
+            return Ours(note="no run of ours")
+        where = {**(base.get("where") or {}), **(r.get("where") or {}), **(c.get("where") or {})}
+        return experiment, metric, factor, where, pick("largest")
+
+    def _entry_rows(self, experiment: str, where: dict, largest) -> pd.DataFrame:
+        rows = self.cells(experiment, where)
+        if largest and len(rows):
+            rows = rows[rows[largest] == rows[largest].max()]
+        return rows
+
+    def paired(self, artefact: str, a: tuple[str, str], b: tuple[str, str]) -> pd.Series:
+        """Entry a minus entry b ((row, column) each) per seed / split both ran, in the table's unit; empty when
+        either entry has no cells or they share no seed."""
+        ea, eb = self._entry(artefact, *a), self._entry(artefact, *b)
+        if isinstance(ea, Ours) or isinstance(eb, Ours):
+            return pd.Series(dtype=float)
+        values = []
+        for experiment, metric, factor, where, largest in (ea, eb):
+            rows = self._entry_rows(experiment, where, largest)
+            if rows.empty or "seed" not in rows or metric not in rows:
+                return pd.Series(dtype=float)
+            values.append(pd.to_numeric(rows[metric], errors="coerce").groupby(rows["seed"]).mean() * factor)
+        return (values[0] - values[1]).dropna()
+
+    def ours(self, artefact: str, row: str, column: str) -> Ours:
+        found = self._entry(artefact, row, column)
+        if isinstance(found, Ours):
+            return found
+        experiment, metric, factor, where, largest = found
+        df = self.table(experiment)
+        if df is None:
+            return Ours(note="not run")
+        rows = self._entry_rows(experiment, where, largest)
+        if rows.empty:
+            unavailable = df[df["status"] == "unavailable"]
+            for key, value in where.items():
+                if key in unavailable:
+                    unavailable = unavailable[matches(unavailable[key], value)]
+            return Ours(note="; ".join(unavailable_notes(unavailable)) or "dataset unavailable"
+                        if len(unavailable) else "not run at this scale")
+        device = ", ".join(sorted(set(rows["device"].dropna().astype(str)))) if "device" in rows else ""
+        if "oom" in set(rows["status"]):
+            return Ours(n=len(rows), device=device, note="OOM")
+        values = pd.to_numeric(rows[metric], errors="coerce") * factor if metric in rows else [math.nan] * len(rows)
+        m, se, n = mean_se(values)
+        note = "diverged (NaN)" if "diverged" in set(rows["status"]) else ""
+        if self.state(experiment).startswith("partial"):
+            note = ", ".join(filter(None, [note, "partial"]))
+        return Ours(m, se, n, device or "not recorded", note, same=len(set(map(float, values))) == 1)
+
+
+def unavailable(config: dict, experiment: str, scale: str, found: set[str]) -> dict[str, list[str]]:
+    """{cell rel_dir: [datasets]} of the cells not found whose datasets are on neither the mirrors nor the cache of
+    this machine (as the pipeline decides before any job): they are n/a rows, as in a full build, not missing."""
+    from ..config import experiment as grid_of
+    from ..config import unavailable_cells
+    from ..data.mirrors import is_available
+
+    data = config.get("data") or {}
+    grid = grid_of(config, experiment, scale)
+    missing = unavailable_cells(grid, lambda d: is_available(d, data.get("mirrors") or [], data.get("cache_dir")))
+    return {rel: ds for rel, ds in missing.items() if f"{scale}/{experiment}/{rel}" not in found}
+
+
+class InputsContext(Context):
+    """The results an artefact's notebook was handed: {experiment: tidy CSV, "<experiment>_curves": curves CSV}
+    (the artefact rule's inputs, or build_partial's). The same claim code then gives a figure or table the verdicts
+    the report gives, from the same cells."""
+
+    def __init__(self, inputs: dict, scale: str, docs: list[dict]):
+        super().__init__(".", scale, docs)
+        self.inputs = {str(k): str(v) for k, v in dict(inputs).items()}
+
+    def table(self, experiment: str) -> pd.DataFrame | None:
+        if experiment not in self._tables:
+            path = self.inputs.get(experiment)
+            df = read_csv(path) if path and Path(path).exists() else pd.DataFrame()
+            self._tables[experiment] = None if df.empty else df
+        return self._tables[experiment]
+
+    def _load_curves(self, experiment: str) -> pd.DataFrame:
+        path = self.inputs.get(f"{experiment}_curves")
+        return read_csv(path) if path and Path(path).exists() else pd.DataFrame()

@@ -1,0 +1,108 @@
+"""The numeric reading of BALI Fig. 1's words ("an excellent and smooth fit ... increased predictive uncertainty
+further away"): one synthetic cell's predictive on its plotting grid, reduced to a few numbers.
+
+Read by the claim check (claims.smooth_predictive), by the Fig. 1 notebooks and their sweep. No plotting and no
+styling here, so the verdict engine can import it without the figure code.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+
+def floats(text) -> np.ndarray:
+    return np.array([float(v) for v in str(text).split()]) if isinstance(text, str) else np.array([])
+
+
+def synthetic_data(row: pd.Series):
+    """Training points and plotting grid of a synthetic cell, regenerated from its recorded `data_kwargs`."""
+    from ..data import registry
+
+    b = registry.load(str(row["dataset"]), **json.loads(row["data_kwargs"]))
+    return b
+
+
+# Numeric reading of Sec. 5.1's words for Fig. 1, "an excellent and smooth fit to the data with small uncertainty
+# close to the data points and increased predictive uncertainty further away from the training data and decision
+# boundary". Distances are to the nearest training input, in input units (regression inputs span [-1, 1]). Noise
+# levels are the cell's inferred noise sd: App. H.1's U_0 = 0.01 N I floors Sigma at ~0.01 N / (N + 3), a noise
+# sd of ~0.1 whatever the data (sines-trend's true 0.02 is out of reach), so the fit and the uncertainty near the
+# data are judged against the noise level the model itself states.
+SHAPE = {
+    "near": 0.02,  # regression: grid points this close to a training input are "close to the data"
+    "far": 0.2,  # ... and at least this far from every one are "further away"
+    "near_2d": 0.1,  # two moons (inputs span ~3 units): close to the data
+    "far_2d": 0.5,  # ... and further away
+    # what "excellent and smooth fit ... small ... increased" must reach, per dataset
+    "tv_ratio_max": 1.5,  # total variation of the mean over the data range / the true function's (no wiggles)
+    "roughness_max": 1.5,  # summed |second difference| of the mean over the data range / the true function's
+    "fit_err_max": 1.0,  # RMS error of the mean against the true f close to the data, in inferred noise sds
+    "epi_near_max": 2.0,  # largest weight (epistemic) sd close to the data, in inferred noise sds (no spikes)
+    "far_over_near_min": 2.0,  # predictive sd (regression) or entropy (classification) far / close
+    "entropy_far_min": 0.1,  # two moons: and at least this much entropy (nats; p ~ 0.02 / 0.98) far from the data
+}
+
+
+def _nearest(grid: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """Distance of each grid point to its nearest training input ([G, D], [N, D] -> [G])."""
+    g = grid.reshape(len(grid), -1)
+    t = train.reshape(len(train), -1)
+    return np.sqrt(((g[:, None, :] - t[None, :, :]) ** 2).sum(-1)).min(1)
+
+
+def predictive_shape(row: pd.Series) -> dict:
+    """The numeric reading (:data:`SHAPE`) of one synthetic cell's predictive on its plotting grid.
+
+    Regression, over the grid points inside the training inputs' range: `tv_ratio` and `roughness` (total
+    variation and summed absolute second difference of the predictive mean, over the true function's),
+    `fit_err` (RMS of mean - f close to the data) and `epi_near` (largest weight sd close to the data), both in
+    the cell's inferred noise sds, and `far_over_near` (median total sd far from the data / close to it).
+    Classification: `far_over_near` of the predictive entropy of p(class 1), and `entropy_near` / `entropy_far`
+    (nats; far from the data it must also reach `entropy_far_min`, else a ratio of two near-zero entropies
+    would pass). `smooth` is True when every criterion of :data:`SHAPE` is met. Empty for a cell that did not
+    complete.
+    """
+    if row.get("status") != "completed":
+        return {}
+    b = synthetic_data(row)
+    x_train = b.x_train.numpy()
+    grid = b.meta["x_grid"].numpy()
+    d = _nearest(grid, x_train)
+    if b.task == "regression":
+        xg, fg = grid.ravel(), b.meta["f_grid"].numpy().ravel()
+        mean, sd, epi = floats(row["grid_mean"]), floats(row["grid_sd"]), floats(row["grid_sd_epistemic"])
+        noise = float(row["noise_sd"])
+        near, far = d <= SHAPE["near"], d >= SHAPE["far"]
+        inside = (xg >= x_train.min()) & (xg <= x_train.max())
+        m, f = mean[inside], fg[inside]
+        out = {"tv_ratio": float(np.abs(np.diff(m)).sum() / np.abs(np.diff(f)).sum()),
+               "roughness": float(np.abs(np.diff(m, 2)).sum() / np.abs(np.diff(f, 2)).sum()),
+               "fit_err": float(np.sqrt(np.mean((mean[near] - fg[near]) ** 2)) / noise),
+               "epi_near": float(epi[near].max() / noise),
+               "far_over_near": float(np.median(sd[far]) / np.median(sd[near])), "noise": noise}
+        out["smooth"] = bool(out["tv_ratio"] <= SHAPE["tv_ratio_max"] and out["roughness"] <= SHAPE["roughness_max"]
+                             and out["fit_err"] <= SHAPE["fit_err_max"] and out["epi_near"] <= SHAPE["epi_near_max"]
+                             and out["far_over_near"] >= SHAPE["far_over_near_min"])
+        return out
+    p = np.clip(floats(row["grid_p1"]), 1e-12, 1 - 1e-12)
+    entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+    e_near = float(np.median(entropy[d <= SHAPE["near_2d"]]))
+    e_far = float(np.median(entropy[d >= SHAPE["far_2d"]]))
+    ratio = e_far / e_near if e_near > 0 else float("inf")
+    return {"entropy_near": e_near, "entropy_far": e_far, "far_over_near": ratio,
+            "smooth": bool(ratio >= SHAPE["far_over_near_min"] and e_far >= SHAPE["entropy_far_min"])}
+
+
+def shape_text(shape: dict) -> str:
+    """One line of :func:`predictive_shape`'s numbers."""
+    if not shape:
+        return "n/a"
+    if "tv_ratio" in shape:
+        return (f"TV ratio {shape['tv_ratio']:.2f}, roughness {shape['roughness']:.2f}, fit error "
+                f"{shape['fit_err']:.2f} and largest weight sd near data {shape['epi_near']:.2f} noise sd "
+                f"({shape['noise']:.3f}), sd far/near {shape['far_over_near']:.2f}")
+    return (f"entropy near data {shape['entropy_near']:.3f}, far {shape['entropy_far']:.3f}, "
+            f"far/near {shape['far_over_near']:.3g}")
