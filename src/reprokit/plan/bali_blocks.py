@@ -79,8 +79,8 @@ class BbbNoise(Settings):
 class BaliPriors(BaliOptions):
     """BALI's hyperparameters (Tables 4 / 5)."""
 
-    alpha: float = Field(gt=0, description="EMA rate of the layer statistics")
-    beta: float = Field(gt=0, le=1, description="learning rate of the means' update")
+    alpha: float = Field(gt=0, description="step size of the pseudo-targets y = z + alpha dL/dz (Eq. 18)")
+    beta: float = Field(gt=0, le=1, description="update rate of the EMAs of the layer statistics Psi (Eq. 17)")
     beta_milestones: list[Fraction] = Field(description="beta / beta_decay after each fraction of the iterations")
     beta_decay: float = Field(gt=0)
     sigma_r2: float = Field(gt=0)
