@@ -14,10 +14,6 @@
 # samples (Sec. 5.4); mean over seeds/splits. Read from the per-step curve (curve.csv) of each cell.
 
 # %%
-import textwrap
-
-import matplotlib.pyplot as plt
-
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
 
@@ -29,34 +25,13 @@ curves = bc.load([snakemake.input["bali_cls_uci_curves"], snakemake.input["bali_
 scale = bc.scale_of(df)
 
 # %%
-order = ["mnist", "fashion_mnist", "spambase", "cdc_diabetes", "magic"]
-fig, axes = plt.subplots(1, len(order), figsize=(15, 3.2))
-for ax, d in zip(axes, order):
-    rows = df[df["dataset"] == d]
-    ax.set_title(bc.DATASETS[d])
-    ax.set_xlabel("iteration")
-    if rows.empty or (rows["status"] == "unavailable").all():  # the cells' notes and how to get the data
-        style.na_panel(ax, rows, otherwise="no cell of this dataset ran at this scale", width=40, fontsize=6)
-        continue
-    for m in bc.METHODS:
-        c = bc.nll_curves(curves, d, m) if not curves.empty else None
-        if c is None or c.empty:
-            continue
-        ax.plot(c["step"], c["test_nll"], color=bc.COLORS[m], ls="-", lw=1.2, label=f"{bc.METHODS[m]} test")
-        ax.plot(c["step"], c["train_nll"], color=bc.COLORS[m], ls="--", lw=1.0, label=f"{bc.METHODS[m]} train")
-    ax.set_yscale("log")
-    ran = rows[rows["status"] != "unavailable"]
-    doubling = int(ran["eval_doubling_until"].fillna(0).max()) if "eval_doubling_until" in ran else 0
-    every = f"eval every {int(ran['eval_every'].iloc[0])} it."
-    if doubling > 1:  # rows at 1, 2, 4, ..: a log-like x axis (linear through 0) shows the curves' start
-        ax.set_xscale("symlog", linthresh=1)
-        every += f" and at 1, 2, 4, .. < {doubling}"
-    ax.text(0.98, 0.98, f"{every}, {int(ran['eval_samples'].iloc[0])} samples", ha="right", va="top", fontsize=6,
-            transform=ax.transAxes)
-if not style.na_texts(axes[0]):
-    axes[0].set_ylabel("NLL (log scale)")
-style.figure_legend(fig, axes, ncol=6, frameon=True, bbox_to_anchor=(0.5, 1.06))  # every plotted method
-fig.tight_layout(rect=(0, 0.07, 1, 1))
-note = bc.provenance(df) + "; curve NLL: test set (or a fixed random subset of it) and random training points"
-note = textwrap.fill(note, 230)
+fig, axes = bc.nll_figure(df, curves)
+ran = df[df["status"] != "unavailable"]
+samples = "/".join(str(int(v)) for v in sorted(set(ran["eval_samples"].dropna())))
+note = (bc.provenance(df) + "; curves: mean over the seeds (splits) that ran per dataset; NLL on the test set (or a "
+        f"fixed random subset of it) and on random training points, {samples} posterior / dropout samples; NLL "
+        "evaluated (iterations): " + bc.eval_text(df) + "; x axis: iterations on a log scale from the first evaluation (iteration 0, before training, is not "
+        "drawn)")
+note = style.wrap_note(fig, note)
+fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

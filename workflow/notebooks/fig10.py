@@ -70,10 +70,15 @@ for ax, n in zip(axes[0], panels):
     ax.set_title(f"MNIST, {n / 1000:g}k examples")
     ax.set_xlabel("total communication (GB, up + down, measured)")
     ax.set_ylabel("validation accuracy (%)")
-    ax.legend(loc="lower right")
-fig.tight_layout(rect=(0, 0.07, 1, 1))  # room for the provenance footer
-rounds = inv.steps_text(cells[~cells["rotated"]], "rounds")
-note = style.provenance(cells, f"MNIST, 100 non-i.i.d. clients (Dirichlet label skew 0.1), 10k validation hold-out; "
-                        f"{rounds} rounds; moving average over {window} evaluations; "
-                        + (f"mean ± s.e. over {n_seeds} seeds" if n_seeds > 1 else "one seed (no s.e. band)"))
+style.figure_legend(fig, axes)  # above the panels: no curve under it
+done = inv.completed(cells[~cells["rotated"]])
+rounds = ", ".join(f"{n / 1000:g}k examples {int(r)}" for n, r in done.groupby("n_train")["rounds"].max().items()) \
+    if len(done) and "rounds" in done else "n/a"
+note = style.provenance(cells, "MNIST split over 100 clients, not identically distributed (labels drawn per client "
+                        "from a Dirichlet distribution with concentration 0.1), 10k validation examples held out"
+                        ) + (f"; communication rounds: {rounds}; each curve a moving average over {window} evaluations "
+                             "(the paper: 10), then " + (f"mean ± s.e. over {n_seeds} seeds" if n_seeds > 1
+                                                         else "one seed (no s.e. band)"))
+note = style.wrap_note(fig, note)
+fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.9))  # room for the legend above, the footer below
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

@@ -18,6 +18,8 @@
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
+from matplotlib.transforms import blended_transform_factory
 
 from reprokit.report import style
 from reprokit.report.stats import grouped_mean_se
@@ -32,80 +34,120 @@ scale = style.scale_of(a)
 
 
 # %%
+INFORMATIVE = 15  # the data's informative inputs: x_1..x_15 carry the label, x_16..x_30 are noise (Sec. 5)
+K_MAX = 30
+
+
 def by_inputs(df, column):
     """(K, mean, s.e.) over seeds per number of inputs K."""
     ms = grouped_mean_se(df, "n_inputs", column)
     return ms["n_inputs"].to_numpy(), ms["mean"].to_numpy(), ms["se"].to_numpy()
 
 
-def zoom_on_peak(ax, k, m, s, best, half_width: int = 4):
-    """An inset of K within `half_width` of the peak, its own y scale and s.e. bars: at the panel's scale the curve
-    rises by hundreds of nats and is flat near the peak, so the peak cannot be seen there."""
-    near = np.isfinite(m) & (np.abs(k - best) <= half_width)
-    if not np.isfinite(best) or near.sum() < 3:
+def seeds_text(df):
+    """How many seeds each K's mean is over: "1 seed (no s.e.)", "3 seeds", "2-3 seeds"."""
+    n = df.groupby("n_inputs")["seed"].nunique()
+    lo, hi = int(n.min()), int(n.max())
+    if hi == 1:
+        return "1 seed (no s.e.)"
+    return f"mean ± s.e. over {lo if lo == hi else f'{lo}-{hi}'} seeds"
+
+
+def zoom_on_peak(ax, k, m, s, centre, seeds, half_width: int = 5):
+    """An inset of K within `half_width` of `centre`, with its own y scale: at the panel's scale the curve rises by
+    hundreds of nats and is flat there. The inset spans the same K as the main axes below it (x in the main axes'
+    data coordinates), so its K = 15 line continues the main axes' line."""
+    lo, hi = max(centre - half_width, 1), min(centre + half_width, K_MAX)
+    near = np.isfinite(m) & (k >= lo) & (k <= hi)
+    if near.sum() < 3:
         return None
-    ins = ax.inset_axes([0.42, 0.08, 0.55, 0.52])  # lower right: the curve is near the top once it has risen
-    ins.errorbar(k[near], m[near], yerr=s[near], color="k", marker="o", ms=2, lw=0.8, capsize=1.5)
-    ins.axvline(best, color="tab:red", ls=":", lw=1)
-    lo, hi = np.nanmin(m[near] - s[near]), np.nanmax(m[near] + s[near])
-    pad = 0.1 * (hi - lo) if hi > lo else 1.0
-    ins.set_ylim(lo - pad, hi + pad)
-    ins.set_title(f"zoom: K = {k[near].min():g}-{k[near].max():g} (mean ± s.e.)", fontsize=6)
-    ins.tick_params(labelsize=6)
+    span = blended_transform_factory(ax.transData, ax.transAxes)
+    ins = ax.inset_axes([lo - 0.5, 0.08, hi - lo + 1, 0.5], transform=span)
+    ins.errorbar(k[near], m[near], yerr=s[near] if np.nanmax(s[near]) > 0 else None, color="k", marker="o", ms=2,
+                 lw=0.8, capsize=1.5)
+    ins.axvline(INFORMATIVE, color="tab:blue", ls=":", lw=1)
+    ins.set_xlim(lo - 0.5, hi + 0.5)
+    bottom, top = np.nanmin(m[near] - s[near]), np.nanmax(m[near] + s[near])
+    pad = 0.1 * (top - bottom) if top > bottom else 1.0
+    ins.set_ylim(bottom - pad, top + pad)
+    ins.set_title(f"zoom: K = {lo:g}-{hi:g}, {seeds}", fontsize=7)
+    ins.tick_params(labelsize=7)
     return ins
 
 
 def panel(ax_obj, ax_fit, df, objective, title, obj_label):
+    """Top: the objective against K (its largest mean marked); bottom: train/test accuracy and log-likelihood."""
     if df.empty or objective not in df:  # e.g. a paper-scale build from part of the grid
         for ax in (ax_obj, ax_fit):
             style.na_panel(ax, df, title=title, otherwise="no cell of this method has run")
         return np.nan
     k, m, s = by_inputs(df, objective)
+    seeds = seeds_text(df)
     ax_obj.plot(k, m, color="k", marker="o", ms=2.5, label=obj_label)
     ax_obj.fill_between(k, m - s, m + s, color="k", alpha=0.2)
     best = k[np.nanargmax(m)] if np.isfinite(m).any() else np.nan
-    ax_obj.axvline(best, color="tab:red", ls=":", lw=1)
-    ax_obj.set_title(f"{title} (objective peaks at K = {best:g})")
+    ax_obj.axvline(INFORMATIVE, color="tab:blue", ls=":", lw=1, label=f"K = {INFORMATIVE}: the informative inputs")
+    if np.isfinite(best):
+        ax_obj.plot([best], [m[k == best][0]], ls="none", marker="*", ms=9, color="tab:red", zorder=4,
+                    label=f"largest mean (K = {best:g})")
+    ax_obj.set_xlim(0, K_MAX + 1)
+    ax_obj.set_title(f"{title}: {obj_label} vs. inputs kept")  # what is drawn, not what it shows
+    ax_obj.set_xlabel("Num. inputs K (the first K kept)")
     ax_obj.set_ylabel(obj_label)
-    zoom_on_peak(ax_obj, k, m, s, best)
+    ax_obj.legend(loc="upper right", bbox_to_anchor=(1, 0.94), fontsize=7)  # below the flat top, above the inset
+    zoom_on_peak(ax_obj, k, m, s, INFORMATIVE, seeds)
     for split, ls in (("train", "--"), ("test", "-")):
         for metric, color in (("acc", "tab:blue"), ("ll", "tab:orange")):
             kk, mm, ss = by_inputs(df, f"{split}_{metric}")
             ax_fit.plot(kk, mm, ls=ls, color=color, label=f"{split} {'accuracy' if metric == 'acc' else 'avg. log-lik.'}")
             ax_fit.fill_between(kk, mm - ss, mm + ss, color=color, alpha=0.15)
-    ax_fit.set_xlabel("Num. inputs K")
+    ax_fit.axvline(INFORMATIVE, color="tab:blue", ls=":", lw=1)
+    ax_fit.set_xlim(0, K_MAX + 1)
+    ax_fit.set_title(f"{title}: train / test fit ({seeds})")
+    ax_fit.set_xlabel("Num. inputs K (the first K kept)")
     ax_fit.set_ylabel("accuracy / avg. log-likelihood")
     ax_fit.legend(loc="lower right", ncol=2)
     return best
 
 
-fig, axes = plt.subplots(2, 3, figsize=(12, 6))
+fig, axes = plt.subplots(2, 3, figsize=(13, 7))
 part = a[(a.method == "partitioned") & (a.status == "completed")]
 lap = a[(a.method == "laplace") & (a.status == "completed")]
-peak_part = panel(axes[0, 0], axes[1, 0], part, "lml", "Partitioned", "LML estimate")
-peak_lap = panel(axes[0, 1], axes[1, 1], lap, "laplace_lml", "Post-hoc diagonal Laplace", "log marginal likelihood")
+peak_part = panel(axes[0, 0], axes[1, 0], part, "lml", "(a) Partitioned", "LML estimate")
+peak_lap = panel(axes[0, 1], axes[1, 1], lap, "laplace_lml", "(a) Diag. Laplace", "log marginal likelihood")
 
 # %% [markdown]
 # (b) Mask probability per input over training (mean over seeds); informative inputs 1–15 in blue.
 
 # %%
 prob_cols = sorted(c for c in b_curves.columns if c.startswith("p_keep_"))
+colour = {True: "tab:blue", False: "tab:gray"}
 curve = b_curves.groupby("step")[prob_cols].mean()
+b_seeds = int(b["seed"].nunique()) if "seed" in b else 0
 for i, col in enumerate(prob_cols):
-    axes[0, 2].plot(curve.index, curve[col], color="tab:blue" if i < 15 else "tab:gray", lw=0.8)
-axes[0, 2].set_title("Learned input mask over training")
+    axes[0, 2].plot(curve.index, curve[col], color=colour[i < INFORMATIVE], lw=0.8)
+axes[0, 2].set_title(f"(b) Learned input mask over training (mean over {b_seeds} seed(s))")
 axes[0, 2].set_xlabel("iteration")
 axes[0, 2].set_ylabel("keep probability")
 final = b[prob_cols].mean()
-axes[1, 2].bar(np.arange(1, len(prob_cols) + 1), final.to_numpy(), color=["tab:blue"] * 15 + ["tab:gray"] * (len(prob_cols) - 15))
+axes[1, 2].bar(np.arange(1, len(prob_cols) + 1), final.to_numpy(),
+               color=[colour[i < INFORMATIVE] for i in range(len(prob_cols))])
 axes[1, 2].set_xlabel("input mask element")
 axes[1, 2].set_ylabel("final keep probability")
-axes[1, 2].set_title("Final mask (mean over seeds)")
+axes[1, 2].set_title(f"(b) Final mask (mean over {b_seeds} seed(s))")
+mask_key = [Patch(color="tab:blue", label=f"informative inputs 1-{INFORMATIVE}"),
+            Patch(color="tab:gray", label=f"spurious inputs {INFORMATIVE + 1}-{len(prob_cols) or K_MAX}")]
+axes[0, 2].legend(handles=mask_key, loc="best", fontsize=7)  # where the curves are not
+axes[1, 2].set_ylim(0, 1.2)  # room above the bars
+axes[1, 2].legend(handles=mask_key, loc="upper center", ncol=2, fontsize=7)
 
 kept = sorted({int(i) for row in b["kept_inputs"].dropna().astype(str) for i in row.split()})
 note = (style.provenance(a, f"synthetic input selection (Lyle et al. 2020): {int(a['n_train'].iloc[0])} train / "
                          f"{int(a['n_test'].iloc[0])} test, 30 inputs, label y in {{0,1}} enters the features as 2y-1")
-        + f"; LML peak K={peak_part:g}, Laplace peak K={peak_lap:g}; (b) inputs kept (p>0.5) in any seed: "
-        + (f"{kept[0]}..{kept[-1]} ({len(kept)})" if kept else "none"))
-fig.tight_layout(rect=(0, 0.03, 1, 1))
+        + f"; (a) post-hoc diagonal Laplace: Immer et al. (2021); K of the largest mean objective: LML {peak_part:g}, "
+        f"Laplace {peak_lap:g}"
+        + "; (b) inputs kept (keep probability > 0.5) in any seed: "
+        + (f"{kept[0]}..{kept[-1]} ({len(kept)} inputs)" if kept else "none"))
+note = style.wrap_note(fig, note)
+fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

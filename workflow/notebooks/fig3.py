@@ -43,10 +43,6 @@ for t in (a, b, c):
 def panel(ax, df, title):
     """Mean ± s.e. over seeds of test accuracy vs subset size, one line per method."""
     ok = completed(df)
-    if ok.empty:  # n/a: the unavailable cells' notes and how to get the data, or why no cell is here
-        style.na_panel(ax, df, title, otherwise="no cell completed" if len(df) else "no cell in this scale's grid",
-                       width=45)
-        return
     for method, (label, color, marker) in METHOD_STYLE.items():
         sub = ok[ok["method"] == method]
         if sub.empty:
@@ -64,12 +60,56 @@ def panel(ax, df, title):
     ax.set_title(title)
 
 
-fig, axes = plt.subplots(2, 3, figsize=(11, 6))
-for row, rot in enumerate((False, True)):
-    prefix = "Rot" if rot else ""
-    panel(axes[row, 0], a[a["rotated"] == rot], f"(a) {prefix}MNIST, MNIST CNN")
-    panel(axes[row, 1], b[b["rotated"] == rot], f"(b) {prefix}CIFAR10, fixup ResNet-8")
-    panel(axes[row, 2], c[c["rotated"] == rot], f"(c) {prefix}TinyImagenet, ResNet-50 GN")
+# The panels: (a) MNIST, (b) CIFAR-10, (c) TinyImageNet (columns), unrotated / rotated (rows). A column none of whose
+# panels has a completed cell is one n/a area over both rows (two such columns side by side: one area over both),
+# and the figure's one n/a text (`style.na_shared`: each missing panel's reason, how to get the data once) is in the
+# first n/a area; any other n/a area points to it.
+COLUMNS = [("(a)", "MNIST", "MNIST CNN", a), ("(b)", "CIFAR10", "fixup ResNet-8", b),
+           ("(c)", "TinyImagenet", "ResNet-50 GN", c)]
+
+
+def rows_of(df, rot):
+    return df[df["rotated"] == rot]
+
+
+def why(df):
+    return "no cell completed" if len(df) else "no cell in this scale's grid (paper scale only)"
+
+
+empty = [[completed(rows_of(df, rot)).empty for rot in (False, True)] for *_, df in COLUMNS]
+whole = [all(e) for e in empty]  # columns with no completed cell in either row
+fig = plt.figure(figsize=(11, 6.2))
+gs = fig.add_gridspec(2, 3)
+axes, areas, done = [], [], set()  # areas: (axes, [(label, rows, why)]) without data
+for j, (tag, name, net, df) in enumerate(COLUMNS):
+    if j in done:
+        continue
+    if whole[j]:  # this column, and the next if it is empty too, as one area
+        span = [j] + ([j + 1] if j + 1 < len(COLUMNS) and whole[j + 1] else [])
+        done.update(span)
+        ax = fig.add_subplot(gs[:, span[0]:span[-1] + 1])
+        parts = [(f"{COLUMNS[i][0]} {COLUMNS[i][1]} and Rot{COLUMNS[i][1]}", COLUMNS[i][3], why(COLUMNS[i][3]))
+                 for i in span]
+        title = "; ".join(f"{COLUMNS[i][0]} {COLUMNS[i][1]}, Rot{COLUMNS[i][1]} ({COLUMNS[i][2]})" for i in span)
+        areas.append((ax, parts, title))
+        axes.append(ax)
+        continue
+    for row, rot in enumerate((False, True)):
+        ax = fig.add_subplot(gs[row, j])
+        axes.append(ax)
+        title = f"{tag} {'Rot' if rot else ''}{name}, {net}"
+        if empty[j][row]:
+            areas.append((ax, [(f"{tag} {'Rot' if rot else ''}{name}", rows_of(df, rot), why(rows_of(df, rot)))],
+                          title))
+        else:
+            panel(ax, rows_of(df, rot), title)
+if areas:  # one n/a text for the figure
+    first, _, first_title = areas[0]
+    style.na_shared(first, [p for _, parts, _ in areas for p in parts], first_title,
+                    width=70 if first.get_subplotspec().colspan.stop - first.get_subplotspec().colspan.start > 1
+                    else 40)
+    for ax, _, title in areas[1:]:
+        style.na_see(ax, f"the n/a note in {first_title.split(' ')[0]}", title)
 style.figure_legend(fig, axes)  # every method plotted in any panel
 
 # %% [markdown]
@@ -108,25 +148,21 @@ def augerino_switch_text():
     return "; ".join(parts) or "not run"
 
 
-steps = ", ".join(f"{n}: {int(s)}" for n, s in ok.groupby("n_train")["n_steps"].max().items()) if len(ok) else "?"
-missing = []
-for name, t in (("CIFAR-10", b), ("TinyImageNet", c)):
-    if completed(t).empty:
-        missing.append(f"{name}: " + (", ".join(sorted(set(t["note"].dropna()) - {""}))
-                                      or ("paper scale only (no cell in this scale's grid)" if t.empty else "not run")))
+steps = ", ".join(f"{n // 1000 if n >= 1000 else n}{'k' if n >= 1000 else ''} examples: {int(s)}"
+                  for n, s in ok.groupby("n_train")["n_steps"].max().items()) if len(ok) else "?"
+absent = [label for m, (label, *_) in METHOD_STYLE.items() if m not in set(a["method"])]
 note = "\n".join([
     style.provenance(a, "MNIST (60k train / 10k test; RotMNIST: each image rotated once by U[-pi, pi])")
-    + f"; test examples {int(ok['n_test'].max()) if len(ok) else '?'}; training-set sizes and iterations per size "
-    f"({steps}) are our choice (not stated in the paper)",
-    "Learned rotation half-width (rad) - Partitioned: " + rotation_text("partitioned")
-    + " | Partitioned (Ens.): " + rotation_text("partitioned_ens"),
-    "Last-layer ML: " + rotation_text("last_layer_ml") + " | Diff. Laplace: " + rotation_text("diff_laplace")
+    + f"; test examples {int(ok['n_test'].max()) if len(ok) else '?'}; training iterations per training-set size "
+    f"({steps}) are our choice (not stated in the paper)"
+    + (f"; methods not in this scale's grid: {', '.join(absent)}" if absent else ""),
+    "Learned rotation half-width (radians) per training-set size - Partitioned: " + rotation_text("partitioned")
+    + " | Partitioned (Ens.): " + rotation_text("partitioned_ens") + " | Last-layer ML: "
+    + rotation_text("last_layer_ml") + " | Diff. Laplace: " + rotation_text("diff_laplace")
     + " | Augerino: " + rotation_text("augerino"),
-    "Augerino 1k, App. E safe switch vs plain -lambda||psi|| (lambda 0.01 unless named; diverged = NaN): "
-    + augerino_switch_text(),
-    "n/a: " + ("; ".join(missing) or "none")
-    + " | not in this scale's grid: " + (", ".join(label for m, (label, *_) in METHOD_STYLE.items()
-                                                   if m not in set(a["method"])) or "none"),
+    "Augerino at 1k examples with App. E's safe switch vs. without it (plain: the loss -lambda||psi|| alone; "
+    "lambda 0.01 unless named; diverged = NaN): " + augerino_switch_text(),
 ])
-fig.tight_layout(rect=(0, 0.07, 1, 0.97))
+note = style.wrap_note(fig, note)
+fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.95))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

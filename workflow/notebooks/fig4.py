@@ -68,9 +68,10 @@ for ax, (scheme, title) in zip(axes, SCHEMES.items()):
 handles = [plt.Rectangle((0, 0), 1, 1, color=cmap(k)) for k in range(len(PROPORTIONS))]
 fig.legend(handles, [f"partition {k + 1}" for k in range(len(PROPORTIONS))], loc="upper center", ncol=len(PROPORTIONS),
            frameon=False, bbox_to_anchor=(0.5, 1.02))
-fig.tight_layout(rect=(0, 0.05, 1, 0.95))
 
 # %%
 note = static_note(scale, f"reprokit.partition.partition(nn.Linear(5, 6), {PROPORTIONS}, scheme=random|node, seed={SEED}); "
                           "colours = the library's uint8 assignments")
+note = style.wrap_note(fig, note)
+fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.95))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

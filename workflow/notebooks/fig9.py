@@ -84,5 +84,6 @@ note = (style.provenance(pd.concat([rand, part_all[sel], retr]), f"RotMNIST, {n_
         + (f"{100 * part['test_acc'].mean():.1f}%" if len(part) else "n/a") + ", retrained "
         + (f"{100 * retr_ok['test_acc'].mean():.1f}%" if len(retr_ok) else "n/a")
         + (f"; learned rotation {part['aug_rotation'].mean():.2f} rad" if len(part) else ""))
-fig.tight_layout(rect=(0, 0.04, 1, 0.96))
+note = style.wrap_note(fig, note)
+fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.96))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821

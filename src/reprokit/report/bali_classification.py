@@ -66,9 +66,9 @@ def provenance(df: pd.DataFrame) -> str:
     uci = ran[ran["dataset"].isin(UCI)]
     img = ran[~ran["dataset"].isin(UCI)]
     if len(uci):
-        parts.append(f"UCI: {uci['seed'].nunique()} random 80/20 split(s) (seed = split)")
+        parts.append(f"UCI: random 80/20 splits (seed = split), {_per_dataset(uci, 'split')}")
     if len(img):
-        parts.append(f"MNIST/FashionMNIST: standard 60000/10000 split, {img['seed'].nunique()} seed(s)")
+        parts.append(f"MNIST/FashionMNIST: standard 60000/10000 split, {_per_dataset(img, 'seed')}")
     sizes = []
     for d in DATASETS:
         rows = ran[ran["dataset"] == d]
@@ -80,6 +80,16 @@ def provenance(df: pd.DataFrame) -> str:
     if missing:
         parts.append("n/a = dataset unavailable: " + ", ".join(missing))
     return "; ".join(parts)
+
+
+def _per_dataset(rows: pd.DataFrame, what: str) -> str:
+    """How many seeds (splits) ran, counted per dataset from the cells: "1 split each", or "Spambase 1, Telescope 2
+    splits" where the datasets differ."""
+    n = rows.groupby("dataset")["seed"].nunique()
+    n = n.reindex([d for d in DATASETS if d in n.index] + [d for d in n.index if d not in DATASETS])
+    if n.nunique() == 1:
+        return f"{int(n.iloc[0])} {what}{'s' if int(n.iloc[0]) > 1 else ''} each"
+    return ", ".join(f"{DATASETS.get(d, d)} {int(k)}" for d, k in n.items()) + f" {what}s"
 
 
 def _datasets(df: pd.DataFrame) -> list[str]:
@@ -230,3 +240,117 @@ def roc_mean(df: pd.DataFrame, dataset: str, method: str) -> tuple[np.ndarray, n
         return grid, np.full(grid.shape, np.nan), []
     cols = [f"{ROC_PREFIX}{g:.3f}" for g in grid]
     return grid, rows[cols].to_numpy(dtype=np.float64).mean(0), rows["ood_auroc"].astype(float).tolist()
+
+
+# ---------------------------------------------------------------------------------------------- plotting
+
+# How each method's curve is drawn, so that none hides another where they overlap: DO wide and pale under the
+# others, MAP thin on top of it, BALI in between, and a marker of its own each (also `bali_fig7`'s variants).
+LINE = {"bali": {"lw": 1.5, "zorder": 4, "marker": "o"},
+        "dropout": {"lw": 3.2, "alpha": 0.45, "zorder": 2, "marker": "s"},
+        "map": {"lw": 1.0, "zorder": 5, "marker": "^"},
+        "bali_n": {"lw": 1.0, "zorder": 6, "marker": "v"}}
+SPLIT_LS = {"test": "-", "train": "--"}
+FIG2_ORDER = ["mnist", "fashion_mnist", "spambase", "cdc_diabetes", "magic"]
+
+
+def _markevery(n: int):
+    """Every evaluation marked when there are few (so their spacing shows), else evenly along the log axis."""
+    return None if n <= 40 else 0.08
+
+
+def nll_figure(df: pd.DataFrame, curves: pd.DataFrame, order=FIG2_ORDER):
+    """BALI Fig. 2: train (dashed) and test (solid) NLL of every method against the iteration, one panel per
+    dataset, on a log x axis over the positive iterations (`style.log_steps`: the first evaluations, where the
+    paper's claim about convergence speed is, take as much room as the last). Every method drawn is named in one
+    legend above the panels (`style.figure_legend`). Returns (fig, axes)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(order), figsize=(3.2 * len(order), 3.4))
+    axes = np.atleast_1d(axes)
+    for ax, d in zip(axes, order):
+        rows = df[df["dataset"] == d] if len(df) else df
+        ax.set_title(DATASETS.get(d, d))
+        if rows.empty or (rows["status"] == "unavailable").all():  # the cells' notes and how to get the data
+            style.na_panel(ax, rows, otherwise="no cell of this dataset ran at this scale", width=40, fontsize=6.5)
+            continue
+        steps = []
+        for m in METHODS:
+            c = nll_curves(curves, d, m) if len(curves) else None
+            if c is None or c.empty:
+                continue
+            c = c[c["step"] > 0]  # step 0 (the initialisation) has no place on a log axis
+            steps += c["step"].tolist()
+            for split in ("test", "train"):
+                ax.plot(c["step"], c[f"{split}_nll"], color=COLORS[m], ls=SPLIT_LS[split], ms=3,
+                        markevery=_markevery(len(c)), label=f"{METHODS[m]} {split}", **LINE[m])
+        ax.set_yscale("log")
+        style.log_steps(ax, steps)
+    for ax in axes:
+        if not style.na_texts(ax):
+            ax.set_ylabel("NLL (log scale)")
+            break
+    style.figure_legend(fig, axes, ncol=6, frameon=True, bbox_to_anchor=(0.5, 1.06))  # every plotted method
+    return fig, axes
+
+
+def eval_text(df: pd.DataFrame, order=FIG2_ORDER) -> str:
+    """When the curves' NLL was evaluated, per dataset, from the cells: "Spambase every 18 iterations; MNIST every
+    30 and at 1, 2, 4, .. < 30"."""
+    parts = []
+    for d in order:
+        ran = _ran(df[df["dataset"] == d]) if len(df) else df
+        if ran.empty or "eval_every" not in ran:
+            continue
+        every = "/".join(str(int(v)) for v in sorted(set(ran["eval_every"].dropna())))
+        doubling = int(ran["eval_doubling_until"].fillna(0).max()) if "eval_doubling_until" in ran else 0
+        also = f" and at 1, 2, 4, .. < {doubling}" if doubling > 1 else ""
+        parts.append(f"{DATASETS.get(d, d)} every {every}{also}")
+    return "; ".join(parts)
+
+
+def seeds_per_dataset(curves: pd.DataFrame, method: str | None = None) -> str:
+    """The seeds (splits) each dataset's curves average over, counted from the curves: "Spambase 1, Telescope 2"."""
+    c = curves if method is None or "method" not in curves else curves[curves["method"] == method]
+    if c.empty or "seed" not in c:
+        return "none"
+    n = c.groupby("dataset")["seed"].nunique()
+    n = n.reindex([d for d in DATASETS if d in n.index] + [d for d in n.index if d not in DATASETS])
+    return ", ".join(f"{DATASETS.get(d, d)} {int(k)}" for d, k in n.items())
+
+
+VARIANT_LINE = {"BALI-W": {"color": "tab:blue", "lw": 3.2, "alpha": 0.45, "zorder": 2, "marker": "o"},
+                "BALI-L": {"color": "tab:orange", "lw": 1.2, "zorder": 4, "marker": "^"}}
+
+
+def variant_figure(curves: pd.DataFrame, names: dict):
+    """BALI Fig. 7: train (dashed) and test (solid) NLL of BALI-W and BALI-L (`variant` column of `curves`) per
+    dataset, mean ± s.e. over seeds, on a log x axis over the positive iterations. BALI-W is drawn wide and pale
+    under BALI-L so that neither hides the other. Returns (fig, axes, datasets drawn)."""
+    import matplotlib.pyplot as plt
+
+    datasets = [d for d in names if d in set(curves.get("dataset", []))]
+    n = max(len(datasets), 1)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
+    for ax, d in zip(axes[0], datasets):
+        steps = []
+        for variant, line in VARIANT_LINE.items():
+            c = curves[(curves.dataset == d) & (curves.variant == variant) & (curves.step > 0)]
+            for split in ("test", "train"):
+                col = f"{split}_nll"
+                if col not in c or c[col].dropna().empty:
+                    continue
+                g = c.dropna(subset=[col]).groupby("step")[col]
+                m, k = g.mean(), g.count()
+                se = (g.std(ddof=1) / np.sqrt(k)).fillna(0)
+                steps += m.index.tolist()
+                ax.plot(m.index, m.values, ls=SPLIT_LS[split], ms=3, markevery=_markevery(len(m)),
+                        label=f"{variant} {split}", **line)
+                ax.fill_between(m.index, m - se, m + se, color=line["color"], alpha=0.15, lw=0)
+        ax.set_title(names[d])
+        ax.set_ylabel("NLL (log scale)")
+        ax.set_yscale("log")
+        style.log_steps(ax, steps)
+    if datasets:
+        style.figure_legend(fig, axes, ncol=4, frameon=True, bbox_to_anchor=(0.5, 1.08))
+    return fig, axes, datasets

@@ -6,7 +6,6 @@ Cells come from the tidy CSVs of the `uci_regression` / `synthetic_predictive` e
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pandas as pd

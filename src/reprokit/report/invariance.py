@@ -118,56 +118,106 @@ def seeds_text(tables) -> str:
     return "/".join(map(str, n)) or "0"
 
 
+# The colour scale of Figs. 5-8 spans at least this many percentage points of test accuracy, so that differences
+# of a few tenths of a point (seed noise on MNIST) are not drawn as the colour map's two ends.
+MIN_SPAN_PP = 2.0
+PARAM_LABEL = "Parameter proportions (partitions)"  # x: the paper's "x- ticks: ratios of parameters per partition"
+DATA_LABEL = "Data proportions (chunks)"  # y: "... y- ticks: ratios of datapoints per chunk"
+
+
+def colour_limits(values, min_span: float = MIN_SPAN_PP) -> tuple[float, float]:
+    """(vmin, vmax) of one colour scale for every panel of a figure: the values' range (in the unit drawn),
+    widened about its middle to `min_span` when narrower; (0, 100) without values."""
+    v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
+    if not v.size:
+        return 0.0, 100.0
+    lo, hi = float(v.min()), float(v.max())
+    if hi - lo < min_span:
+        mid = (lo + hi) / 2
+        lo, hi = mid - min_span / 2, mid + min_span / 2
+    return lo, hi
+
+
+def _axis_labels(table: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(parameter proportions, data proportions) of a table's cells, each once, by the share of the first
+    partition / chunk, largest first (the config's order: [8, 1], [4, 1], [1, 1], [1, 8])."""
+    def order(column):
+        values = list(dict.fromkeys(table[column].map(props_label)))
+        return sorted(values, key=lambda v: -as_tuple(v)[0] / sum(as_tuple(v)))
+
+    return order("param_proportions"), order("chunk_proportions")
+
+
 def heatmap(ax, table: pd.DataFrame, value: str = "test_acc", vmin=None, vmax=None, title: str = ""):
-    """Mean over seeds of `value`: rows = parameter proportions, columns = chunk proportions.
-    Cells that did not complete (diverged, n/a) are drawn as NaN and labelled."""
+    """Mean over seeds of `value` (an accuracy) in %, as the paper's Figs. 5-8: columns (x) = parameter
+    proportions of the partitions, rows (y) = data proportions of the chunks; square cells, so panels with
+    fewer cells are smaller rather than stretched. `vmin`/`vmax` in %, shared by the panels of a figure. Cells
+    that did not complete (diverged, n/a) are drawn as NaN and labelled."""
     t = table.copy()
     t["param"] = t["param_proportions"].map(props_label)
     t["chunk"] = t["chunk_proportions"].map(props_label)
-    rows = list(dict.fromkeys(t["param"]))
-    cols = list(dict.fromkeys(t["chunk"]))
+    cols, rows = _axis_labels(t)
     ok = completed(t)
     grid = np.full((len(rows), len(cols)), np.nan)
     for (p, c), sub in ok.groupby(["param", "chunk"]):
-        grid[rows.index(p), cols.index(c)] = sub[value].mean()
-    im = ax.imshow(grid, cmap="viridis", vmin=vmin, vmax=vmax, aspect="auto")
+        grid[rows.index(c), cols.index(p)] = 100 * sub[value].mean()
+    im = ax.imshow(grid, cmap="viridis", vmin=vmin, vmax=vmax, aspect="equal")
+    mid = (vmin + vmax) / 2 if vmin is not None and vmax is not None else np.nanmean(grid)
     for i in range(len(rows)):
         for j in range(len(cols)):
             v = grid[i, j]
-            ax.text(j, i, "n/a" if not math.isfinite(v) else f"{100 * v:.1f}", ha="center", va="center",
-                    color="w" if not math.isfinite(v) or (vmax is not None and v < (vmin + vmax) / 2) else "k",
-                    fontsize=7)
+            ax.text(j, i, "n/a" if not math.isfinite(v) else f"{v:.1f}", ha="center", va="center",
+                    color="w" if not math.isfinite(v) or v < mid else "k", fontsize=8)
     ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right")
     ax.set_yticks(range(len(rows)), rows)
-    ax.set_xlabel("Chunk proportions")
-    ax.set_ylabel("Param. proportions")
+    ax.set_xlabel(PARAM_LABEL)
+    ax.set_ylabel(DATA_LABEL)
     ax.set_title(title)
     ax.grid(False)
+    ax.set_anchor("N")  # panels with fewer rows line up at the top
     return im
 
 
+def fit_colourbar(fig, axes, cax) -> None:
+    """Give the colour bar the height of the tallest heatmap (after the figure's layout is final)."""
+    maps = [ax for ax in np.ravel(axes) if ax.images]
+    if not maps or not cax.get_visible():
+        return
+    for ax in maps:
+        ax.apply_aspect()
+    tall = max((ax.get_position() for ax in maps), key=lambda b: b.height)
+    box = cax.get_position()
+    cax.set_position([box.x0, tall.y0, box.width, tall.height])
+
+
 def sensitivity_figure(tables: list[pd.DataFrame], value: str = "test_acc"):
-    """One heatmap per chunk count (tables in order of 2, 3, 4 chunks), shared colour scale. A chunk count none
-    of whose cells ran is an n/a panel (`style.na_panel`: the unavailable cells' notes)."""
-    done = [completed(t)[value] for t in tables if value in t and len(completed(t))]
-    vals = pd.concat(done, ignore_index=True) if done else pd.Series(dtype=float)
-    vmin, vmax = (float(vals.min()), float(vals.max())) if len(vals) else (0.0, 1.0)
-    if vmin == vmax:
-        vmin, vmax = vmin - 0.005, vmax + 0.005
-    fig, axes = plt.subplots(1, len(tables), figsize=(4.6 * len(tables), 4.2))
-    axes = np.atleast_1d(axes)
-    fig.subplots_adjust(left=0.08, right=0.88, bottom=0.3, top=0.9, wspace=0.55)
+    """One heatmap per chunk count (tables in order of 2, 3, 4 chunks) on one colour scale in % (`colour_limits`
+    over every panel's cells) with one colour bar; every cell is drawn the same size. A chunk count none of whose
+    cells ran is an n/a panel (`style.na_panel`: the unavailable cells' notes)."""
+    done = [100 * completed(t)[value].astype(float) for t in tables if value in t and len(completed(t))]
+    vmin, vmax = colour_limits(pd.concat(done, ignore_index=True) if done else [])
+    drawn = [value in t and t["status"].isin(style.RAN_STATUSES).any() for t in tables]
+    shapes = [tuple(map(len, _axis_labels(t))) if d else (3, 2) for t, d in zip(tables, drawn)]  # (x cells, y cells)
+    cell = min(1.0, 3.2 / max(c for c, _ in shapes))  # inches a cell
+    n_rows = max(r for _, r in shapes)
+    widths = [c * cell for c, _ in shapes]  # each cell as wide in every panel
+    fig = plt.figure(figsize=(sum(widths) + 1.6 * len(tables) + 1.0, n_rows * cell + 2.2))
+    gs = fig.add_gridspec(1, len(tables) + 1, width_ratios=widths + [0.12])
+    axes = np.array([fig.add_subplot(gs[0, i]) for i in range(len(tables))])
     im = None
     for i, (ax, t) in enumerate(zip(axes, tables)):
         c = len(as_tuple(t["chunk_proportions"].iloc[0])) if len(t) else i + 2
         title = f"({chr(97 + i)}) {c} chunks"
-        if value not in t or not t["status"].isin(style.RAN_STATUSES).any():  # no cell ran: nothing to map
-            style.na_panel(ax, t, title)
+        if not drawn[i]:  # no cell ran: nothing to map
+            style.na_panel(ax, t, title, width=40)
             continue
         im = heatmap(ax, t, value, vmin, vmax, title)
+    cax = fig.add_subplot(gs[0, len(tables)])
     if im is not None:
-        cax = fig.add_axes((0.9, 0.3, 0.015, 0.6))
-        fig.colorbar(im, cax=cax, label="Test accuracy")
+        fig.colorbar(im, cax=cax, label="Test accuracy (%)")
+    else:
+        cax.set_visible(False)
+    fig.colourbar_axes = cax  # for fit_colourbar once the page is laid out
     return fig, axes
 
 
@@ -192,16 +242,21 @@ def sensitivity_page(inputs, family: str, dataset_label: str, retrained: bool):
     tables = [pd.read_csv(inputs[f"{family}_c{c}"]) for c in (2, 3, 4)]
     whole = pd.concat(tables)
     scale = style.scale_of(whole)
-    fig, _ = sensitivity_figure(tables, "test_acc")
+    fig, axes = sensitivity_figure(tables, "test_acc")
     ok = pd.concat([completed(t) for t in tables])
     bad = sum(len(t) - len(completed(t)) for t in tables)
     rot = (f"{ok['aug_rotation'].mean():.2f} (range {ok['aug_rotation'].min():.2f}-{ok['aug_rotation'].max():.2f})"
            if len(ok) else "n/a")
-    steps = sorted(set(ok["n_steps"].astype(int))) if len(ok) else []
     sizes = f"{int(ok['n_train'].max())} training / {int(ok['n_test'].max())} test examples" if len(ok) else "?"
+    per_chunks = ", ".join(f"{c} chunks {int(s)}" for c, s in zip((2, 3, 4), (
+        completed(t)["n_steps"].max() if len(completed(t)) else float("nan") for t in tables)) if math.isfinite(s))
     note = (style.provenance(whole, f"{dataset_label}, {sizes}")
-            + f"; {'/'.join(map(str, steps))} iterations; proportions grid: our choice (the paper's tick values are "
-            "not in its text)"
-            + f"; {'rotation half-width used' if retrained else 'learned rotation half-width'} (rad): mean {rot}"
-            + (f"; {bad} cell(s) not completed (n/a)" if bad else ""))
+            + f"; training iterations: {per_chunks or 'n/a'}"
+            + f"; the proportions on the axes are our choice (the paper's tick values are not in its text)"
+            + f"; one colour scale for all panels, at least {MIN_SPAN_PP:g} percentage points wide"
+            + f"\n{'Rotation half-width the retrained network used' if retrained else 'Learned rotation half-width'}"
+            + f" (radians): mean {rot}" + (f"; {bad} cell(s) not completed (n/a)" if bad else ""))
+    note = style.wrap_note(fig, note)
+    fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
+    fit_colourbar(fig, axes, fig.colourbar_axes)
     return fig, scale, note

@@ -101,8 +101,10 @@ def shape_text(shape: dict) -> str:
     if not shape:
         return "n/a"
     if "tv_ratio" in shape:
-        return (f"TV ratio {shape['tv_ratio']:.2f}, roughness {shape['roughness']:.2f}, fit error "
-                f"{shape['fit_err']:.2f} and largest weight sd near data {shape['epi_near']:.2f} noise sd "
-                f"({shape['noise']:.3f}), sd far/near {shape['far_over_near']:.2f}")
+        return (f"the mean's total variation {shape['tv_ratio']:.2f}x and its summed curvature "
+                f"{shape['roughness']:.2f}x the true function's; error of the mean near the data "
+                f"{shape['fit_err']:.2f} and largest weight sd there {shape['epi_near']:.2f} noise sds "
+                f"(inferred noise sd {shape['noise']:.3f}); predictive sd far from the data "
+                f"{shape['far_over_near']:.2f}x that near it")
     return (f"entropy near data {shape['entropy_near']:.3f}, far {shape['entropy_far']:.3f}, "
             f"far/near {shape['far_over_near']:.3g}")

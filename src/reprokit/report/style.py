@@ -344,7 +344,7 @@ def log_steps(ax, steps, label: str = "iteration (log scale)") -> None:
 def annotate_figure(fig, scale: str, note: str) -> None:
     """The provenance footer (with the partial-grid statement, if any), and a "TEST DATA" watermark on test-scale
     figures."""
-    fig.text(0.01, 0.005, with_partial(note), fontsize=6, color="0.3", ha="left", va="bottom")
+    fig.text(0.01, 0.005, with_partial(note), fontsize=7.5, color="0.3", ha="left", va="bottom")
     if scale == "test":
         fig.text(0.5, 0.5, "TEST DATA", fontsize=48, color="red", alpha=0.25, ha="center", va="center",
                  rotation=30, transform=fig.transFigure)
@@ -360,8 +360,10 @@ def finish_figure(fig, scale: str, note: str, pdf: str | Path | None, png: str |
         if path is None:
             continue
         buf = io.BytesIO()
-        meta = {"Subject" if fmt == "pdf" else "Description": missing} if missing else None
-        fig.savefig(buf, format=fmt, bbox_inches="tight", metadata=meta)
+        meta = {"Subject" if fmt == "pdf" else "Description": missing} if missing else {}
+        if (st := artefact_statement()) is not None:  # what it rebuilds and its verdicts, readable without OCR
+            meta["Title"] = " | ".join(st.lines())
+        fig.savefig(buf, format=fmt, bbox_inches="tight", metadata=meta or None)
         atomic_write_bytes(path, buf.getvalue())
     plt.close(fig)
 
