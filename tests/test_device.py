@@ -28,6 +28,7 @@ from reprokit.config import Cell, experiment, load_pipeline_config
 from reprokit.data import variants
 from reprokit.data.variants import variant_path
 from reprokit.plan import kind as kind_module
+from reprokit import runtime as runtime_mod
 from reprokit.runtime import DeviceConfigError, Runtime, RuntimeSettings, is_oom
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -284,6 +285,77 @@ def test_out_of_memory_is_the_cells_outcome_not_a_crash(monkeypatch, tmp_path, w
     assert not ckpt.exists()  # an OOM is final: a re-run would OOM again
 
 
+def test_a_cell_run_by_the_cli_records_its_machine_and_threads(monkeypatch, tmp_path):
+    """`python -m reprokit.cell run --threads 2`: metrics.json's provenance names the CPU model, torch's CPU
+    capability and the 2 intra-op threads the cell ran with; an archived line carries the same block, and the
+    report's device string names the CPU model."""
+    from reprokit.report import archive
+    from reprokit.report.aggregate import device_of
+
+    _fake_kind(monkeypatch, lambda cell, ctx: Run(_OOMAt(-1), n_steps=4, eval_every=2))
+    cell = Cell(scale="test", experiment="tiny", coords=(("seed", 0),), settings={}, kind="fake")
+    ctx = {"mirrors": [], "cache_dir": None, "variants_dir": str(tmp_path / "v"), "run": {"device": "cpu"}}
+    out = tmp_path / "results" / "test" / "tiny" / "seed~0"
+    threads = torch.get_num_threads()
+    try:
+        assert cell_mod.main(["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx),
+                              "--out", str(out), "--threads", "2"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    record = json.loads((out / "metrics.json").read_text())
+    prov = record["provenance"]
+    assert record["status"] == "completed" and record["metrics"] == {"test_acc": 0.5}
+    assert prov["threads"] == 2
+    assert prov["cpu_model"] == runtime_mod.cpu_model() and prov["cpu_capability"]
+    assert not {"gpu_model", "gpu_driver"} & set(prov)
+    assert device_of(record) == f"cpu ({runtime_mod.cpu_model()})"
+    (out / "config.json").write_text(json.dumps({"settings": {}}))
+    line = archive.from_results(tmp_path / "results", "test", "tiny")["test/tiny/seed~0"]
+    assert line["provenance"] == prov
+
+
+def test_machine_names_the_gpu_and_its_driver_on_cuda_only(monkeypatch):
+    # FAKE GPU: CI has none, so torch's name lookup and the driver query are stood in for
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "FAKE H100")
+    monkeypatch.setattr(runtime_mod, "gpu_driver", lambda: "550.54.15")
+    on_gpu, on_cpu = runtime_mod.machine("cuda:0"), runtime_mod.machine("cpu")
+    assert on_gpu["gpu_model"] == "FAKE H100" and on_gpu["gpu_driver"] == "550.54.15"
+    assert not {"gpu_model", "gpu_driver"} & set(on_cpu)
+    assert {"cpu_model", "cpu_capability", "threads"} <= set(on_gpu) & set(on_cpu)
+
+
+def test_gpu_driver_is_none_without_nvml_or_nvidia_smi(monkeypatch):
+    import builtins
+    import shutil
+
+    real_import = builtins.__import__
+
+    def no_pynvml(name, *args, **kwargs):
+        if name == "pynvml":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pynvml)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    runtime_mod.gpu_driver.cache_clear()
+    try:
+        assert runtime_mod.gpu_driver() is None
+    finally:
+        runtime_mod.gpu_driver.cache_clear()
+
+
+def test_device_of_names_the_cpu_model_and_still_reads_old_records():
+    from reprokit.report.aggregate import device_of
+
+    assert device_of({"provenance": {"device": "cpu", "device_name": "x86_64"}}) == "cpu (x86_64)"  # before issue 51
+    assert device_of({"provenance": {"device": "cpu", "device_name": "x86_64", "cpu_model": "AMD EPYC 7B13",
+                                     "cpu_capability": "AVX512", "threads": 1}}) == "cpu (AMD EPYC 7B13)"
+    assert device_of({"provenance": {"device": "cuda:0", "device_name": "NVIDIA H100 80GB HBM3",
+                                     "cpu_model": "Intel Xeon", "gpu_model": "NVIDIA H100 80GB HBM3",
+                                     "gpu_driver": "550.54.15"}}) == "cuda:0 (NVIDIA H100 80GB HBM3)"
+    assert device_of({}) is None
+
+
 def test_other_errors_still_fail_the_cell(monkeypatch, tmp_path):
     def build(cell, ctx):
         raise RuntimeError("a real bug")
@@ -326,6 +398,11 @@ def test_metrics_json_records_device_precision_versions_memory_and_speed(shared_
     assert prov["device"] == "cpu" and prov["precision"] == "fp32"
     assert prov["torch"] == torch.__version__ and "cuda" in prov
     assert prov["peak_memory_mb"] > 10  # this process has at least torch loaded
+    # the machine (issue 51): another CPU moves float rounding, so the record names it
+    assert prov["cpu_model"] and prov["cpu_model"] == runtime_mod.cpu_model()
+    assert prov["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert prov["threads"] == torch.get_num_threads()
+    assert "gpu_model" not in prov and "gpu_driver" not in prov  # a CPU cell has no GPU to name
     assert record["seconds_per_step"] > 0
     assert record["seconds_per_step"] * record["steps"] == pytest.approx(record["seconds_this_run"], abs=1e-3)
 
@@ -356,6 +433,8 @@ def test_every_method_runs_on_cuda(name, method, shared_data, tmp_path):
     assert record["status"] == "completed"
     assert record["provenance"]["device"].startswith("cuda")
     assert record["provenance"]["peak_memory_kind"] == "cuda_max_allocated"
+    assert record["provenance"]["gpu_model"] == torch.cuda.get_device_name()
+    assert "gpu_driver" in record["provenance"] and record["provenance"]["cpu_model"]
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=gpu)])

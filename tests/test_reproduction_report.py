@@ -399,7 +399,7 @@ def test_retrained_and_random_search_flip(tmp_path, retrain, verdict):
     assert _verdict(tmp_path, "fig9_retrained_beat_random") == verdict
 
 
-@pytest.mark.parametrize("late, verdict", [(0.9, "holds"), (0.7, "does not hold")])
+@pytest.mark.parametrize("late, verdict", [(0.9, "holds"), (0.6, "does not hold"), (0.7, "inconclusive")])
 def test_still_improving_flips(tmp_path, late, verdict):
     rows = [{"dataset": "mnist", "rotated": False, "method": "partitioned", "n_train": 1250, "seed": 0, "step": s,
              "val_acc": 0.5 + 0.2 * min(s, 500) / 500 + (late - 0.7) * max(0, s - 500) / 500} for s in range(10, 1001, 10)]
@@ -531,3 +531,160 @@ def test_convergence_crossings_are_read_between_evaluations(fast, slow, ratio, e
     from reprokit.report.claims import _faster
 
     assert _faster(fast, slow, ratio) == expected
+
+
+# -- every check has a noise band (issue 51, item 3) ----------------------------------------------------------
+
+class FakeCtx:
+    """FAKE results for one check: `cells` {experiment: rows}, `ours` {(row, column): Ours}."""
+
+    scale = "quick"
+
+    def __init__(self, cells=None, ours=None):
+        self._cells, self._ours = cells or {}, ours or {}
+
+    def cells(self, experiment, where):
+        df = pd.DataFrame(self._cells.get(experiment, []))
+        for key, value in where.items():
+            if key not in df:
+                return df.iloc[0:0]
+            df = df[df[key] == value]
+        return df
+
+    def ours(self, artefact, row, column):
+        from reprokit.report.results import Ours
+
+        return self._ours.get((row, column), Ours())
+
+    def paper_number(self, artefact, row, column):
+        return None
+
+    def paired(self, *_):
+        return []
+
+
+SENS_GRID = [("sens_rotmnist_c2", [8, 1], [8, 1]), ("sens_rotmnist_c2", [8, 1], [1, 8]),
+             ("sens_rotmnist_c2", [1, 8], [8, 1]), ("sens_rotmnist_c2", [1, 8], [1, 8]),
+             ("sens_rotmnist_c3", [8, 1, 1], [8, 1, 1]), ("sens_rotmnist_c4", [8, 1, 1, 1], [8, 1, 1, 1])]
+SENS_EXPS = ["sens_rotmnist_c2", "sens_rotmnist_c3", "sens_rotmnist_c4"]
+
+
+def _sens(accs):
+    cells = {}
+    for (exp, p, c), acc in zip(SENS_GRID, accs):
+        cells.setdefault(exp, []).append({"method": "partitioned", "param_proportions": str(p),
+                                          "chunk_proportions": str(c), "seed": 0, "test_acc": acc})
+    return FakeCtx(cells)
+
+
+def test_a_correlation_of_zero_over_six_configurations_is_no_trend():
+    # FAKE: the quick grid's 6 configurations (imbalance 0, -7/9, 7/9, 0, 0, 0), r = -0.005 (issue 51's
+    # RotMNIST cells on another CPU): the old check called any r < 0 a hold
+    v = claims.check(_sens([0.920, 0.930, 0.92978, 0.940, 0.910, 0.950]), "imbalance_trend",
+                     {"experiments": SENS_EXPS, "metric": "test_acc"})
+    assert "= -0.005," in v.measured and "bootstrap interval" in v.measured
+    assert v.status == "inconclusive"
+
+
+@pytest.mark.parametrize("accs, verdict", [
+    ([0.93, 0.95, 0.91, 0.94, 0.925, 0.935], "holds"),  # monotone in the imbalance: every resample's r < 0
+    ([0.93, 0.91, 0.95, 0.94, 0.925, 0.935], "does not hold"),  # monotone the other way
+    ([0.98, 0.956, 0.938, 0.978, 0.973, 0.982], "inconclusive"),  # both extremes below the middle (r = -0.33)
+])
+def test_an_imbalance_trend_holds_only_when_its_interval_excludes_zero(accs, verdict):
+    v = claims.check(_sens(accs), "imbalance_trend", {"experiments": SENS_EXPS, "metric": "test_acc"})
+    assert v.status == verdict, v.measured
+
+
+@pytest.mark.parametrize("noise, verdict", [(0.0, "holds"), (0.6, "inconclusive"), (-1.0, "does not hold")])
+def test_a_rank_correlation_straddling_its_bound_is_inconclusive(noise, verdict):
+    # FAKE fig2a: test LL follows LML over 13 values of K, perturbed by `noise` x an alternating pattern
+    # (0.6: rho about 0.7 against the bound 0.5, its interval reaching below it; -1: LML and test LL opposed)
+    ks = list(range(10, 23))
+    rows = [{"method": "partitioned", "n_inputs": k, "seed": 0, "lml": float(k),
+             "test_ll": (float(k) if noise >= 0 else -float(k)) + noise * 8 * (-1) ** k} for k in ks]
+    v = claims.check(FakeCtx({"fig2a": rows}), "correlates", {"experiment": "fig2a", "where": {"method": "partitioned"},
+                                                            "axis": "n_inputs", "x": "lml", "y": "test_ll",
+                                                            "at_least": 0.5})
+    assert v.status == verdict, v.measured
+
+
+@pytest.mark.parametrize("ours, min_gap, verdict", [
+    (0.906, -0.005, "inconclusive"),  # issue 51: 0.906 against the best draw's 0.905, one cell a side (was "holds")
+    (0.894, -0.005, "inconclusive"),  # 1.1 points below: within the n = 1 band (1 %) of the -0.5-point reading
+    (0.880, -0.005, "does not hold"),
+    (0.920, 0.0, "holds"),
+])
+def test_best_of_k_needs_the_noise_band(ours, min_gap, verdict):
+    ctx = FakeCtx({"fig3a": [{"method": "partitioned", "rotated": True, "n_train": 10000, "seed": 0, "test_acc": ours}],
+                   "fig9_random": [{"method": "random", "sample": i, "test_acc": a}
+                                   for i, a in enumerate((0.85, 0.905, 0.87, 0.90))]})
+    v = claims.check(ctx, "vs_best_of", {"experiment": "fig3a", "where": {"method": "partitioned", "rotated": True},
+                                         "largest": "n_train", "metric": "test_acc", "every": True, "min_gap": min_gap,
+                                         "reference": {"experiment": "fig9_random", "where": {"method": "random"}}})
+    assert v.status == verdict, v.measured
+    assert "noise band 0.009" in v.measured
+
+
+@pytest.mark.parametrize("check, args, values, verdict", [
+    # metric_at_least: one cell 0.5 points under 0.99 (band 1 %): was "does not hold"
+    ("metric_at_least", {"bound": 0.99}, [0.985], "inconclusive"),
+    ("metric_at_least", {"bound": 0.99}, [0.994, 0.996], "holds"),  # 0.995 ± 0.001: 2 s.e. = 0.002 < 0.005
+    ("metric_at_least", {"bound": 0.99}, [0.90], "does not hold"),
+    # near_value: pi ± 10 % (2.83-3.46); 2.85 lies 0.02 inside the edge, within the n = 1 band 0.031: was "holds"
+    ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [2.85], "inconclusive"),
+    ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [3.1], "holds"),
+    ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [2.2], "does not hold"),
+])
+def test_a_threshold_within_the_noise_of_its_bound_is_inconclusive(check, args, values, verdict):
+    rows = [{"method": "bali", "dataset": "mnist", "seed": s, "m": v} for s, v in enumerate(values)]
+    v = claims.check(FakeCtx({"e": rows}), check, {"experiment": "e", "metric": "m", **args})
+    assert v.status == verdict, v.measured
+
+
+@pytest.mark.parametrize("entry, verdict", [(1.215, "inconclusive"), (1.10, "holds"), (1.40, "does not hold")])
+def test_an_entry_at_most_its_bound_has_a_noise_band(entry, verdict):
+    from reprokit.report.results import Ours
+
+    ctx = FakeCtx(ours={("Partitioned Param.", "mnist_cnn"): Ours(entry, 0.0, 1)})
+    v = claims.check(ctx, "at_most", {"artefact": "table8", "rows": ["Partitioned Param."], "columns": ["mnist_cnn"],
+                                      "bound": 1.21})
+    assert v.status == verdict, v.measured  # 1.215: was "does not hold"
+
+
+@pytest.mark.parametrize("low, verdict", [(0.929, "inconclusive"), (0.94, "holds"), (0.90, "does not hold")])
+def test_a_spread_within_the_noise_of_its_bound_is_inconclusive(low, verdict):
+    # FAKE: the six configurations from 0.95 down to `low`: spread 0.021 against the 2-point bound, band 1 %
+    v = claims.check(_sens([0.95, low, 0.945, 0.94, 0.945, 0.94]), "spread_at_most",
+                     {"experiments": SENS_EXPS, "metric": "test_acc", "bound": 0.02})
+    assert v.status == verdict, v.measured
+
+
+@pytest.mark.parametrize("local_gap, verdict", [(0.1005, "inconclusive"), (0.2, "holds")])
+def test_a_larger_gap_inside_the_noise_is_inconclusive(local_gap, verdict):
+    ctx = FakeCtx({"bali_cls_uci": [{"dataset": "magic", "method": "bali", "test_nll": 0.4, "train_nll": 0.3}],
+                   "bali_fig7_local": [{"dataset": "magic", "method": "bali", "test_nll": 0.3 + local_gap,
+                                        "train_nll": 0.3}]})
+    v = claims.check(ctx, "larger_gap", {"a": {"experiment": "bali_fig7_local", "where": {"method": "bali"}},
+                                         "b": {"experiment": "bali_cls_uci", "where": {"method": "bali"}},
+                                         "high": "test_nll", "low": "train_nll"})
+    assert v.status == verdict, v.measured
+
+
+def test_the_stated_rule_names_every_band():
+    for words in ("best of k", "threshold", "bootstrap interval", "straddles"):
+        assert words in claims.NOISE_RULE
+    for name in ("vs_best_of", "metric_at_least", "near_value", "at_most", "spread_at_most", "correlates",
+                 "imbalance_trend"):
+        assert name in claims.__doc__
+
+
+def test_correlation_interval_resamples_the_points_whole():
+    from reprokit.report.stats import correlation_ci
+
+    assert correlation_ci([0, 1, 2, 3], [0, 2, 4, 6]) == (pytest.approx(1.0), pytest.approx(1.0), pytest.approx(1.0))
+    r, lo, hi = correlation_ci([1, 2, 3, 4], [4, 3, 2, 1], "spearman")
+    assert r == pytest.approx(-1.0) and hi == pytest.approx(-1.0)
+    assert all(math.isnan(v) for v in correlation_ci([1, 1, 1], [1, 2, 3]))  # no resample has a correlation
+    r, lo, hi = correlation_ci(range(12), [0, 3, 1, 2, 5, 4, 7, 6, 9, 8, 11, 10])
+    assert lo < r < hi and correlation_ci(range(12), [0, 3, 1, 2, 5, 4, 7, 6, 9, 8, 11, 10]) == (r, lo, hi)  # seeded

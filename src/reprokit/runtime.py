@@ -22,9 +22,12 @@ generators there with :func:`generator`, so minibatch and augmentation sampling 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import resource
+import shutil
+import subprocess
 import sys
 from typing import Literal
 
@@ -170,7 +173,7 @@ class Runtime:
 
         if self.is_cuda:
             return torch.cuda.get_device_name(self.device)
-        return platform.processor() or platform.machine() or "cpu"
+        return cpu_model()
 
     def peak_memory_mb(self) -> float:
         """Peak device memory of this process: CUDA allocator peak, or the process's peak RSS on CPU."""
@@ -182,6 +185,9 @@ class Runtime:
         return rss / (2**20 if sys.platform == "darwin" else 2**10)
 
     def provenance(self) -> dict:
+        """What a cell's numbers may depend on besides its settings: device, precision, library versions, and the
+        machine (:func:`machine`: CPU model, torch's CPU capability, intra-op threads; GPU model and driver on
+        CUDA). The same code gives different float rounding on another CPU or thread count."""
         import torch
 
         return {
@@ -192,9 +198,86 @@ class Runtime:
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            **machine(self.device),
             "peak_memory_mb": round(self.peak_memory_mb(), 1),
             "peak_memory_kind": "cuda_max_allocated" if self.is_cuda else "process_max_rss",
         }
+
+
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (lower-case keys); {} where there is none."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break  # first processor only
+                key, _, value = line.partition(":")
+                fields[key.strip().lower()] = value.strip()
+    except OSError:
+        pass
+    return fields
+
+
+def cpu_model(with_family: bool = False) -> str:
+    """The CPU model: /proc/cpuinfo's "model name" (e.g. "AMD EPYC 7B13"), else platform.processor() /
+    platform.machine(). `with_family`: append "(family F, model M)", since virtual machines often report a
+    generic name such as "AMD EPYC"."""
+    fields = _cpuinfo()
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    if with_family and "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_driver() -> str | None:
+    """The NVIDIA driver version (e.g. "550.54.15") via NVML when installed, else nvidia-smi (5 s at most);
+    None when neither answers."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            v = pynvml.nvmlSystemGetDriverVersion()
+            return v.decode() if isinstance(v, bytes) else str(v)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # not installed, or no NVML: try nvidia-smi
+        pass
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=5, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out[0] if out else None
+
+
+def machine(device=None) -> dict:
+    """The machine a cell ran on, for its provenance: `cpu_model` (:func:`cpu_model`), `cpu_family` (family /
+    model numbers, where /proc/cpuinfo gives them), `cpu_capability` (the vector instructions torch's CPU kernels
+    dispatch to: torch.backends.cpu.get_cpu_capability(), e.g. "AVX512"), `threads` (torch's intra-op threads
+    now), and on a CUDA `device` `gpu_model` (torch.cuda.get_device_name) and `gpu_driver` (:func:`gpu_driver`);
+    the GPU keys are absent on a CPU."""
+    import torch
+
+    fields = _cpuinfo()
+    try:
+        capability = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # an older torch
+        capability = None
+    out = {"cpu_model": cpu_model(), "cpu_capability": capability, "threads": torch.get_num_threads()}
+    if "cpu family" in fields and "model" in fields:
+        out["cpu_family"] = f"family {fields['cpu family']}, model {fields['model']}"
+    device = torch.device(device) if device is not None else None
+    if device is not None and device.type == "cuda":
+        out["gpu_model"] = torch.cuda.get_device_name(device)
+        out["gpu_driver"] = gpu_driver()
+    return out
 
 
 def synchronize(device) -> None:

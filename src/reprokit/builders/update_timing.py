@@ -59,13 +59,13 @@ import copy
 import gc
 import logging
 import math
-import platform
 import time
 
 import numpy as np
 import torch
 
 from .. import seeds
+from ..runtime import cpu_model
 from ..plan.update_timing import PLAN, UpdateTimingSettings
 from ..report.stats import median_ci
 from . import CellContext, Measurement
@@ -76,22 +76,9 @@ RATIO_KINDS = KINDS[1:]  # each as a ratio to the standard update of its repetit
 
 
 def cpu_model_name() -> str:
-    """The CPU model string (``model name`` of /proc/cpuinfo, with family/model numbers, since
-    virtual machines often report a generic name such as "AMD EPYC"); platform fallbacks elsewhere."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    break  # first processor only
-                key, _, value = line.partition(":")
-                fields[key.strip().lower()] = value.strip()
-    except OSError:
-        pass
-    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
-    if "cpu family" in fields and "model" in fields:
-        name += f" (family {fields['cpu family']}, model {fields['model']})"
-    return name
+    """The CPU model string with family/model numbers (reprokit.runtime.cpu_model: virtual machines often report
+    a generic name such as "AMD EPYC"); platform fallbacks elsewhere."""
+    return cpu_model(with_family=True)
 
 
 def device_description(device: torch.device, num_threads: int) -> str:

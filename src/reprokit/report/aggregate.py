@@ -17,12 +17,16 @@ from ..io import atomic_write_text
 
 
 def device_of(record: dict) -> str | None:
-    """Where a cell ran, from its metrics.json: "cuda (NVIDIA H100 80GB HBM3)", "cpu (x86_64)"; None if unrecorded."""
+    """Where a cell ran, from its metrics.json: "cuda (NVIDIA H100 80GB HBM3)", "cpu (AMD EPYC 7B13)" (the CPU
+    model its provenance records, reprokit.runtime.machine), or for a cell recorded before that "cpu (x86_64)"
+    (its device_name); None if unrecorded."""
     prov = record.get("provenance") or {}
     if not prov.get("device"):
         return None
-    name = prov.get("device_name")
-    return str(prov["device"]) + (f" ({name})" if name and name != prov["device"] else "")
+    device = str(prov["device"])
+    name = prov.get("gpu_model") if device.startswith("cuda") else prov.get("cpu_model")
+    name = name or prov.get("device_name")
+    return device + (f" ({name})" if name and name != device else "")
 
 
 def unavailable_note(missing_datasets: list[str], reasons: dict | None = None) -> str:

@@ -2,8 +2,9 @@
 
 Each claim in config/papers/<paper>.yaml names one function of :data:`CHECKS` and its arguments. A check
 gets the report's results context `ctx` (reprokit.report.reproduction.Context) and returns a
-:class:`Verdict`: "holds", "does not hold", or "not run" (the cells it needs have not run at this scale,
-or only some of them and those that ran do not yet decide it), with the measured quantity and n (the
+:class:`Verdict`: "holds", "inconclusive" (inside the noise band below), "does not hold", "not comparable", or
+"not run" (the cells it needs have not run at this scale, or only some of them and those that ran do not yet
+decide it), with the measured quantity and n (the
 fewest seeds / splits behind any number it compared). `ctx.cells(experiment, where)` gives the cells that
 ran (completed / diverged / out of memory) with the coordinates `where`; `ctx.curves(experiment, where)` their
 learning curves (one row per cell and evaluation step); `ctx.ours(artefact, row, column)` our mean ± s.e. of
@@ -12,11 +13,30 @@ one of the paper's numbers (reprokit.report.reproduction.Ours).
 Vague words get a numeric reading, stated in the yaml next to the claim (e.g. "similar": within `tol` in the
 metric's unit, or within `z` combined standard errors when that is wider).
 
-An ordering ("A beats B", "peaks at K") holds only when its effect exceeds the noise: more than
-:data:`Z_NOISE` combined standard errors over seeds / splits, or, with a single seed / split on either side
-(no s.e.), more than :data:`REL_TOL_N1` of the larger |value|. An effect inside that band is "inconclusive";
-one clearly reversed "does not hold". A table comparison whose baseline entry is itself far from the paper's
-number for it (:func:`baseline_far`) is "not comparable" unless it clearly fails.
+Every check that compares a measured number with another or with a bound has a noise band, and the result
+"inconclusive" inside it (:data:`NOISE_RULE`, printed in the report):
+
+- an ordering ("A beats B", "peaks at K", "the gap is larger", "still improving") holds only when its effect
+  exceeds the noise: more than :data:`Z_NOISE` combined standard errors over seeds / splits, or, with a single
+  seed / split on either side (no s.e.), more than :data:`REL_TOL_N1` of the larger |value| (:func:`noise_band`).
+  An effect inside that band is "inconclusive"; one clearly reversed "does not hold";
+- a best-of-k comparison (:func:`vs_best_of`) is an ordering against the best reference cell, a single value:
+  the band is REL_TOL_N1 of the larger |value| (the best of k has no s.e.);
+- a threshold (:func:`metric_at_least`, :func:`near_value`, :func:`at_most`, :func:`spread_at_most`) is an
+  ordering against a fixed bound: inconclusive when the value is within its noise band of the bound (Z_NOISE s.e.
+  of the mean, or REL_TOL_N1 of the larger of |value| and |bound| with one cell; a spread's band is that of the
+  ordering between its highest and lowest configuration);
+- a correlation (:func:`correlates`, :func:`imbalance_trend`) holds when the whole :data:`CI_LEVEL`
+  percentile-bootstrap interval of the coefficient over the configurations (report.stats.correlation_ci) lies on
+  the claimed side of its bound, does not hold when the whole interval lies on the other side, and is
+  inconclusive when the interval straddles the bound.
+
+A table comparison whose baseline entry is itself far from the paper's number for it (:func:`baseline_far`) is
+"not comparable" unless it clearly fails. These decide without a noise band: inputs_kept (keep-probabilities
+against 0.5), all_have_status (statuses), smooth_predictive (its shape reading), the "similar" readings of
+similar_entries and compare (|difference| within the claim's own `tol` or `z` s.e.) and not_peaked_at (some
+value above `at` reaches the one at `at`); converges_faster is inconclusive where the curves' evaluation
+spacing cannot order the crossings.
 """
 
 from __future__ import annotations
@@ -28,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import norm
-from .stats import mean_se
+from .stats import correlation_ci, mean_se
 
 HOLDS, FAILS, NOT_RUN = "holds", "does not hold", "not run"
 INCONCLUSIVE, NOT_COMPARABLE, NOT_TESTABLE = "inconclusive", "not comparable", "not testable"
@@ -39,9 +59,16 @@ REL_TOL_N1 = 0.01  # ... or, with one seed / split on a side (no s.e.), this fra
 # A baseline entry is "far" from the paper's number for it when it is off by more than BASELINE_REL of the paper's
 # value AND by more than BASELINE_Z of the paper's s.e. (when printed): the comparison then is not comparable.
 BASELINE_REL, BASELINE_Z = 0.5, 5.0
+CI_LEVEL = 0.95  # a correlation's percentile-bootstrap interval over the configurations
 NOISE_RULE = (f"an ordering holds when its effect exceeds {Z_NOISE:g} combined s.e. over seeds / splits ("
               f"{REL_TOL_N1:.0%} of the larger |value| when a side has n = 1), is inconclusive inside that band and "
-              f"does not hold when clearly reversed; a table comparison whose baseline entry is off its paper number "
+              f"does not hold when clearly reversed; the same band applies to a comparison with the best of k "
+              f"reference cells (a single value: {REL_TOL_N1:.0%}) and to a threshold (a mean against a fixed bound: "
+              f"{Z_NOISE:g} s.e., or {REL_TOL_N1:.0%} of the larger of |value| and |bound| with one cell; a spread: "
+              f"the band between its highest and lowest configuration), inconclusive within the band of the bound; a "
+              f"correlation holds when its {CI_LEVEL:.0%} bootstrap interval over the configurations lies beyond its "
+              f"bound, does not hold when it lies wholly on the other side, and is inconclusive when it straddles "
+              f"the bound; a table comparison whose baseline entry is off its paper number "
               f"by more than {BASELINE_REL:.0%} and {BASELINE_Z:g} paper s.e. is not comparable unless it clearly fails")
 
 
@@ -80,6 +107,26 @@ def noise_band(a: float, se_a: float, n_a: int, b: float, se_b: float, n_b: int)
     return REL_TOL_N1 * max(abs(a), abs(b))
 
 
+def bound_band(m: float, se: float, n: int, bound: float) -> float:
+    """The noise band of a mean m (± se over n) against a fixed `bound` (no noise of its own): Z_NOISE s.e. over
+    n > 1 values, else REL_TOL_N1 of the larger of |m| and |bound| (:func:`noise_band` with an exact bound)."""
+    if n > 1 and math.isfinite(se):
+        return Z_NOISE * se
+    return REL_TOL_N1 * max(abs(m), abs(bound))
+
+
+def interval_side(lo: float, hi: float, bound: float, above: bool = True):
+    """A coefficient's interval [lo, hi] against `bound`: True when it lies wholly above (`above`; below
+    otherwise), False when wholly on the other side, INCONCLUSIVE when it straddles the bound (or is NaN)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return INCONCLUSIVE
+    if (lo > bound) if above else (hi < bound):
+        return True
+    if (hi < bound) if above else (lo > bound):
+        return False
+    return INCONCLUSIVE
+
+
 def ordering(gap: float, band: float, min_gap: float = 0.0, max_gap: float | None = None):
     """One comparison's outcome: True (gap clearly above `min_gap`, and not clearly above `max_gap`), False
     (clearly below `min_gap`, or clearly above `max_gap`), INCONCLUSIVE (inside the noise band of a bound)."""
@@ -104,8 +151,8 @@ def _decide(results: list, measured: str, n: int) -> Verdict:
     return Verdict(INCONCLUSIVE, measured, n)
 
 
-def _mark(outcome) -> str:
-    return {True: "", False: " (reversed)", INCONCLUSIVE: " (inside the noise)",
+def _mark(outcome, reversed_: str = " (reversed)") -> str:
+    return {True: "", False: reversed_, INCONCLUSIVE: " (inside the noise)",
             NOT_COMPARABLE: " (baseline far from the paper's)"}.get(outcome, "")
 
 
@@ -205,24 +252,31 @@ def _words(where: dict) -> str:
 
 def near_value(ctx, experiment: str, metric: str, target: float, rel_tol: float, where: dict | None = None,
                largest: str | None = None) -> Verdict:
-    """The mean of `metric` lies within `rel_tol` x |target| of `target`."""
+    """The mean of `metric` lies within `rel_tol` x |target| of `target` (inconclusive within the noise band,
+    :func:`bound_band`, of that tolerance's edge)."""
     rows = ctx.cells(experiment, where or {})
     if largest and len(rows):
         rows = rows[rows[largest] == rows[largest].max()]
     m, se, n = _stat(rows, metric)
     if n == 0 or not math.isfinite(m):
         return Verdict(NOT_RUN, "no cell ran", n)
-    ok = abs(m - target) <= rel_tol * abs(target)
+    band = bound_band(m, se, n, target)
+    outcome = ordering(rel_tol * abs(target) - abs(m - target), band)  # the margin inside the tolerance
     size = f" at {largest} = {rows[largest].max():g}" if largest else ""
-    return Verdict(HOLDS if ok else FAILS, f"{metric}{size} = {_pm(m, se, n, 3)} (target {target:.3f} ± {rel_tol:.0%})", n)
+    return _decide([outcome], f"{metric}{size} = {_pm(m, se, n, 3)} (target {target:.3f} ± {rel_tol:.0%}; noise "
+                   f"band {band:.2g}){_mark(outcome, '')}", n)
 
 
 def metric_at_least(ctx, experiment: str, metric: str, bound: float, where: dict | None = None) -> Verdict:
-    """The mean of `metric` over the cells `where` is at least `bound`."""
+    """The mean of `metric` over the cells `where` is at least `bound` (inconclusive within the noise band,
+    :func:`bound_band`, of it)."""
     m, se, n = _stat(ctx.cells(experiment, where or {}), metric)
     if n == 0 or not math.isfinite(m):
         return Verdict(NOT_RUN, "no cell ran", n)
-    return Verdict(HOLDS if m >= bound else FAILS, f"{metric} = {_pm(m, se, n, 4)} (bound >= {bound:g})", n)
+    band = bound_band(m, se, n, bound)
+    outcome = ordering(m - bound, band)
+    return _decide([outcome], f"{metric} = {_pm(m, se, n, 4)} (bound >= {bound:g}; noise band {band:.2g})"
+                   f"{_mark(outcome, '')}", n)
 
 
 def _pm(m: float, se: float, n: int, digits: int) -> str:
@@ -310,7 +364,8 @@ def baseline_far(ctx, artefact: str, row: str, column: str, ours) -> str:
 
 
 def at_most(ctx, artefact: str, rows: list[str], columns: list[str], bound: float) -> Verdict:
-    """Every one of our entries (rows x columns) of the artefact is at most `bound`."""
+    """Every one of our entries (rows x columns) of the artefact is at most `bound` (an entry within its noise band,
+    :func:`bound_band`, of it is inconclusive)."""
     results, parts, ns = [], [], []
     for r in rows:
         for c in columns:
@@ -319,9 +374,11 @@ def at_most(ctx, artefact: str, rows: list[str], columns: list[str], bound: floa
                 results.append(None)
                 parts.append(f"{r} / {c}: not run")
                 continue
-            results.append(s.mean <= bound)
+            band = bound_band(s.mean, s.se, s.n, bound)
+            outcome = ordering(bound - s.mean, band)
+            results.append(outcome)
             ns.append(s.n)
-            parts.append(f"{r} / {c}: {s.mean:.3g}")
+            parts.append(f"{r} / {c}: {s.mean:.3g} (noise band {band:.2g}){_mark(outcome, ' (above the bound)')}")
     return _decide(results, f"bound {bound:g}: " + "; ".join(parts), min(ns, default=0))
 
 
@@ -357,7 +414,7 @@ def similar_entries(ctx, artefact: str, a: str, b: str, over: list[str], axis: s
 
 def gap_shrinks(ctx, artefact: str, a: str, b: str, at: str, than: str, axis: str = "rows") -> Verdict:
     """The gap a - b of our table entries is smaller at `at` than at `than` (axis "rows": a, b are rows and
-    at/than columns)."""
+    at/than columns), by more than :func:`noise_band` of the two gaps."""
     def get(name, where):
         return ctx.ours(artefact, name, where) if axis == "rows" else ctx.ours(artefact, where, name)
 
@@ -365,8 +422,12 @@ def gap_shrinks(ctx, artefact: str, a: str, b: str, at: str, than: str, axis: st
     if any(e.n == 0 or not math.isfinite(e.mean) for e in entries):
         return Verdict(NOT_RUN, "not every entry ran", min((e.n for e in entries), default=0))
     g_at, g_than = entries[0].mean - entries[1].mean, entries[2].mean - entries[3].mean
-    return Verdict(HOLDS if g_at < g_than else FAILS, f"{a} - {b}: {g_at:.3g} at {at} vs {g_than:.3g} at {than}",
-                   min(e.n for e in entries))
+    se_at, se_than = math.hypot(entries[0].se, entries[1].se), math.hypot(entries[2].se, entries[3].se)
+    n_at, n_than = min(entries[0].n, entries[1].n), min(entries[2].n, entries[3].n)
+    band = noise_band(g_at, se_at, n_at, g_than, se_than, n_than)
+    outcome = ordering(g_than - g_at, band)
+    return _decide([outcome], f"{a} - {b}: {g_at:.3g} at {at} vs {g_than:.3g} at {than} (noise band {band:.2g})"
+                   f"{_mark(outcome)}", min(e.n for e in entries))
 
 
 # -- cells ----------------------------------------------------------------------------------------------------
@@ -464,15 +525,18 @@ def not_peaked_at(ctx, experiment: str, axis: str, metric: str, at, where: dict 
 
 
 def correlates(ctx, experiment: str, axis: str, x: str, y: str, at_least: float, where: dict | None = None) -> Verdict:
-    """The Spearman correlation over `axis` of the per-value means of `x` and `y` is at least `at_least`."""
+    """The Spearman correlation over `axis` of the per-value means of `x` and `y` is at least `at_least`: its
+    bootstrap interval over the values of `axis` (report.stats.correlation_ci) lies above `at_least`; wholly below
+    does not hold; straddling it is inconclusive."""
     rows = ctx.cells(experiment, where or {})
     mx, my = _means(rows, axis, x), _means(rows, axis, y)
     both = mx.merge(my, on=axis, suffixes=("_x", "_y"))
     if len(both) < 3:
         return Verdict(NOT_RUN, f"{len(both)} values of {axis} ran (3 needed)", int(both["n_x"].min()) if len(both) else 0)
-    rho = both["mean_x"].rank().corr(both["mean_y"].rank())
-    return Verdict(HOLDS if rho >= at_least else FAILS,
-                   f"Spearman rho({x}, {y}) over {len(both)} values of {axis} = {rho:.3f} (bound >= {at_least:g})",
+    rho, lo, hi = correlation_ci(both["mean_x"], both["mean_y"], "spearman", CI_LEVEL)
+    outcome = interval_side(lo, hi, at_least, above=True)
+    return _decide([outcome], f"Spearman rho({x}, {y}) over {len(both)} values of {axis} = {rho:.3f}, {CI_LEVEL:.0%} "
+                   f"bootstrap interval [{lo:.2f}, {hi:.2f}] (bound >= {at_least:g}){_mark(outcome, '')}",
                    int(min(both["n_x"].min(), both["n_y"].min())))
 
 
@@ -492,18 +556,21 @@ def _config_means(rows: pd.DataFrame, keys: list[str], metric: str) -> pd.DataFr
 def spread_at_most(ctx, experiments: list[str], metric: str, bound: float, where: dict | None = None,
                    configs: tuple = ("param_proportions", "chunk_proportions")) -> Verdict:
     """Over every configuration (`configs` coordinates) of the experiments, the per-configuration means of
-    `metric` lie within `bound` of each other (max - min <= bound)."""
+    `metric` lie within `bound` of each other (max - min <= bound; inconclusive when the spread is within the
+    noise band of the highest vs the lowest configuration, :func:`noise_band`, of the bound)."""
     means = []
     for e in experiments:
         m = _config_means(ctx.cells(e, where or {}), list(configs), metric)
-        means += list(zip(m["mean"], m["n"]))
+        means += list(zip(m["mean"], m["se"], m["n"]))
     if len(means) < 2:
-        return Verdict(NOT_RUN, f"{len(means)} configuration(s) ran", min((n for _, n in means), default=0))
-    vals = [v for v, _ in means]
-    spread = max(vals) - min(vals)
-    return Verdict(HOLDS if spread <= bound else FAILS,
-                   f"{metric} over {len(vals)} configurations: {min(vals):.4g}-{max(vals):.4g} (spread {spread:.3g}, "
-                   f"bound {bound:g})", min(n for _, n in means))
+        return Verdict(NOT_RUN, f"{len(means)} configuration(s) ran", min((n for *_, n in means), default=0))
+    hi, lo = max(means, key=lambda t: t[0]), min(means, key=lambda t: t[0])
+    spread = hi[0] - lo[0]
+    band = noise_band(hi[0], hi[1], int(hi[2]), lo[0], lo[1], int(lo[2]))  # the highest vs the lowest configuration
+    outcome = ordering(bound - spread, band)
+    return _decide([outcome], f"{metric} over {len(means)} configurations: {lo[0]:.4g}-{hi[0]:.4g} (spread "
+                   f"{spread:.3g}, bound {bound:g}, noise band {band:.2g}){_mark(outcome, '')}",
+                   min(int(n) for *_, n in means))
 
 
 def _later_share(value) -> float:
@@ -516,7 +583,8 @@ def imbalance_trend(ctx, experiments: list[str], metric: str, where: dict | None
                     params: str = "param_proportions", chunks: str = "chunk_proportions") -> Verdict:
     """Configurations with more parameters but fewer data points in the later partitions / chunks do worse:
     the Pearson correlation of x = (parameter share of partitions 2..C) - (data share of chunks 2..C) with the
-    per-configuration mean of `metric` is negative."""
+    per-configuration mean of `metric` is negative: its bootstrap interval over the configurations
+    (report.stats.correlation_ci) lies below 0; wholly above 0 does not hold; straddling 0 is inconclusive."""
     xs, ys, ns = [], [], []
     for e in experiments:
         m = _config_means(ctx.cells(e, where or {}), [params, chunks], metric)
@@ -526,9 +594,11 @@ def imbalance_trend(ctx, experiments: list[str], metric: str, where: dict | None
             ns.append(int(r["n"]))
     if len({round(x, 9) for x in xs}) < 3:
         return Verdict(NOT_RUN, f"{len(set(xs))} distinct imbalance value(s) ran (3 needed)", min(ns, default=0))
-    r = float(np.corrcoef(xs, ys)[0, 1])
-    return Verdict(HOLDS if r < 0 else FAILS, f"Pearson r(imbalance, {metric}) over {len(xs)} configurations = {r:.3f} "
-                   "(negative: more parameters / fewer data later does worse)", min(ns))
+    r, lo, hi = correlation_ci(xs, ys, "pearson", CI_LEVEL)
+    outcome = interval_side(lo, hi, 0.0, above=False)
+    return _decide([outcome], f"Pearson r(imbalance, {metric}) over {len(xs)} configurations = {r:.3f}, "
+                   f"{CI_LEVEL:.0%} bootstrap interval [{lo:.2f}, {hi:.2f}] (negative: more parameters / fewer data "
+                   f"later does worse){_mark(outcome, ' (positive)')}", min(ns))
 
 
 def paired_gap(ctx, pairs: list[list[str]], metric: str, min_gap: float, where_a: dict | None = None,
@@ -536,17 +606,18 @@ def paired_gap(ctx, pairs: list[list[str]], metric: str, min_gap: float, where_a
     """Over the configurations (`on`) both experiments of each [a, b] pair ran, the mean of (a - b) in `metric`
     is at least `min_gap` (e.g. standard networks retrained on the found hyperparameters vs the partitioned
     runs that found them)."""
-    diffs, ns = [], []
+    diffs, ns, sizes = [], [], []
     for ea, eb in pairs:
         ma = _config_means(ctx.cells(ea, where_a or {}), list(on), metric)
         mb = _config_means(ctx.cells(eb, where_b or {}), list(on), metric)
         both = ma.merge(mb, on=list(on), suffixes=("_a", "_b"))
         diffs += list(both["mean_a"] - both["mean_b"])
         ns += list(np.minimum(both["n_a"], both["n_b"]).astype(int))
+        sizes += list(np.maximum(both["mean_a"].abs(), both["mean_b"].abs()))
     if not diffs:
         return Verdict(NOT_RUN, "no configuration ran in both experiments of a pair")
     d, se, k = mean_se(diffs)
-    band = Z_NOISE * se if k > 1 else REL_TOL_N1 * abs(d)
+    band = Z_NOISE * se if k > 1 else REL_TOL_N1 * float(sizes[0])  # one configuration: noise_band's n = 1 rule
     outcome = ordering(d, band, min_gap)
     return _decide([outcome], f"mean {metric} difference over {len(diffs)} configurations = {d:.4g} ± {se:.2g} "
                    f"(bound >= {min_gap:g}; noise band {band:.2g}){_mark(outcome)}", min(ns))
@@ -555,7 +626,8 @@ def paired_gap(ctx, pairs: list[list[str]], metric: str, min_gap: float, where_a
 def vs_best_of(ctx, experiment: str, metric: str, reference: dict, min_gap: float = 0.0, where: dict | None = None,
                largest: str | None = None, every: bool = False) -> Verdict:
     """Our cells reach the best of the `reference` cells ({experiment, where}): mean (or, with `every`, each
-    cell) - best reference >= `min_gap`."""
+    cell) - best reference >= `min_gap`, an ordering with :func:`noise_band`'s n = 1 band (the best reference is
+    a single cell): inconclusive within REL_TOL_N1 of the larger value of `min_gap`."""
     rows = ctx.cells(experiment, where or {})
     if largest and len(rows) and largest in rows:
         rows = rows[rows[largest] == rows[largest].max()]
@@ -565,11 +637,15 @@ def vs_best_of(ctx, experiment: str, metric: str, reference: dict, min_gap: floa
     if vals.empty or rvals.empty:
         return Verdict(NOT_RUN, "not run" if vals.empty else "reference not run", min(len(vals), len(rvals)))
     best = float(rvals.max())
-    ours = float(vals.min()) if every else float(vals.mean())
-    what = "worst cell" if every else "mean"
-    return Verdict(HOLDS if ours - best >= min_gap else FAILS,
-                   f"{metric}: {what} {ours:.4g} (n {len(vals)}) vs best of {len(rvals)} reference cells {best:.4g} "
-                   f"(bound: difference >= {min_gap:g})", len(vals))
+    if every:  # the worst of our cells, a single value
+        ours, se, n, what = float(vals.min()), math.nan, 1, "worst cell"
+    else:
+        (ours, se, n), what = mean_se(vals), "mean"
+    band = noise_band(ours, se, n, best, math.nan, 1)  # the best of k is one cell: no s.e.
+    outcome = ordering(ours - best, band, min_gap)
+    return _decide([outcome], f"{metric}: {what} {ours:.4g} (n {len(vals)}) vs best of {len(rvals)} reference cells "
+                   f"{best:.4g} (difference {ours - best:.3g}, bound >= {min_gap:g}, noise band {band:.2g})"
+                   f"{_mark(outcome, '')}", len(vals))
 
 
 # -- curves ---------------------------------------------------------------------------------------------------
@@ -645,7 +721,8 @@ def converges_faster(ctx, experiments: list[str], fast: dict, slow: list[dict], 
 def still_improving(ctx, experiment: str, metric: str, where: dict | None = None, by: str | None = None,
                     at: str = "smallest", window: int = 10, tail: float = 0.25) -> Verdict:
     """At the smallest (largest) value of `by`, the mean curve's last `window` evaluations average above the
-    `window` evaluations ending at (1 - tail) of training: training has not converged yet."""
+    `window` evaluations ending at (1 - tail) of training by more than the noise (Z_NOISE s.e. of the per-seed
+    differences, or REL_TOL_N1 of the larger with one seed): training has not converged yet."""
     curves = ctx.curves(experiment, where or {})
     if curves.empty:
         return Verdict(NOT_RUN, "no curves")
@@ -662,13 +739,25 @@ def still_improving(ctx, experiment: str, metric: str, where: dict | None = None
     cut = c[c.index <= (1 - tail) * c.index.max()]
     before, last = float(cut.iloc[-w:].mean()), float(c.iloc[-w:].mean())
     n = int(curves["seed"].nunique()) if "seed" in curves else 1
-    return Verdict(HOLDS if last > before else FAILS,
-                   f"{metric}{label}: last {w} evaluations {last:.4g} vs {before:.4g} at {1 - tail:.0%} of training", n)
+    band, how = REL_TOL_N1 * max(abs(last), abs(before)), ""
+    if n > 1:  # per seed, the same two windows: the paired differences' s.e.
+        steps_last, steps_before = set(c.index[-w:]), set(cut.index[-w:])
+        d = []
+        for _, g in curves.groupby("seed"):
+            g = g.assign(**{metric: pd.to_numeric(g[metric], errors="coerce")})
+            a, b = g[g["step"].isin(steps_last)][metric].mean(), g[g["step"].isin(steps_before)][metric].mean()
+            if math.isfinite(a) and math.isfinite(b):
+                d.append(a - b)
+        if len(d) > 1:
+            band, how = Z_NOISE * mean_se(d)[1], f", paired over {len(d)} seeds"
+    outcome = ordering(last - before, band)
+    return _decide([outcome], f"{metric}{label}: last {w} evaluations {last:.4g} vs {before:.4g} at {1 - tail:.0%} of "
+                   f"training (noise band {band:.2g}{how}){_mark(outcome)}", n)
 
 
 def larger_gap(ctx, a: dict, b: dict, high: str, low: str, by: str = "dataset") -> Verdict:
     """Per value of `by`, the final gap `high` - `low` (e.g. test - train NLL: overfitting) of cells `a`
-    ({experiment, where}) exceeds that of cells `b`."""
+    ({experiment, where}) exceeds that of cells `b` by more than :func:`noise_band`."""
     ra, rb = ctx.cells(a["experiment"], a.get("where") or {}), ctx.cells(b["experiment"], b.get("where") or {})
     results, parts, ns = [], [], []
     keys = sorted(set(ra[by]) & set(rb[by])) if by in ra and by in rb else []
@@ -682,9 +771,11 @@ def larger_gap(ctx, a: dict, b: dict, high: str, low: str, by: str = "dataset") 
         if ga.empty or gb.empty:
             results.append(None)
             continue
-        results.append(float(ga.mean()) > float(gb.mean()))
-        ns.append(min(len(ga), len(gb)))
-        parts.append(f"{k}: {ga.mean():.4g} vs {gb.mean():.4g}")
+        (ma, sa, na), (mb, sb, nb) = mean_se(ga), mean_se(gb)
+        outcome = ordering(ma - mb, noise_band(ma, sa, na, mb, sb, nb))
+        results.append(outcome)
+        ns.append(min(na, nb))
+        parts.append(f"{k}: {ma:.4g} vs {mb:.4g}{_mark(outcome)}")
     if not keys:
         return Verdict(NOT_RUN, "no cell ran in both")
     return Verdict(_decide(results, "", 0).status, f"{high} - {low}, {_words(a.get('where') or {})} "
