@@ -51,10 +51,12 @@ def test_write_table_caption_scale_note_footnotes_and_escapes(tmp_path):
                 label="tab:t")
     tex = out.read_text()
     lines = tex.splitlines()
-    assert lines[:2] == [r"\begin{table}[t]", r"\centering"] and lines[-1] == r"\end{table}"
-    assert lines[2] == (r"\caption{\textcolor{red}{\textbf{TEST DATA}} Caption with R\_0 \& 60\% "
+    # the first line names the packages beyond booktabs (graphicx: \resizebox; xcolor: the TEST DATA mark)
+    assert lines[0] == r"% needs: \usepackage{booktabs,graphicx,xcolor}"
+    assert lines[1:3] == [r"\begin{table}[t]", r"\centering"] and lines[-1] == r"\end{table}"
+    assert lines[3] == (r"\caption{\textcolor{red}{\textbf{TEST DATA}} Caption with R\_0 \& 60\% "
                         r"(quick\_scale; 2 seed(s))}")
-    assert lines[3] == r"\label{tab:t}"
+    assert lines[4] == r"\label{tab:t}"
     assert r"\toprule" in tex and r"\ensuremath{\sigma}\_r\ensuremath{^2} & x \\" in tex
     assert r"a\_b & 1.500000 \\" in tex and r"50\% & n/a \\" in tex
     assert lines[-2] == r"\par\footnotesize{U\_0 = \ensuremath{\sigma}\_u\ensuremath{^2} I}"

@@ -59,10 +59,16 @@ def ran(df, dataset):
 
 
 def entry(values) -> str:
-    """mean ± s.e. (one value: the value) and, in brackets, over how many splits; 'n/a' when none."""
+    """mean ± s.e. (one value: the value); 'n/a' when none. Over how many splits: the row's `splits`."""
     v = pd.Series(values, dtype=float)
     digits = 4 if len(v) and abs(v.mean()) < 0.5 else 3  # kin8nm's RMSE and noise sd are ~0.08
-    return f"{format_mean_se(v, digits)} ({len(v)})" if len(v) else "n/a"
+    return format_mean_se(v, digits) if len(v) else "n/a"
+
+
+def splits(*columns) -> str:
+    """How many splits the row's n, n_eff and paired entries average: one number where they agree."""
+    counts = [len(c) for c in columns]
+    return str(counts[0]) if len(set(counts)) == 1 else " / ".join(map(str, counts))
 
 
 def paired_rows(a, b, name, metrics, paper_of=lambda label: ""):
@@ -72,7 +78,8 @@ def paired_rows(a, b, name, metrics, paper_of=lambda label: ""):
         if metric not in a or metric not in b:
             continue
         diff = (b.loc[common, metric].astype(float) - a.loc[common, metric].astype(float)) if common else []
-        out.append({"dataset": name, "metric": label, "n": entry(a[metric]), "n_eff (config)": entry(b[metric]),
+        out.append({"dataset": name, "metric": label, "splits": splits(a[metric], b[metric], diff),
+                    "n": entry(a[metric]), "n_eff (config)": entry(b[metric]),
                     "n_eff - n, paired": entry(diff), "paper BALI (quoted)": paper_of(label)})
     return out
 
@@ -93,13 +100,14 @@ for d in [d for d in ("mnist", "fashion_mnist", *bc.UCI) if len(cls_n) and d in 
     ood = (("ood_auroc", "OOD AUROC"),) if d not in bc.UCI else ()  # the UCI sets have no OOD set
     rows += paired_rows(ran(cls_n, d), ran(cls_neff, d), bc.DATASETS[d],
                         (("test_acc", "accuracy"), ("test_ece", "ECE"), ("test_nll", "NLL"), *ood))
-table = pd.DataFrame(rows, columns=["dataset", "metric", "n", "n_eff (config)", "n_eff - n, paired",
+table = pd.DataFrame(rows, columns=["dataset", "metric", "splits", "n", "n_eff (config)", "n_eff - n, paired",
                                     "paper BALI (quoted)"])
 table
 
 # %%
 footnotes = [
-    ("Entries: mean ± s.e. over splits (how many in brackets); paired: over the splits both readings ran. Test RMSE "
+    ("Entries: mean ± s.e. over splits (how many: column splits; for n / n_eff / paired where they differ); paired: "
+     "over the splits both readings ran. Test RMSE "
      "and log-likelihood in the targets' units; noise sd: the inferred Sigma's, sqrt of its mean diagonal."),
     ("Same BALI cells otherwise: Table 4's settings, raw targets, N_eff = N / 4, batch 1024 (protein 2048, 30000 "
      "iterations). The paper's BALI column is its own run, quoted from config/papers/bali.yaml."),
@@ -116,7 +124,7 @@ write_table(
     caption="BALI wishart_n: the N in Sigma's degrees of freedom read as the number of training points (n, "
             "Alg. 1) or as N_eff (the count the EMA statistics carry; the config's reading), on the UCI regression "
             "and the classification sets where N_eff < N",
-    scale=scale, footnotes=footnotes, label="tab:bali_wishart_n",
+    scale=scale, footnotes=footnotes, label="tab:bali_wishart_n", keys=3,  # a split table's parts repeat these
     note="; ".join(dict.fromkeys(  # both notes open with the scale: once
         part for p in (br.provenance(pd.concat([n_read, neff])) if len(neff) else "",
                        bc.provenance(pd.concat([cls_n, cls_neff])) if len(cls_neff) else "")

@@ -19,7 +19,7 @@ import pandas as pd
 
 from reprokit.models.registry import build_model, describe_architecture
 from reprokit.report import style
-from reprokit.report.tables import static_note, write_table
+from reprokit.report.tables import PARAGRAPH_COLUMN, static_note, write_table
 
 log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
 
@@ -43,5 +43,6 @@ note = static_note(scale, f"reprokit.models '{MODEL}' ({type(model).__name__}), 
 write_table(table, snakemake.output["tex"], "CNN architecture for the MNIST experiments (Table 9 of the paper, "  # noqa: F821
             f"after Schwoebel et al. 2021), rendered from the model definition; {n_params:,} parameters in total",
             scale, note, label="tab:table9",
+            column_format="l" + PARAGRAPH_COLUMN.format(0.36) + "ll",  # the Specification column wraps
             footnotes=["Layer and Specification columns correspond to the paper's Table 9; output shapes "
                        "(channels x height x width, without the batch) and parameter counts are added from the model."])
