@@ -395,3 +395,23 @@ def test_a_migrated_line_is_kept_over_results_copy_of_the_same_run_and_used_by_b
     write_cell(results, c0, s0, 0.9)  # a re-run with the current settings
     assert archive.update(tmp_path, results, "paper", ["bali_uci"]) == {"bali_uci": (0, 1, 0)}
     assert [line["metrics"]["test_rmse"] for line in found_lines(cfg, "bali_uci", "paper", results, tmp_path)] == [0.9]
+
+
+def test_rename_moves_an_experiments_cells_with_a_migration_entry(tmp_path):
+    old = archive.path_of(tmp_path, "paper", "fig2a")
+    old.parent.mkdir(parents=True)
+    line = {"cell": "paper/fig2a/method~laplace/n_inputs~1/seed~0", "experiment": "fig2a", "settings": {"signal": "signed"},
+            "status": "completed", "coords": {"method": "laplace", "n_inputs": 1, "seed": 0}, "metrics": {"lml": -1.0}}
+    archive.write(old, {line["cell"]: line})
+    assert archive.rename(tmp_path, "paper", "fig2a", "fig2a_pm1", "2026-11-28", "the +-1 coding became a variant") == 1
+    assert not old.exists()
+    (moved,) = archive.load(archive.path_of(tmp_path, "paper", "fig2a_pm1")).values()
+    assert moved["cell"] == "paper/fig2a_pm1/method~laplace/n_inputs~1/seed~0" and moved["experiment"] == "fig2a_pm1"
+    assert moved["settings"] == line["settings"] and moved["metrics"] == line["metrics"]
+    assert moved["migrations"][-1] == {"migration": "renamed", "date": "2026-11-28", "from": "fig2a", "to": "fig2a_pm1",
+                                       "what": "the +-1 coding became a variant"}
+    with pytest.raises(FileNotFoundError):  # nothing left to move
+        archive.rename(tmp_path, "paper", "fig2a", "fig2a_x", "2026-11-28", "")
+    archive.write(old, {line["cell"]: line})
+    with pytest.raises(FileExistsError):  # never into an experiment that has cells
+        archive.rename(tmp_path, "paper", "fig2a", "fig2a_pm1", "2026-11-28", "")

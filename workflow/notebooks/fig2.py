@@ -12,6 +12,8 @@
 # (a) For fixed masks keeping the first K of 30 inputs: the partitioned LML objective (left) and the
 # post-hoc diagonal Laplace log marginal likelihood (right), with train/test accuracy and average
 # log-likelihood. (b) Keep probabilities of the learned concrete-Bernoulli input mask over training.
+# The data follow the text (x_i = y + e_i, the label y in {0, 1}); where the artefact also has the cells of the
+# label coded 2y - 1 (a variant of ours, `fig2a_pm1` / `fig2b_pm1`), they are drawn in grey beside them.
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
 # %%
@@ -30,7 +32,12 @@ style.setup()
 a = pd.read_csv(snakemake.input["fig2a"])  # noqa: F821 (injected by Snakemake)
 b_curves = pd.read_csv(snakemake.input["fig2b_curves"])  # noqa: F821
 b = pd.read_csv(snakemake.input["fig2b"])  # noqa: F821
+# the variant with the label coded 2y - 1 (+-1), when the artefact has it: drawn in grey
+inputs = dict(snakemake.input.items()) if hasattr(snakemake.input, "items") else {}  # noqa: F821
+a_pm1 = style.read_results(inputs["fig2a_pm1"]) if "fig2a_pm1" in inputs else pd.DataFrame()
+b_pm1 = style.read_results(inputs["fig2b_pm1"]) if "fig2b_pm1" in inputs else pd.DataFrame()
 scale = style.scale_of(a)
+PM1 = "label coded 2y-1 (variant)"
 
 
 # %%
@@ -75,8 +82,9 @@ def zoom_on_peak(ax, k, m, s, centre, seeds, half_width: int = 5):
     return ins
 
 
-def panel(ax_obj, ax_fit, df, objective, title, obj_label):
-    """Top: the objective against K (its largest mean marked); bottom: train/test accuracy and log-likelihood."""
+def panel(ax_obj, ax_fit, df, objective, title, obj_label, variant=None):
+    """Top: the objective against K (its largest mean marked); bottom: train/test accuracy and log-likelihood.
+    `variant`: the same cells with the label coded 2y-1, drawn in grey (objective and test accuracy)."""
     if df.empty or objective not in df:  # e.g. a paper-scale build from part of the grid
         for ax in (ax_obj, ax_fit):
             style.na_panel(ax, df, title=title, otherwise="no cell of this method has run")
@@ -90,6 +98,9 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label):
     if np.isfinite(best):
         ax_obj.plot([best], [m[k == best][0]], ls="none", marker="*", ms=9, color="tab:red", zorder=4,
                     label=f"largest mean (K = {best:g})")
+    if variant is not None and not variant.empty and objective in variant:
+        kv, mv, _ = by_inputs(variant, objective)
+        ax_obj.plot(kv, mv, color="0.6", ls="--", lw=1, label=f"{obj_label}, {PM1}")
     ax_obj.set_xlim(0, K_MAX + 1)
     ax_obj.set_title(f"{title}: {obj_label} vs. inputs kept")  # what is drawn, not what it shows
     ax_obj.set_xlabel("Num. inputs K (the first K kept)")
@@ -101,6 +112,9 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label):
             kk, mm, ss = by_inputs(df, f"{split}_{metric}")
             ax_fit.plot(kk, mm, ls=ls, color=color, label=f"{split} {'accuracy' if metric == 'acc' else 'avg. log-lik.'}")
             ax_fit.fill_between(kk, mm - ss, mm + ss, color=color, alpha=0.15)
+    if variant is not None and not variant.empty and "test_acc" in variant:
+        kv, mv, _ = by_inputs(variant, "test_acc")
+        ax_fit.plot(kv, mv, color="0.6", ls="--", lw=1, label=f"test accuracy, {PM1}")
     ax_fit.axvline(INFORMATIVE, color="tab:blue", ls=":", lw=1)
     ax_fit.set_xlim(0, K_MAX + 1)
     ax_fit.set_title(f"{title}: train / test fit ({seeds})")
@@ -113,8 +127,14 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label):
 fig, axes = plt.subplots(2, 3, figsize=(13, 7))
 part = a[(a.method == "partitioned") & (a.status == "completed")]
 lap = a[(a.method == "laplace") & (a.status == "completed")]
-peak_part = panel(axes[0, 0], axes[1, 0], part, "lml", "(a) Partitioned", "LML estimate")
-peak_lap = panel(axes[0, 1], axes[1, 1], lap, "laplace_lml", "(a) Diag. Laplace", "log marginal likelihood")
+
+def of(df, method):
+    return df[(df.method == method) & (df.status == "completed")] if not df.empty and "method" in df else df
+
+
+peak_part = panel(axes[0, 0], axes[1, 0], part, "lml", "(a) Partitioned", "LML estimate", of(a_pm1, "partitioned"))
+peak_lap = panel(axes[0, 1], axes[1, 1], lap, "laplace_lml", "(a) Diag. Laplace", "log marginal likelihood",
+                 of(a_pm1, "laplace"))
 
 # %% [markdown]
 # (b) Mask probability per input over training (mean over seeds); informative inputs 1–15 in blue.
@@ -132,20 +152,36 @@ axes[0, 2].set_ylabel("keep probability")
 final = b[prob_cols].mean()
 axes[1, 2].bar(np.arange(1, len(prob_cols) + 1), final.to_numpy(),
                color=[colour[i < INFORMATIVE] for i in range(len(prob_cols))])
+if not b_pm1.empty and set(prob_cols) <= set(b_pm1):
+    axes[1, 2].plot(np.arange(1, len(prob_cols) + 1), b_pm1[prob_cols].mean().to_numpy(), ls="none", marker="_",
+                    ms=9, mew=1.5, color="k", label=f"{PM1}, {int(b_pm1['seed'].nunique())} seed(s)")
 axes[1, 2].set_xlabel("input mask element")
 axes[1, 2].set_ylabel("final keep probability")
 axes[1, 2].set_title(f"(b) Final mask (mean over {b_seeds} seed(s))")
 mask_key = [Patch(color="tab:blue", label=f"informative inputs 1-{INFORMATIVE}"),
             Patch(color="tab:gray", label=f"spurious inputs {INFORMATIVE + 1}-{len(prob_cols) or K_MAX}")]
+bar_key = mask_key + [h for h in axes[1, 2].get_legend_handles_labels()[0]]
 axes[0, 2].legend(handles=mask_key, loc="best", fontsize=7)  # where the curves are not
 axes[1, 2].set_ylim(0, 1.2)  # room above the bars
-axes[1, 2].legend(handles=mask_key, loc="upper center", ncol=2, fontsize=7)
+axes[1, 2].legend(handles=bar_key, loc="upper center", ncol=2, fontsize=7)
+
+
+
+def coding(experiment):
+    """How the label enters the features in an experiment's cells (its `signal` setting; the kind's default is
+    the +-1 coding): as the text's x_i = y + e_i, or as 2y - 1."""
+    settings = snakemake.config["experiments"][experiment].get("settings") or {}  # noqa: F821
+    if settings.get("signal", "signed") == "label":
+        return "the label y in {0,1} enters the features as y (x_i = y + e_i, as the text writes)"
+    return "the label y in {0,1} enters the features as 2y-1 (not the text's x_i = y + e_i)"
+
 
 kept = sorted({int(i) for row in b["kept_inputs"].dropna().astype(str) for i in row.split()})
 note = (style.provenance(a, f"synthetic input selection (Lyle et al. 2020): {int(a['n_train'].iloc[0])} train / "
-                         f"{int(a['n_test'].iloc[0])} test, 30 inputs, label y in {{0,1}} enters the features as 2y-1")
+                         f"{int(a['n_test'].iloc[0])} test, 30 inputs, " + coding("fig2a"))
         + f"; (a) post-hoc diagonal Laplace: Immer et al. (2021); K of the largest mean objective: LML {peak_part:g}, "
         f"Laplace {peak_lap:g}"
+        + (f"; grey dashed / black ticks: the same cells with the {PM1}" if not a_pm1.empty or not b_pm1.empty else "")
         + "; (b) inputs kept (keep probability > 0.5) in any seed: "
         + (f"{kept[0]}..{kept[-1]} ({len(kept)} inputs)" if kept else "none"))
 note = style.wrap_note(fig, note)

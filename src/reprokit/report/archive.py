@@ -147,6 +147,31 @@ def split(lines: dict[str, dict], settings: dict[str, dict]) -> tuple[list[dict]
     return fresh, stale
 
 
+def rename(root: str | Path, scale: str, old: str, new: str, date: str, why: str) -> int:
+    """Move experiment `old`'s archived cells to experiment `new` (its cell dirs and `experiment` renamed, a
+    `migrations` entry saying when and why): for a config whose experiment names change while the cells keep
+    their settings (e.g. a variant renamed when another reading becomes the default). `new`'s archive must not
+    exist yet. Returns the number of lines moved."""
+    source, target = path_of(root, scale, old), path_of(root, scale, new)
+    if target.exists():
+        raise FileExistsError(f"{target} exists: rename into a new experiment only")
+    lines = load(source)
+    if not lines:
+        raise FileNotFoundError(f"{source}: no archived cell of {old}")
+    moved = {}
+    for cell, line in lines.items():
+        prefix = f"{scale}/{old}/"
+        if not cell.startswith(prefix):
+            raise ValueError(f"{source}: cell {cell} is not under {prefix}")
+        renamed = {**line, "cell": f"{scale}/{new}/{cell[len(prefix):]}", "experiment": new,
+                   "migrations": [*(line.get("migrations") or []),
+                                  {"migration": "renamed", "date": date, "from": old, "to": new, "what": why}]}
+        moved[renamed["cell"]] = renamed
+    write(target, moved)
+    source.unlink()
+    return len(moved)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reprokit.report.archive", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", default="paper")

@@ -89,7 +89,7 @@ def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archiv
 
     from .statement import experiments_read
 
-    partial, inputs, csvs = {}, {}, []
+    partial, inputs, csvs, ran = {}, {}, [], 0
     claims_read = experiments_read(spec, name, config["experiments"], root / "config" / "papers")
     for exp in [*spec["experiments"], *claims_read]:  # the claims' experiments: inputs, not the artefact's grid
         lines = found_lines(config, exp, scale, results, archive_root)
@@ -100,9 +100,10 @@ def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archiv
         curves.to_csv(inputs[f"{exp}_curves"], index=False)
         if exp in claims_read:
             continue
+        ran += len(lines)
         partial[exp] = [len(lines) + len(missing), sum(1 for _ in grid_of(config, exp, scale).cells())]
         csvs.append(inputs[exp])
-    if spec["experiments"] and not any(n for n, _ in partial.values()):
+    if spec["experiments"] and not ran:  # cells n/a for want of data do not make an artefact worth building
         raise FileNotFoundError(f"artefact {name}: no cell of experiment(s) {', '.join(partial)} ran at scale {scale} "
                                 f"with the config's settings (results/{scale}/<experiment>, figures/{scale}/cells/)")
     numbers = root / "config" / "papers" / f"{spec['paper']}.yaml"
@@ -135,15 +136,30 @@ def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archiv
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m reprokit.report.build_partial", description=__doc__.split("\n\n")[0])
-    p.add_argument("--artefact", required=True, nargs="+")
+    p.add_argument("--artefact", nargs="+", help="artefact names (default with --all: every artefact of the config)")
+    p.add_argument("--all", action="store_true", help="every artefact of the config; those none of whose cells "
+                   "ran are skipped, named")
     p.add_argument("--scale", default="paper")
     p.add_argument("--results", default="results")
     p.add_argument("--root", default=str(REPO))
     args = p.parse_args(argv)
-    for name in args.artefact:
+    if not args.artefact and not args.all:
+        p.error("name --artefact, or give --all")
+    names = args.artefact
+    if args.all:
+        from ..config import load_pipeline_config
+
+        names = names or list(load_pipeline_config(args.root, {"scale": args.scale})["artefacts"])
+    for name in names:
         try:
             rec = build(name, args.scale, args.results, args.root)
-        except (KeyError, FileNotFoundError, RuntimeError) as err:
+        except FileNotFoundError as err:
+            if not args.all:
+                print(f"error: {err}", file=sys.stderr)
+                return 1
+            print(f"{name}: skipped ({err})")
+            continue
+        except (KeyError, RuntimeError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
         print(f"{name}: built from " + ", ".join(f"{e} {n} of {m} cells" for e, (n, m) in rec["partial"].items()))

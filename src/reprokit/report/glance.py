@@ -42,7 +42,7 @@ def block(root: str | Path = ".") -> str:
             rows.append(f"| {SHORT_NAMES.get(g['paper'], g['paper'])} | {scale} | {g['claims']} | {c['holds']} | "
                         f"{c['inconclusive']} | {c['does not hold']} | {c['not comparable']} | "
                         f"{c['not run'] + c['not testable']} | {g['within']} / {g['compared']} |")
-            sentences.append(f"- {scale} scale, {bottom_line(g)} ([report](figures/{scale}/reproduction.md))")
+            sentences.append(f"- {bottom_line(g)} ([{scale}-scale report](figures/{scale}/reproduction.md))")
     head = ["| paper | scale | claims | hold | inconclusive | do not hold | not comparable | not tested | "
             f"numbers within {WITHIN_Z:g} s.e. / compared |", "|---|---|---|---|---|---|---|---|---|"]
     note = ("Written by `python -m reprokit.report.glance` from the committed reports; paper scale counts only "

@@ -60,6 +60,10 @@ class Claim:
     # The scales at which the claim can be tested at all (from `testable_at:`; empty: every scale). Elsewhere its
     # verdict is "not testable" (not counted as failed), with `below_paper_scale` saying why.
     testable_at: tuple = ()
+    # A claim re-checked under another reading of a setting the paper leaves open or states differently (from
+    # `variant:`, naming the reading, e.g. "the label coded +-1"): reported beside the claim, not counted among the
+    # paper's claims.
+    variant: str = ""
 
 
 def load(path: str | Path) -> dict:
@@ -138,7 +142,8 @@ def entry(doc: dict, artefact_name: str, row: str, column: str, default=_MISSING
     return mean if se is None else [mean, se]
 
 
-CLAIM_KEYS = ("id", "artefact", "words", "check", "args", "below_paper_scale", "at_paper_scale", "testable_at")
+CLAIM_KEYS = ("id", "artefact", "words", "check", "args", "below_paper_scale", "at_paper_scale", "testable_at",
+              "variant")
 
 
 def claims(doc: dict) -> list[Claim]:
@@ -152,7 +157,7 @@ def claims(doc: dict) -> list[Claim]:
                            f"(known: {', '.join(CLAIM_KEYS)})")
         notes = [" ".join(str(c.get(key) or "").split()) for key in ("below_paper_scale", "at_paper_scale")]
         out.append(Claim(c["id"], doc["paper"], c["artefact"], c["words"], c["check"], dict(c.get("args") or {}),
-                         *notes, tuple(c.get("testable_at") or ())))
+                         *notes, tuple(c.get("testable_at") or ()), " ".join(str(c.get("variant") or "").split())))
     return out
 
 

@@ -41,6 +41,11 @@ SHORT_NAMES = {"partitioned": "Partitioned networks", "bali": "BALI"}
 GLANCE_TAG = "glance"  # the report's machine-readable summary line per paper: <!-- glance: {...} -->
 
 
+def _words(claim) -> str:
+    """The claim's words, marked when it is re-checked under another reading (a variant, not counted)."""
+    return f"[variant, not counted: {claim.variant}] {claim.words}" if claim.variant else claim.words
+
+
 def _f(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}g}" if x is not None and math.isfinite(x) else "—"
 
@@ -164,7 +169,7 @@ def summary_lines(ctx: Context, doc: dict, verdicts: list) -> list[str]:
     totals = [0, 0] + [0] * len(statuses)
     for name in _artefact_order(ctx, doc):
         z = zs.loc[zs["artefact"] == name, "z_paper"]
-        mine = [v.status for c, v in verdicts if c.artefact == name and c.paper == doc["paper"]]
+        mine = [v.status for c, v in verdicts if c.artefact == name and c.paper == doc["paper"] and not c.variant]
         row = [int((z.abs() <= WITHIN_Z).sum()), len(z)] + [mine.count(s) for s in statuses]
         if row[1] == 0 and not mine:
             continue
@@ -357,7 +362,7 @@ def not_run_reason(ctx: Context, claim, verdict) -> str:
 def glance(ctx: Context, doc: dict, verdicts: list) -> dict:
     """One paper's results at this scale, as counted for the README: claims per verdict, numbers within WITHIN_Z
     paper s.e. of those compared, and why the claims that did not run did not."""
-    mine = [(c, v) for c, v in verdicts if c.paper == doc["paper"]]
+    mine = [(c, v) for c, v in verdicts if c.paper == doc["paper"] and not c.variant]  # the paper's own claims
     zs = [abs(r["z_paper"]) for r in z_rows(ctx, doc)]
     reasons: dict[str, int] = {}
     for c, v in mine:
@@ -413,8 +418,9 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     for doc in ctx.docs:
         for claim in papers.claims(doc):
             verdicts.append((claim, claim_checks.verdict(ctx, claim)))
-    counts = {s: sum(v.status == s for _, v in verdicts) for s in claim_checks.STATUSES}
-    unexplained = sum(why_not_here(ctx.scale, c, v).startswith("UNEXPLAINED") for c, v in verdicts)
+    own = [(c, v) for c, v in verdicts if not c.variant]  # variants (another reading) are shown, not counted
+    counts = {s: sum(v.status == s for _, v in own) for s in claim_checks.STATUSES}
+    unexplained = sum(why_not_here(ctx.scale, c, v).startswith("UNEXPLAINED") for c, v in own)
     lines += [f"Claims at {ctx.scale} scale: " + ", ".join(f"{n} {s}" for s, n in counts.items())
               + (f" ({counts[claim_checks.FAILS] - unexplained} of those that do not hold with the reason "
                  f"recorded below the claim, {unexplained} unexplained)" if counts[claim_checks.FAILS] else "")
@@ -450,7 +456,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
               "|---|---|---|---|---|---|---|---|---|"]
     for claim, v in verdicts:
         lines.append("| " + " | ".join(_cell(x) for x in (
-            claim.paper, claim.id, claim.artefact, claim.words, f"**{v.status}**", v.measured, v.n,
+            claim.paper, claim.id, claim.artefact, _words(claim), f"**{v.status}**", v.measured, v.n,
             ctx.scale, why_not_here(ctx.scale, claim, v) or "—")) + " |")
     lines += [""] + target_lines(ctx)
     # the bottom line, now that every experiment has been read: under the title, before the summary tables

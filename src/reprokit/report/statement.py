@@ -55,7 +55,8 @@ class Statement:
         for claim, v in self.verdicts:
             measured = v.measured if len(v.measured) <= measured_chars else v.measured[:measured_chars].rstrip() + " ..."
             n = f"n = {v.n}" if v.n else "n = 0"
-            out.append(f'Claim "{claim.words}": {v.status.upper()} at {self.scale} scale ({n}; {measured}).')
+            head = f"Variant ({claim.variant}), claim" if claim.variant else "Claim"
+            out.append(f'{head} "{claim.words}": {v.status.upper()} at {self.scale} scale ({n}; {measured}).')
         return out
 
     def lines(self) -> list[str]:
@@ -63,8 +64,9 @@ class Statement:
         head = f"Rebuilds {self.source}."
         if not self.verdicts:
             return [head + " The paper makes no claim in words about it that we check."]
-        counts = {s: sum(v.status == s for _, v in self.verdicts) for s in claim_checks.STATUSES}
-        tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        counts = {s: sum(v.status == s for c, v in self.verdicts if not c.variant) for s in claim_checks.STATUSES}
+        plural = {claim_checks.HOLDS: "hold", claim_checks.FAILS: "do not hold"}
+        tally = ", ".join(f"{n} {plural.get(s, s) if n > 1 else s}" for s, n in counts.items() if n)
         return [f"{head} Its claims at {self.scale} scale: {tally} "
                 f"(full reasons: figures/{self.scale}/reproduction.md)."] + self.claim_lines()
 
