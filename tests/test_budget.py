@@ -247,3 +247,22 @@ def test_snakemake_gives_each_cell_its_estimated_runtime(paper_config, tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     expected = runtime_minutes(cell, paper_config, h100())
     assert f"runtime={expected}, cpus_per_task={paper_config['run'].get('threads_per_cell', 1)}" in res.stdout
+
+
+def test_cli_prints_the_slurm_plan_per_experiment_and_in_total(paper_config):
+    """SLURM jobs, GPU-hours allocated with one cell per job and packed, CPU-hours (issue 50)."""
+    res = subprocess.run([sys.executable, "-m", "reprokit.budget", "--config", "scale=paper"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    block = res.stdout[res.stdout.index("SLURM (--profile slurm)"):].splitlines()
+    assert "jobs 1/cell" in block[1] and "GPU-h packed" in block[1] and "CPU-h packed" in block[1]
+    rows = {ln.split()[0]: ln.split()[1:] for ln in block[2:] if ln.split() and ln.split()[0] in paper_config["experiments"]}
+    assert set(rows) == set(paper_config["experiments"])
+    assert rows["bali_uci"][1] == "0" and float(rows["bali_uci"][6]) > 0  # no cell on a GPU; CPU-hours
+    assert float(rows["fig3a"][5]) > 0 and float(rows["fig3a"][6]) == 0
+    total = next(ln.split() for ln in block if ln.startswith("total"))
+    cells, jobs_single, jobs_packed = int(total[1]), int(total[3]), int(total[4])
+    assert jobs_single == cells > 2000 and jobs_packed <= 400
+    gpu_single, gpu_packed = float(total[5]), float(total[6])
+    assert gpu_packed < gpu_single
+    assert any(ln.startswith(f"SLURM jobs: {cells} with one cell per job; {jobs_packed} with packing") for ln in block)

@@ -7,13 +7,18 @@ REPROKIT_REQUIRE_SLURM=1, which turns that into a failure (for CI).
 
 What is checked:
   * the profile in slurm/ is what `--profile slurm` resolves to from the repo
-    root, and it submits rule `cell` with one GPU and placeholder account/partition
-    (no SLURM needed for this one);
-  * a run with `--profile slurm` plus an overlay profile (local account/partition,
+    root: placeholder account and GPU / CPU partitions, packing on, and the rule
+    `cell` sets wall time, CPUs, GPU and partition per cell (no SLURM needed);
+  * a run with `--profile slurm` plus an overlay profile (local account/partitions,
     squeue polling, resources clamped to this node, `--config scale=test`) builds
     the target; every `cell` job went through sbatch (job ids in the log, the jobs
-    COMPLETED in squeue with a GPU in their TRES, and their SLURM logs show the
-    rule ran there), and every other rule ran locally ("localrule").
+    COMPLETED in squeue, with a GPU in their TRES exactly where the cost model sends
+    the cell to a GPU, and their SLURM logs show the rule ran there), and every other
+    rule ran locally ("localrule"). Once with packing off (a SLURM job per cell), once
+    packed: at most a quarter as many SLURM jobs as cells, and every cell's metrics
+    equal the unpacked run's;
+  * a packed job requeued mid-run (`scontrol requeue`) resumes each interrupted cell
+    from its own checkpoint.
 
 REAL_TARGET selects the repo's own workflow; while it is None only a throwaway
 workflow (3 cells + a local aggregate) written to tmp_path is run.
@@ -21,15 +26,19 @@ workflow (3 cells + a local aggregate) written to tmp_path is run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+
+from reprokit.config import experiment, load_pipeline_config
 
 # under pytest-xdist (-n 2 --dist loadgroup) every SLURM test runs on one worker: one cluster, brought up once
 pytestmark = pytest.mark.xdist_group("slurm")
@@ -43,13 +52,16 @@ SLURM_UP = REPO / ".ci" / "slurm-up.sh"
 # root), e.g. "figures/fig2.pdf" built from cells under results/test/fig2a/.
 # None: only the throwaway workflow runs. REPROKIT_SLURM_TARGET overrides it.
 REAL_TARGET: str | None = os.environ.get("REPROKIT_SLURM_TARGET", "figures/fig2.pdf") or None
+# More targets of the real runs, so that the packed run has cells of both kinds of job: 13 CPU cells
+# (fig2a, fig2b, fig2a_coding: small MLPs) and 2 GPU cells (MNIST CNNs) at test scale.
+MORE_TARGETS = ["results/test/fig2a_coding.csv", "results/test/sens_mnist_c2.csv"]
 # Rule whose jobs must go to SLURM; every other rule must be a localrule.
 CELL_RULE = "cell"
 # Extra --config for the runs.
 CONFIG = ["scale=test"]
 # Wall-clock limit of one snakemake run (passed to `timeout -k 10`): a safety net, not a
-# target (the throwaway run takes ~35 s; figures/fig2.pdf, 7 cells, 2-6 min on 2 busy cores).
-RUN_TIMEOUT_S = int(os.environ.get("REPROKIT_SLURM_TIMEOUT", "480"))
+# target (the throwaway run takes ~35 s; the real target's 15 cells 2-4 min on 2 busy cores).
+RUN_TIMEOUT_S = int(os.environ.get("REPROKIT_SLURM_TIMEOUT", "600"))
 # The node and partition that .ci/slurm-up.sh creates; the tests refuse to submit
 # anywhere else (e.g. on a real cluster's login node).
 LOCAL_NODE = "localhost"
@@ -135,17 +147,25 @@ def _clamp_resources(res: dict, node: dict) -> dict:
     return out
 
 
-def _write_overlay(path: Path, node: dict) -> Path:
-    """Overlay profile given after `--profile slurm`: each key here replaces that key of slurm/."""
+def _write_overlay(path: Path, node: dict, packed: bool = True) -> Path:
+    """Overlay profile given after `--profile slurm`: each key here replaces that key of slurm/.
+    Both partitions become the local one; packed, as many cells run at once as the node has CPUs."""
     prof = yaml.safe_load(PROFILE.read_text())
     default = _clamp_resources(prof.get("default-resources") or {}, node)
     default["slurm_account"] = "ci"  # no accounting here: any account name is accepted
-    default["slurm_partition"] = LOCAL_PARTITION
+    default["slurm_partition"] = LOCAL_PARTITION  # rules other than `cell` (the throwaway workflow's)
+    set_resources = {rule: _clamp_resources(res, node) for rule, res in (prof.get("set-resources") or {}).items()}
+    cell = set_resources.setdefault(CELL_RULE, {})
+    for key in ("gpu_partition", "cpu_partition"):
+        cell[key] = LOCAL_PARTITION
+    for key in ("cells_per_gpu", "cells_per_cpu_job"):
+        if packed:
+            cell[key] = max(1, min(int(cell.get(key, 2)), node["cpus"]))
+        else:
+            cell.pop(key, None)  # packing off: a SLURM job per cell
     overlay = {
         "default-resources": default,
-        "set-resources": {
-            rule: _clamp_resources(res, node) for rule, res in (prof.get("set-resources") or {}).items()
-        },
+        "set-resources": set_resources,
         # No slurmdbd: sacct cannot answer, squeue must be used (MinJobAge=600 in slurm.conf
         # is >= 3 x init-seconds, else the plugin silently switches back to sacct).
         "slurm-status-command": "squeue",
@@ -170,6 +190,7 @@ rule all:
 
 rule cell:
     output: "results/test/toy/{cell}.txt"
+    resources: gpu=1
     shell:
         "echo \"cell={wildcards.cell} slurm_job=${{SLURM_JOB_ID:-none}} scale={config[scale]}\" > {output}"
 
@@ -204,28 +225,44 @@ def _copy_repo(dst: Path) -> None:
         (dst.parent / "shared").symlink_to(shared)  # keeps ../shared/... paths working
 
 
-def _run_snakemake(workdir: Path, overlay: Path, targets: list[str], log_path: Path) -> tuple[int, str]:
+def _snakemake_cmd(targets: list[str], overlay: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    snakemake = shutil.which("snakemake")
+    exe = [snakemake] if snakemake else [sys.executable, "-m", "snakemake"]
+    return [
+        "timeout", "-k", "10", str(RUN_TIMEOUT_S),
+        *exe, *targets, "--profile", PROFILE_NAME, "--profile", str(overlay), *extra,
+        "--nocolor", "--config", *CONFIG,  # last: --config takes every word after it
+    ]  # fmt: skip
+
+
+def _snakemake_env() -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
     env.pop("SNAKEMAKE_SLURM_PARTITIONS", None)
     env["PYTHONUNBUFFERED"] = "1"
-    snakemake = shutil.which("snakemake")
-    exe = [snakemake] if snakemake else [sys.executable, "-m", "snakemake"]
-    cmd = [
-        "timeout", "-k", "10", str(RUN_TIMEOUT_S),
-        *exe, *targets, "--profile", PROFILE_NAME, "--profile", str(overlay),
-        "--nocolor", "--config", *CONFIG,  # last: --config takes every word after it
-    ]  # fmt: skip
+    return env
+
+
+def _run_snakemake(workdir: Path, overlay: Path, targets: list[str], log_path: Path) -> tuple[int, str]:
+    cmd = _snakemake_cmd(targets, overlay)
     with open(log_path, "w") as log:
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
-        rc = subprocess.run(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(cmd, cwd=workdir, env=_snakemake_env(), stdout=log, stderr=subprocess.STDOUT).returncode
     if rc < 0:  # timeout re-raises the signal that killed the command (-k: SIGKILL)
         rc = 128 - rc
     return rc, log_path.read_text()
 
 
-def _check_slurm_run(rc: int, log: str) -> dict[str, str]:
-    """Assertions shared by both runs; returns {slurm job id: slurm log path}."""
+def _job_cells(slurm_log: str) -> list[str]:
+    """rel_dirs (<scale>/<experiment>/<coords>) of the cells a SLURM job's log shows it running."""
+    text = Path(slurm_log).read_text() if Path(slurm_log).is_file() else ""
+    found = re.findall(r"wildcards: scale=(\S+), experiment=(\S+), coords=(\S+)", text)
+    return sorted({f"{a}/{b}/{c}" for a, b, c in found})
+
+
+def _check_slurm_run(rc: int, log: str, wants_gpu=lambda cells: True) -> dict[str, str]:
+    """Assertions shared by the runs; returns {slurm job id: slurm log path}. `wants_gpu(cells)`: whether
+    the SLURM job that ran these cells (rel_dirs) must have a GPU."""
     tail = log[-6000:]
     run_id = re.search(r"SLURM run ID: (\S+)", log)
     try:
@@ -234,17 +271,21 @@ def _check_slurm_run(rc: int, log: str) -> dict[str, str]:
         assert run_id, f"no 'SLURM run ID' line: the slurm executor did not run:\n{tail}"
 
         submitted = dict(re.findall(r"has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", log, re.M))
-        remote_rules = re.findall(r"^rule (\S+):$", log, re.M)
+        remote_rules = re.findall(r"^\s*rule (\S+):$", log, re.M)
         local_rules = re.findall(r"^localrule (\S+):$", log, re.M)
+        groups = re.findall(r"Group job (\S+) \(jobs", log)
         assert remote_rules, f"no job was sent to SLURM:\n{tail}"
         assert set(remote_rules) == {CELL_RULE}, f"rules sent to SLURM besides {CELL_RULE!r}: {set(remote_rules)}"
         assert CELL_RULE not in local_rules, f"{CELL_RULE!r} ran locally"
         assert local_rules, "no rule ran locally (aggregation/plotting should be localrules)"
-        assert len(submitted) == len(remote_rules), (
-            f"{len(remote_rules)} {CELL_RULE} jobs but {len(submitted)} sbatch submissions:\n{tail}"
+        n_alone = len(re.findall(r"^rule \S+:$", log, re.M))
+        assert len(submitted) == n_alone + len(groups), (
+            f"{n_alone} single {CELL_RULE} jobs and {len(groups)} group jobs but {len(submitted)} sbatch "
+            f"submissions:\n{tail}"
         )
         for jobid, slurm_log in submitted.items():
-            assert f"/rule_{CELL_RULE}/" in slurm_log, f"SLURM job {jobid} is not a {CELL_RULE} job: {slurm_log}"
+            assert re.search(rf"/(rule_{CELL_RULE}|group_\S+_{CELL_RULE})/", slurm_log), (
+                f"SLURM job {jobid} is not a {CELL_RULE} job: {slurm_log}")
             text = Path(slurm_log).read_text() if Path(slurm_log).is_file() else ""
             assert f"rule {CELL_RULE}:" in text and "--mode remote" in text, (
                 f"SLURM log {slurm_log} does not show {CELL_RULE} running inside the job:\n{text[-3000:]}"
@@ -253,10 +294,13 @@ def _check_slurm_run(rc: int, log: str) -> dict[str, str]:
         # The jobs themselves, as SLURM saw them (MinJobAge keeps finished jobs in squeue).
         sq = _sh(["squeue", "--states=all", "--noheader", "--format=%i|%T", "--name", run_id.group(1)])
         states = dict(line.split("|", 1) for line in sq.stdout.split() if "|" in line)
-        for jobid in submitted:
+        for jobid, slurm_log in submitted.items():
             assert states.get(jobid) == "COMPLETED", f"SLURM job {jobid}: {states.get(jobid)!r} ({sq.stdout!r})"
             show = _sh(["scontrol", "show", "job", jobid]).stdout
-            assert re.search(r"Tres(PerJob|PerNode|PerTask)=\S*gpu", show), f"job {jobid} got no GPU:\n{show}"
+            has_gpu = bool(re.search(r"Tres(PerJob|PerNode|PerTask)=\S*gpu", show))
+            cells = _job_cells(slurm_log)
+            assert has_gpu == wants_gpu(cells), (
+                f"job {jobid} ({cells}) {'got' if has_gpu else 'did not get'} a GPU:\n{show}")
         return submitted
     except BaseException:
         if run_id:  # never leave jobs of a failed run behind
@@ -265,6 +309,32 @@ def _check_slurm_run(rc: int, log: str) -> dict[str, str]:
             except Exception:
                 pass
         raise
+
+
+def _devices() -> dict[str, str]:
+    """{rel_dir: "gpu" | "cpu"} of every test-scale cell: where the cost model sends it."""
+    from reprokit.budget import cell_costs
+
+    config = load_pipeline_config(REPO, {"scale": "test"})
+    cells = [c for name in sorted(config["experiments"]) for c in experiment(config, name, "test").cells()]
+    return {c.rel_dir: c.device for c in cell_costs(cells, config)}
+
+
+def _wants_gpu(devices: dict[str, str]):
+    def wants(cells):
+        kinds = {devices[c] for c in cells}
+        assert len(kinds) == 1, f"a SLURM job ran cells of both kinds: {cells}"
+        return kinds == {"gpu"}
+
+    return wants
+
+
+def _metrics(work: Path) -> dict[str, dict]:
+    """{rel_dir: metrics} of every cell under work/results."""
+    out = {}
+    for path in (work / "results").rglob("metrics.json"):
+        out[str(path.parent.relative_to(work / "results"))] = json.loads(path.read_text())
+    return out
 
 
 # ----------------------------------------------------------------- fixtures
@@ -305,17 +375,22 @@ def test_profile_resolves_from_repo_root(monkeypatch):
 
     prof = yaml.safe_load(PROFILE.read_text())
     assert prof["executor"] == "slurm"
-    default = prof["default-resources"]
-    for key in ("slurm_account", "slurm_partition"):
-        assert PLACEHOLDER in str(default[key]), f"{key} should be a {PLACEHOLDER} placeholder for users to set"
+    assert PLACEHOLDER in str(prof["default-resources"]["slurm_account"]), "the account should be a placeholder"
     cell = prof["set-resources"][CELL_RULE]
-    assert int(cell.get("gpu", 0)) == 1 or str(cell.get("gres", "")).startswith("gpu"), cell
+    for key in ("gpu_partition", "cpu_partition"):  # both partitions, for users to set
+        assert PLACEHOLDER in str(cell[key]), f"set-resources.{CELL_RULE}.{key} should be a {PLACEHOLDER} placeholder"
     assert "mem_mb" in cell, f"set-resources.{CELL_RULE} lacks mem_mb"
-    # wall time and CPUs come per cell from the rule (cost model, threads); a profile value would replace them
-    for key in ("runtime", "cpus_per_task"):
+    # wall time, CPUs, GPU and partition come per cell from the rule (cost model, threads, packing); a
+    # profile value would replace them for every cell
+    for key in ("runtime", "cpus_per_task", "gpu", "gres", "slurm_partition"):
         assert key not in cell, f"set-resources.{CELL_RULE}.{key} replaces the rule's per-cell value"
+    # packing on, the way Snakemake packs (workflow/rules/cells.smk)
+    assert int(cell["cells_per_gpu"]) >= 1 and int(cell["cells_per_cpu_job"]) >= 1
+    assert "cells=100000" in prof["group-components"]
+    assert "pack_slot=1" in prof["resources"] and "pack_slot=local" in prof["set-resource-scopes"]
     rule = (REPO / "workflow" / "rules" / "cells.smk").read_text()
-    assert "runtime=cell_runtime" in rule and "cpus_per_task=lambda wildcards, threads: threads" in rule
+    for text in ("runtime=cell_runtime", "cpus_per_task=cell_cpus", "**cell_slurm_resources()", "cell_group"):
+        assert text in rule, f"rule {CELL_RULE} lacks {text}"
     assert int(prof.get("retries", 0)) >= 1
 
 
@@ -343,16 +418,108 @@ def test_slurm_throwaway_workflow(slurm_node, tmp_path):
     assert "aggregate slurm_job=none" in agg, f"aggregate ran inside a SLURM job:\n{agg}"
 
 
+@pytest.fixture(scope="module")
+def unpacked_run(slurm_node, tmp_path_factory):
+    """The repo's workflow at test scale with packing off: a SLURM job per cell. (workdir, log, submitted)."""
+    tmp = tmp_path_factory.mktemp("unpacked")
+    work = tmp / "repo"
+    work.mkdir()
+    _copy_repo(work)
+    overlay = _write_overlay(tmp / "overlay.yaml", slurm_node, packed=False)
+    rc, log = _run_snakemake(work, overlay, [REAL_TARGET, *MORE_TARGETS], tmp / "snakemake.log")
+    submitted = _check_slurm_run(rc, log, _wants_gpu(_devices()))
+    return work, log, submitted
+
+
 @pytest.mark.slurm
 @pytest.mark.skipif(REAL_TARGET is None, reason="REAL_TARGET not set yet (tests/test_slurm.py)")
-def test_slurm_real_target(slurm_node, tmp_path):
-    """The repo's workflow at test scale: cells via SLURM, figures locally, target built."""
+def test_slurm_real_target(unpacked_run):
+    """The repo's workflow at test scale: cells via SLURM (one job each, a GPU only for the cells the cost
+    model sends to one), figures locally, target built."""
+    work, log, submitted = unpacked_run
+    assert "Group job" not in log, "packing is off, yet Snakemake made group jobs"
+    assert len(submitted) == len(_metrics(work)) >= 12
+    target = work / REAL_TARGET
+    assert target.is_file() and target.stat().st_size > 0, f"{REAL_TARGET} was not built"
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(REAL_TARGET is None, reason="REAL_TARGET not set yet (tests/test_slurm.py)")
+def test_slurm_packed_target(unpacked_run, slurm_node, tmp_path):
+    """Packed: at least 12 cells in at most a quarter as many SLURM jobs, GPU cells and CPU cells in jobs of
+    their own kind, several at once, and every cell's metrics equal to the unpacked run's."""
     work = tmp_path / "repo"
     work.mkdir()
     _copy_repo(work)
-    overlay = _write_overlay(tmp_path / "overlay.yaml", slurm_node)
+    overlay = _write_overlay(tmp_path / "overlay.yaml", slurm_node, packed=True)
+    targets = [t for t in [REAL_TARGET, *MORE_TARGETS] if t.endswith(".csv")] or [REAL_TARGET]
+    targets += [f"results/test/{e}.csv" for e in ("fig2a", "fig2b")]  # REAL_TARGET's cells, without its figure
+    rc, log = _run_snakemake(work, overlay, targets, tmp_path / "snakemake.log")
+    devices = _devices()
+    submitted = _check_slurm_run(rc, log, _wants_gpu(devices))
 
-    rc, log = _run_snakemake(work, overlay, [REAL_TARGET], tmp_path / "snakemake.log")
-    _check_slurm_run(rc, log)
-    target = work / REAL_TARGET
-    assert target.is_file() and target.stat().st_size > 0, f"{REAL_TARGET} was not built"
+    packed, unpacked = _metrics(work), _metrics(unpacked_run[0])
+    assert len(packed) >= 12 and set(packed) == set(unpacked), (sorted(packed), sorted(unpacked))
+    assert len(submitted) * 4 <= len(packed), f"{len(submitted)} SLURM jobs for {len(packed)} cells"
+    assert {devices[c] for c in packed} == {"gpu", "cpu"}, "the target should have cells of both kinds"
+    for rel, record in packed.items():
+        assert record["status"] == unpacked[rel]["status"] == "completed", rel
+        assert record["metrics"] == unpacked[rel]["metrics"], f"{rel}: packed {record['metrics']} != {unpacked[rel]['metrics']}"
+    # the first cell of each job ran the others of its group, two at a time; they only installed their results
+    logs = "".join(p.read_text() for p in (work / "logs" / "test").rglob("*.log"))
+    assert "more of its group, 2 at a time" in logs, logs[-3000:]
+    assert "finished earlier in SLURM job" in logs and "of this run" in logs
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(REAL_TARGET is None, reason="REAL_TARGET not set yet (tests/test_slurm.py)")
+def test_slurm_requeued_packed_job_resumes_each_cell(slurm_node, tmp_path):
+    """A packed job requeued mid-run (`scontrol requeue`, as after a preemption or a node failure) starts
+    again and each of its cells resumes from its own checkpoint; what finished before stays finished."""
+    work = tmp_path / "repo"
+    work.mkdir()
+    _copy_repo(work)
+    overlay = _write_overlay(tmp_path / "overlay.yaml", slurm_node, packed=True)
+    # fig2a's four Laplace/partitioned cells at 1 and 15 inputs, long enough (1500 steps) to be caught
+    # mid-run, checkpointing every 100 steps
+    (work / "slow.yaml").write_text(yaml.safe_dump({
+        "run": {"checkpoint_every": 100},
+        "experiments": {"fig2a": {"scales": {"test": {"settings": {"n_steps": 1500, "eval_every": 500}}}}}}))
+    targets = [f"results/test/fig2a/method~{m}/n_inputs~{n}/seed~0/metrics.json"
+               for m in ("laplace", "partitioned") for n in (1, 15)]
+    cmd = _snakemake_cmd(targets, overlay, ("--configfile", "slow.yaml"))
+    log_path = tmp_path / "snakemake.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=work, env=_snakemake_env(), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            checkpoints = []
+            deadline = time.monotonic() + RUN_TIMEOUT_S / 2
+            while time.monotonic() < deadline and proc.poll() is None:
+                checkpoints = [p for p in (work / "checkpoints" / "test" / "fig2a").rglob("checkpoint.pt")]
+                if checkpoints:
+                    break
+                time.sleep(0.5)
+            assert checkpoints, f"no cell wrote a checkpoint:\n{log_path.read_text()[-4000:]}"
+            jobid = re.search(r"submitted with SLURM jobid (\d+)", log_path.read_text()).group(1)
+            assert _sh(["scontrol", "requeue", jobid]).returncode == 0
+            # SLURM holds a requeued job for 2 minutes before it may start again; not here
+            for _ in range(60):
+                if "JobState=PENDING" in _sh(["scontrol", "show", "job", jobid]).stdout:
+                    _sh(["scontrol", "update", f"jobid={jobid}", "StartTime=now"])
+                    break
+                time.sleep(0.5)
+            rc = proc.wait(timeout=RUN_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    log = log_path.read_text()
+    submitted = _check_slurm_run(rc, log, _wants_gpu(_devices()))
+    assert len(submitted) == 1, f"4 cells should make one packed SLURM job: {submitted}"
+    show = _sh(["scontrol", "show", "job", jobid]).stdout
+    assert re.search(r"Restarts=[1-9]", show), f"job {jobid} was not requeued:\n{show}"
+    records = {rel: m for rel, m in _metrics(work).items() if rel.startswith("test/fig2a/")}
+    assert len(records) == 4 and all(r["status"] == "completed" and r["steps"] == 1500 for r in records.values())
+    resumed = {rel: r["resumed_from_step"] for rel, r in records.items() if r["resumed_from_step"]}
+    # the cells that were running when SIGTERM came checkpointed then, and went on from there
+    assert resumed, f"no cell resumed from its checkpoint: {records}"
+    assert all(0 < step < 1500 for step in resumed.values()), resumed

@@ -26,6 +26,13 @@ Rows of the chosen profile are used first; every other price is labelled in the 
 Not modelled: evaluations of the MLP kinds (BALI, UCI, synthetic: a few predictive passes), data loading
 (once per cell), queueing. `runtime_minutes` adds the SLURM margin.
 
+Where each cell runs under `--profile slurm` (:func:`cell_costs`): on a GPU only where its steps, priced on
+the GPU profile, run at least GPU_MIN_SPEEDUP times faster than on one CPU core of the `cpu` profile, a GPU
+step never counted faster than the fastest step measured on that GPU (small MLPs at small batches are bound
+by kernel launches there); else on the CPU partition. `reprokit.packing.plan` packs the cells into SLURM
+jobs; the CLI prints, per experiment, the jobs, GPU-hours *allocated* (held by jobs, start-up included) and
+CPU-hours, with one cell per GPU job (the profile before packing) and packed.
+
 This module imports no torch (it runs while Snakemake builds the DAG); `benchmarks/bench_throughput.py
 --write-costs` and `benchmarks/measure_step_costs.py` fill the table.
 """
@@ -51,6 +58,8 @@ MARGIN, EXTRA_MINUTES, MAX_MINUTES = 1.5, 10, 24 * 60  # cells checkpoint: one c
 # Labelled estimates (ESTIMATE in the notes) for steps without a measured row, per image of a standard step:
 LILA_HYPER_FACTOR = 25.0  # Diff. Laplace hyper step: 10 class backward passes with create_graph + their backward
 LLML_FACTOR = 2.7  # Last-layer ML step (~11 s at batch 200, orbit 20, 1200 inducing points on the CPU profile)
+GPU_PROFILE, CPU_PROFILE = "h100", "cpu"  # the two kinds of SLURM node a cell can ask for
+GPU_MIN_SPEEDUP = 4.0  # a cell asks for a GPU only where its steps run at least this much faster there than on a core
 
 
 @dataclass
@@ -184,6 +193,22 @@ class CostTable:
         row = self._find("python", "startup", "fp32", notes) or self._find("python", "startup", "fp32", notes, "other")
         return row["ms_per_step"] / 1e3 if row is not None else 0.0
 
+    def fastest_step_ms(self) -> float:
+        """The fastest training step measured on this profile's device (0 when it measured none)."""
+        return min((r["ms_per_step"] for r in self.rows if r["profile"] == self.profile and r["model"] != "python"
+                    and "@" not in r["step"]), default=0.0)
+
+    def shared_ms(self, part: Part, precision: str, k: int) -> float | None:
+        """Measured ms per step of `part` while k cells share this device (step `<step>@<k>`), else None."""
+        for prec in dict.fromkeys([precision, "fp32"]):
+            row = self._index.get((self.profile, part.model, f"{part.step}@{k}", prec))
+            if row is not None:
+                ms = row["ms_per_step"]
+                if part.images is not None and row["images"] and part.images != row["images"]:
+                    ms *= part.images / row["images"]
+                return ms
+        return None
+
 
 def run_settings(config: dict | None):
     """The config's `run:` block as reprokit.runtime.RuntimeSettings (its defaults where a key is absent)."""
@@ -192,9 +217,13 @@ def run_settings(config: dict | None):
     return RuntimeSettings.from_dict((config or {}).get("run"))
 
 
-def estimate(cell, table: CostTable, precision: str = "fp32") -> Estimate:
+_NO_WORK = object()
+
+
+def estimate(cell, table: CostTable, precision: str = "fp32", work=_NO_WORK) -> Estimate:
+    """`work`: the cell's cell_work(cell) where the caller has it already."""
     notes: list[str] = []
-    work = cell_work(cell)
+    work = cell_work(cell) if work is _NO_WORK else work
     if work is None:
         n = int(cell.settings.get("n_steps", 0) or 0)
         notes.append(f"FALLBACK kind {cell.kind}: no cost model, {FALLBACK_MS:g} ms x n_steps ({n}) assumed")
@@ -227,6 +256,133 @@ def default_table(profile: str) -> CostTable:
     if profile not in _TABLES:
         _TABLES[profile] = CostTable(read_costs(), profile)
     return _TABLES[profile]
+
+
+# ------------------------------------------------------------------------------------------------
+# SLURM: which node each cell asks for, and the packed jobs (reprokit.packing)
+
+
+def step_seconds(work: CellWork | None, table: CostTable, precision: str, floor_ms: float = 0.0) -> float | None:
+    """Seconds of a cell's training steps (its cell_work; no start-up), each step at least `floor_ms`;
+    None: no cost model."""
+    if work is None:
+        return None
+    notes: list[str] = []
+    return sum(max(table.price(part, precision, notes)[0], floor_ms) * part.count for part in work.parts) / 1e3
+
+
+def cell_costs(cells, config: dict | None = None, gpu: CostTable | None = None, cpu: CostTable | None = None,
+               shared: tuple[int, ...] = ()) -> list:
+    """reprokit.packing.CellCost of each cell: the device it asks for under `--profile slurm` and its
+    estimates. GPU prices from $REPROKIT_COST_PROFILE or h100, CPU prices from the `cpu` profile (one core)."""
+    from .packing import CellCost
+
+    precision = run_settings(config).precision
+    gpu = gpu or default_table(os.environ.get(PROFILE_ENV) or GPU_PROFILE)
+    cpu = cpu or default_table(CPU_PROFILE)
+    floor = gpu.fastest_step_ms()
+    out = []
+    for cell in cells:
+        work = cell_work(cell)
+        on_gpu, on_cpu = estimate(cell, gpu, precision, work), estimate(cell, cpu, precision, work)
+        g, c = step_seconds(work, gpu, precision, floor), step_seconds(work, cpu, precision)
+        speedup = c / g if g and c is not None else math.inf  # no cost model: a GPU, as before
+        device = "gpu" if speedup >= GPU_MIN_SPEEDUP else "cpu"
+        sharing = {}
+        for k in shared if work is not None and device == "gpu" else ():
+            ms = [gpu.shared_ms(part, precision, k) for part in work.parts]
+            if all(m is not None for m in ms):
+                startup = gpu.startup_seconds([])
+                sharing[k] = startup + sum(m * part.count for m, part in zip(ms, work.parts)) / 1e3
+        out.append(CellCost(rel_dir=cell.rel_dir, experiment=cell.experiment, device=device,
+                            seconds=(on_gpu if device == "gpu" else on_cpu).seconds, gpu_seconds=on_gpu.seconds,
+                            speedup=speedup, shared_seconds=sharing))
+    return out
+
+
+def slurm_plan(config: dict, settings=None, experiments: list[str] | None = None, rows: list[dict] | None = None):
+    """(jobs, costs) of every cell of the config's scale, packed as `--profile slurm` packs them
+    (`rows`: a step-cost table other than the repository's)."""
+    from .config import experiment
+    from .packing import Settings, plan
+
+    settings = settings or Settings()
+    cells = [c for name in sorted(config["experiments"]) if not experiments or name in experiments
+             for c in experiment(config, name, config["scale"]).cells()]
+    tables = {}
+    if rows is not None:
+        tables = {"gpu": CostTable(rows, os.environ.get(PROFILE_ENV) or GPU_PROFILE), "cpu": CostTable(rows, CPU_PROFILE)}
+    costs = cell_costs(cells, config, shared=(settings.cells_per_gpu,), **tables)
+    return plan(costs, settings, prefix=f"pack_{config['scale']}"), costs
+
+
+def slurm_rows(jobs, costs, threads: int = 1) -> list[dict]:
+    """Per experiment: cells, jobs with one cell per GPU job and packed, GPU-hours allocated both ways, CPU-hours.
+    A packed job's hours are split among its cells by their share of it; it counts once under each experiment."""
+    from .packing import JOB_OVERHEAD_S
+
+    by_rel = {c.rel_dir: c for c in costs}
+    rows: dict[str, dict] = {}
+    for c in costs:
+        r = rows.setdefault(c.experiment, {"experiment": c.experiment, "cells": 0, "gpu_cells": 0, "jobs_single": 0,
+                                           "jobs": set(), "gpu_h_single": 0.0, "gpu_h": 0.0, "cpu_h": 0.0})
+        r["cells"] += 1
+        r["gpu_cells"] += c.device == "gpu"
+        r["jobs_single"] += 1
+        r["gpu_h_single"] += (c.gpu_seconds + JOB_OVERHEAD_S) / 3600
+    for j, job in enumerate(jobs):
+        held = job.wall_s + JOB_OVERHEAD_S
+        for rel in job.cells:
+            r = rows[by_rel[rel].experiment]
+            r["jobs"].add(j)
+            hours = held * job.share_s[rel] / max(job.wall_s, 1e-9) / 3600
+            if job.device == "gpu":
+                r["gpu_h"] += hours
+            else:
+                r["cpu_h"] += hours * job.at_once * threads
+    for r in rows.values():
+        r["jobs"] = len(r["jobs"])
+    return [rows[k] for k in sorted(rows)]
+
+
+def print_slurm(config: dict, settings=None, experiments: list[str] | None = None,
+                rows: list[dict] | None = None) -> None:
+    from .packing import JOB_OVERHEAD_S, Settings
+
+    settings = settings or Settings()
+    threads = run_settings(config).threads_per_cell
+    jobs, costs = slurm_plan(config, settings, experiments, rows)
+    per_exp = slurm_rows(jobs, costs, threads)
+    gpu_profile = os.environ.get(PROFILE_ENV) or GPU_PROFILE
+    print(f"\nSLURM (--profile slurm): a cell asks for a GPU where the cost model prices its steps >= "
+          f"{GPU_MIN_SPEEDUP:g}x faster on {gpu_profile} than on one '{CPU_PROFILE}' core, else the CPU partition; "
+          f"cells under {settings.long_minutes:g} min packed into jobs of ~{settings.target_minutes:g} "
+          f"({settings.min_minutes:g}-{settings.max_minutes:g}) estimated min, {settings.cells_per_gpu} at once on a "
+          f"GPU, {settings.cells_per_cpu_job} on a CPU job.")
+    w = max([22, *(len(r["experiment"]) + 2 for r in per_exp)])
+    print(f"{'experiment':<{w}}{'cells':>7}{'on GPU':>8}{'jobs 1/cell':>13}{'jobs packed':>13}"
+          f"{'GPU-h 1/cell':>14}{'GPU-h packed':>14}{'CPU-h packed':>14}")
+    for r in per_exp:
+        print(f"{r['experiment']:<{w}}{r['cells']:>7}{r['gpu_cells']:>8}{r['jobs_single']:>13}{r['jobs']:>13}"
+              f"{r['gpu_h_single']:>14.1f}{r['gpu_h']:>14.1f}{r['cpu_h']:>14.1f}")
+    n_gpu = sum(j.device == "gpu" for j in jobs)
+    print(f"{'total':<{w}}{len(costs):>7}{sum(c.device == 'gpu' for c in costs):>8}{len(costs):>13}{len(jobs):>13}"
+          f"{sum(r['gpu_h_single'] for r in per_exp):>14.1f}{sum(r['gpu_h'] for r in per_exp):>14.1f}"
+          f"{sum(r['cpu_h'] for r in per_exp):>14.1f}")
+    short = [j for j in jobs if not j.alone and j.wall_s < settings.min_minutes * 60]
+    alone = sum(j.alone for j in jobs)
+    short_alone = sum(j.alone and j.wall_s < settings.long_minutes * 60 for j in jobs)
+    print(f"SLURM jobs: {len(costs)} with one cell per job; {len(jobs)} with packing ({n_gpu} GPU, {len(jobs) - n_gpu} "
+          f"CPU): {len(jobs) - alone} packed jobs and {alone} single cells"
+          + (f" ({short_alone} under {settings.long_minutes:g} estimated min: nothing to pack them with)" if short_alone
+             else f" of {settings.long_minutes:g} estimated min or more")
+          + f"; packed jobs under {settings.min_minutes:g} estimated min: {len(short)}.")
+    shared = any(c.shared_seconds for c in costs)
+    print("Allocated hours: each job's estimated wall time + "
+          f"{JOB_OVERHEAD_S:g} s start-up; GPU cells sharing a GPU "
+          + ("priced from the measured <step>@k rows where step_costs.tsv has them, else " if shared else "")
+          + "counted as fast as one after another" + ("." if shared else
+                                                       " (no <step>@k rows measured yet: benchmarks/gpu_packing.sh)."))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -279,6 +435,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", default=".", help="repository root (config/, workflow/schemas/)")
     p.add_argument("--costs", default=str(COSTS_FILE), help="step-cost table (TSV)")
     p.add_argument("--notes", action="store_true", help="list how each non-exact price was made")
+    p.add_argument("--cells-per-gpu", type=int, default=None, metavar="K",
+                   help="as slurm/config.yaml's set-resources.cell.cells_per_gpu (default: reprokit.packing.Settings)")
+    p.add_argument("--cells-per-cpu-job", type=int, default=None, metavar="K",
+                   help="as slurm/config.yaml's set-resources.cell.cells_per_cpu_job")
+    p.add_argument("--no-slurm", action="store_true", help="leave out the SLURM jobs and allocated hours")
     args = p.parse_args(argv)
 
     from .config import load_pipeline_config
@@ -314,6 +475,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FALLBACK: {fb} cells priced at {FALLBACK_MS:g} ms/step (nothing measured for them); the total is a guess")
     print("Estimates: measured step time x steps + start-up per cell (not modelled: MLP-kind evaluations, "
           "queueing); SLURM asks 1.5x + 10 min per cell.")
+    all_rows = read_costs(args.costs)
+    if not args.no_slurm and {GPU_PROFILE, CPU_PROFILE} <= {r["profile"] for r in all_rows}:
+        from .packing import Settings
+
+        defaults = Settings()
+        print_slurm(config, Settings(cells_per_gpu=args.cells_per_gpu or defaults.cells_per_gpu,
+                                     cells_per_cpu_job=args.cells_per_cpu_job or defaults.cells_per_cpu_job),
+                    args.experiment, all_rows)
+    elif not args.no_slurm:
+        print(f"(no SLURM plan: {Path(args.costs).name} lacks the '{GPU_PROFILE}' or '{CPU_PROFILE}' profile)")
     return 0
 
 

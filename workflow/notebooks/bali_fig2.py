@@ -27,7 +27,7 @@ scale = bc.scale_of(df)
 # %%
 fig, axes = bc.nll_figure(df, curves)
 ran = df[df["status"] != "unavailable"]
-samples = "/".join(str(int(v)) for v in sorted(set(ran["eval_samples"].dropna())))
+samples = "/".join(str(int(v)) for v in sorted(set(ran["eval_samples"].dropna()))) if "eval_samples" in ran else "n/a"
 note = (bc.provenance(df) + "; curves: mean over the seeds (splits) that ran per dataset; NLL on the test set (or a "
         f"fixed random subset of it) and on random training points, {samples} posterior / dropout samples; NLL "
         "evaluated (iterations): " + bc.eval_text(df) + "; x axis: iterations on a log scale from the first evaluation (iteration 0, before training, is not "

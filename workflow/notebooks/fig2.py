@@ -170,7 +170,8 @@ axes[1, 2].legend(handles=bar_key, loc="upper center", ncol=2, fontsize=7)
 def coding(experiment):
     """How the label enters the features in an experiment's cells (its `signal` setting; the kind's default is
     the +-1 coding): as the text's x_i = y + e_i, or as 2y - 1."""
-    settings = snakemake.config["experiments"][experiment].get("settings") or {}  # noqa: F821
+    config = getattr(snakemake, "config", None) or {}  # noqa: F821
+    settings = ((config.get("experiments") or {}).get(experiment) or {}).get("settings") or {}
     if settings.get("signal", "signed") == "label":
         return "the label y in {0,1} enters the features as y (x_i = y + e_i, as the text writes)"
     return "the label y in {0,1} enters the features as 2y-1 (not the text's x_i = y + e_i)"

@@ -147,3 +147,20 @@ try:
     validate_cells(grid(name, SCALE) for name in EXPERIMENTS)
 except ConfigError as err:
     raise WorkflowError(f"config: {err}") from None
+
+
+# What the SLURM profile (slurm/config.yaml, under set-resources: cell:) says about cells: the two
+# partitions, the GPU request, how many cells run at once on a GPU / CPU job. Read here, because a resource
+# of rule `cell` (its partition, its group) depends on them; Snakemake hands set-resources to the processes
+# it starts inside SLURM jobs too, so they all read the same. None where the profile (or a local run) gives none.
+def profile_cell_setting(name, cast=str):
+    res = (workflow.resource_settings.overwrite_resources or {}).get("cell") or {}
+    if name not in res:
+        return None
+    value = str(getattr(res[name], "raw", res[name])).strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    try:
+        return cast(value)
+    except ValueError:
+        raise WorkflowError(f"slurm/config.yaml: set-resources.cell.{name}: {value!r} is not a {cast.__name__}") from None
