@@ -29,9 +29,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reprokit.config import load_pipeline_config
 from reprokit.cell import context_from_dict
-from reprokit.config import experiment
+from reprokit.config import experiment, load_pipeline_config
 from reprokit.plan import kind as plan_of_kind
 from reprokit.plan.job import cell_job
 

@@ -155,7 +155,7 @@ def main(argv=None) -> int:
 
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.repeats} fresh processes per row, "
           f"rows interleaved (one process of each row per round, so load drifts hit all rows alike)")
-    import torch  # noqa: F401 - version only
+    import torch
 
     print(f"torch {torch.__version__}; PYTHONPATH first: {args.src or '(installed package)'}")
     fs = lambda prepare: [py, "-c", FIRST_STEP.format(prepare=prepare)]  # noqa: E731

@@ -10,7 +10,6 @@ from PIL import Image
 
 from reprokit.config import load_pipeline_config
 from reprokit.report import build_partial, claims, glance, papers, reproduction, statement
-from reprokit.report.results import InputsContext
 
 REPO = Path(__file__).resolve().parents[1]
 BUILDS = [REPO / "figures" / "quick", REPO / "figures" / "paper"]

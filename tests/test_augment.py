@@ -134,7 +134,7 @@ def test_schwobel_composition_order():
 @pytest.mark.parametrize("kind", KINDS)
 def test_samples_fill_the_range_and_nothing_else(kind):
     aug = build_augmentation(kind)
-    aug.set_ranges({n: 0.0 for n in aug.names} | {"rotation": 0.5})
+    aug.set_ranges(dict.fromkeys(aug.names, 0.0) | {"rotation": 0.5})
     g = torch.Generator().manual_seed(0)
     c = aug.sample_coefficients(n=50, n_samples=40, generator=g).detach()
     assert c.shape == (40, 50, 6)

@@ -7,7 +7,7 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from reprokit.bali import predictive
-from reprokit.models.bbb import BayesLinear, BBBMLP, gaussian_kl
+from reprokit.models.bbb import BBBMLP, BayesLinear, gaussian_kl
 
 
 def test_layer_kl_matches_closed_form_and_torch_distributions():

@@ -120,7 +120,7 @@ def test_ema_form_matches_mean_update_form_eq74(bias_correction):
     m_prev = torch.zeros(dx, dy, dtype=D)  # M_0
     prec_prev = r0_inv.clone()  # R_0^{-1}: the "posterior" before any data
     decay = 1.0
-    for t in range(1, 7):
+    for _t in range(1, 7):
         x = torch.randn(bsz, dx, generator=g, dtype=D)
         dy_t = torch.randn(bsz, dy, generator=g, dtype=D)
         y = x @ m_prev + dy_t

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reprokit.config import load_pipeline_config
-from reprokit.config import experiment
+from reprokit.config import experiment, load_pipeline_config
 from reprokit.data import registry
 from reprokit.plan import kind
 from reprokit.report import archive, build_partial, style

@@ -2,11 +2,11 @@
 
 import pickle
 
+import fakes
 import numpy as np
 import pytest
 import torch
 
-import fakes
 from reprokit.data import images, registry
 from reprokit.data.registry import ChecksumMismatch
 

@@ -65,7 +65,7 @@ def test_checksum_table_agrees_with_torchvision_md5s():
         for fname, md5 in cls.resources:
             assert table[f"{folder}/raw/{fname}"][2] == md5
     # every UCI file a loader reads has a sha256 in the shipped table
-    for key, (folder, n_splits) in registry.UCI_REGRESSION.items():
+    for _key, (folder, n_splits) in registry.UCI_REGRESSION.items():
         for i in range(n_splits):
             assert f"UCI/{folder}/index_train_{i}.txt" in table
         assert f"UCI/{folder}/index_train_{n_splits}.txt" not in table

@@ -7,13 +7,13 @@ import subprocess
 import sys
 import time
 
+import fakes
 import numpy as np
 import pytest
 import torch
 
-import fakes
-from reprokit.data import registry, variants as V
-
+from reprokit.data import registry
+from reprokit.data import variants as V
 
 # ---------------------------------------------------------------------------------------------- subsets, angles
 

@@ -23,12 +23,12 @@ import pytest
 import torch
 
 from reprokit import cell as cell_mod
+from reprokit import runtime as runtime_mod
 from reprokit.builders import CellContext, Measurement, Run
 from reprokit.config import Cell, experiment, load_pipeline_config
 from reprokit.data import variants
 from reprokit.data.variants import variant_path
 from reprokit.plan import kind as kind_module
-from reprokit import runtime as runtime_mod
 from reprokit.runtime import DeviceConfigError, Runtime, RuntimeSettings, is_oom
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,13 +13,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
 
-from reprokit.report import bali_classification as bc  # noqa: E402
-from reprokit.report import invariance, style  # noqa: E402
+from reprokit.report import bali_classification as bc
+from reprokit.report import invariance, style
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "workflow" / "notebooks"
@@ -263,7 +263,7 @@ def test_fig2_titles_describe_and_the_panels_are_labelled(tmp_path):
         labels = {t.get_text() for t in ax.get_legend().get_texts()}
         assert any("informative" in t for t in labels) and any("spurious" in t for t in labels)
     main = axes[0, 0]
-    inset = [c for c in main.child_axes][0]
+    inset = list(main.child_axes)[0]
     assert "1 seed" in inset.get_title()  # says what n is
     # the inset spans the same K as the main axes: K = 15 at the same horizontal position in both
     fig = g["fig"]

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_pipeline import make_workdir
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from reprokit.partition import PartitionedAdam, PartitionedSGD, partition, weight_decay_factors
 from reprokit.models.layers import Scale
+from reprokit.partition import PartitionedAdam, PartitionedSGD, partition, weight_decay_factors
 
 C = 3
 X = torch.randn(16, 6, generator=torch.Generator().manual_seed(0))
@@ -124,7 +124,7 @@ def test_single_partition_matches_torch_exactly(kind):
             s.step()
     pm.set_subnetwork(1)
     torch.testing.assert_close(pm(X), ref(X), rtol=0, atol=0)
-    for (name, p, _), (rname, rp) in zip(pm.named_partitioned_parameters(), ref.named_parameters()):
+    for (name, p, _), (_rname, rp) in zip(pm.named_partitioned_parameters(), ref.named_parameters()):
         val = p[0] if p.shape != rp.shape else p  # per-partition affines have a leading C=1 dim
         torch.testing.assert_close(val, rp, rtol=0, atol=0, msg=name)
 

@@ -87,13 +87,13 @@ def test_subnetwork_k_ignores_later_partitions(scheme, default):
         pm, _ = make(scheme, default)
         with pm.subnetwork(k):
             before = pm(X)
-        perturb(pm, lambda a: a > k)
+        perturb(pm, lambda a: a > k)  # noqa: B023 (called at once)
         with pm.subnetwork(k):
             torch.testing.assert_close(pm(X), before, rtol=0, atol=0)
         with pm.subnetwork(C):  # ...while the full network does see the change
             assert not torch.allclose(pm(X), before)
         if k >= 1:  # and changing partition k itself changes subnetwork k
-            perturb(pm, lambda a: a == k)
+            perturb(pm, lambda a: a == k)  # noqa: B023 (called at once)
             with pm.subnetwork(k):
                 assert not torch.allclose(pm(X), before)
 
@@ -192,7 +192,7 @@ def test_one_partition_is_the_plain_model():
     torch.testing.assert_close(out, out_ref, rtol=0, atol=0)
     out.sum().backward()
     out_ref.sum().backward()
-    for (name, p, a), (rname, rp) in zip(pm.named_partitioned_parameters(), ref.named_parameters()):
+    for (name, p, _a), (rname, rp) in zip(pm.named_partitioned_parameters(), ref.named_parameters()):
         assert name == rname
         g = p.grad[0] if isinstance(_param_module(pm, name), AffinePartition) else p.grad
         torch.testing.assert_close(g, rp.grad, rtol=0, atol=0)

@@ -12,8 +12,13 @@ import torch
 from torch import nn
 
 from reprokit.data.task import TaskData
-from reprokit.methods.partitioned import (PartitionedConfig, PartitionedTraining, hyper_update,
-                                          optimised_params, param_update)
+from reprokit.methods.partitioned import (
+    PartitionedConfig,
+    PartitionedTraining,
+    hyper_update,
+    optimised_params,
+    param_update,
+)
 from reprokit.methods.standard import OptimConfig
 from reprokit.partition import PartitionedAdam, partition
 

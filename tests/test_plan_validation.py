@@ -77,7 +77,7 @@ def test_cell_job_carries_the_plans_settings_upstream_inputs_and_paths(pipeline_
 
 def test_cell_job_resolves_a_retrain_cells_upstream_metrics(pipeline_config):
     cfg = pipeline_config({"scale": "test"})
-    for name, spec in cfg["experiments"].items():
+    for name, _spec in cfg["experiments"].items():
         grid = experiment(cfg, name, "test")
         retrain = [c for c in grid.cells() if c.coord_dict.get("method") == "retrain"]
         if retrain:

@@ -495,7 +495,7 @@ def test_slurm_requeued_packed_job_resumes_each_cell(slurm_node, tmp_path):
             checkpoints = []
             deadline = time.monotonic() + RUN_TIMEOUT_S / 2
             while time.monotonic() < deadline and proc.poll() is None:
-                checkpoints = [p for p in (work / "checkpoints" / "test" / "fig2a").rglob("checkpoint.pt")]
+                checkpoints = list((work / "checkpoints" / "test" / "fig2a").rglob("checkpoint.pt"))
                 if checkpoints:
                     break
                 time.sleep(0.5)

@@ -18,8 +18,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprokit.report.tables import (MIN_SHRINK, TEXT_WIDTH_PT, check_latex, latex_escape, n_per_entry, needs_of,
-                                    write_table)
+from reprokit.report.tables import (
+    MIN_SHRINK,
+    TEXT_WIDTH_PT,
+    check_latex,
+    latex_escape,
+    n_per_entry,
+    needs_of,
+    write_table,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_OVERFULL_PT = 3.0  # "a few points": TeX's own \hfuzz is 0.1pt, rounding in a resized box stays far below this

@@ -88,7 +88,7 @@ def cell_work(cell) -> CellWork | None:
 
 def read_costs(path: str | Path = COSTS_FILE) -> list[dict]:
     with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t")]
+        rows = list(csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t"))
     for r in rows:
         r["ms_per_step"] = float(r["ms_per_step"])
         r["images"] = int(r["images"]) if r.get("images") not in (None, "") else None

@@ -20,9 +20,9 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -202,7 +202,7 @@ def load_checkpoint(path: Path, method: Method, label: str = "train") -> tuple[i
         method.load_state_dict(ckpt["method"])
         _set_rng_state(ckpt["rng"])
         return step, curve
-    except Exception as err:  # noqa: BLE001 - any read error heals; CUDA-needed and OOM re-raise
+    except Exception as err:
         if isinstance(err, CheckpointNeedsCuda) or is_oom(err):
             raise
         if method_before is not None:  # a half-loaded state must not leak into the fresh run
@@ -243,7 +243,7 @@ def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = Non
                 try:
                     with precision():
                         out = method.train_step(step)
-                except Exception as err:  # noqa: BLE001 - out of device memory is an outcome, the rest re-raises
+                except Exception as err:
                     if not is_oom(err):
                         raise
                     log.error("%s: out of device memory at step %d: %s", cfg.label, step + 1, str(err).splitlines()[0])

@@ -58,7 +58,7 @@ class RuntimeSettings(BaseModel):
     threads_per_cell: int = Field(1, ge=1, description="intra-op threads of one cell (the cell rule's threads)")
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "RuntimeSettings":
+    def from_dict(cls, d: dict | None) -> RuntimeSettings:
         """The block's settings; a bad key or value raises DeviceConfigError naming `run.<key>`."""
         try:
             return cls.model_validate(dict(d or {}))
@@ -113,7 +113,7 @@ class Runtime:
 
     # -- process-wide switches ------------------------------------------------------------------
 
-    def apply(self) -> "Runtime":
+    def apply(self) -> Runtime:
         """Set the global numeric switches this runtime implies (call once, before building)."""
         import torch
 

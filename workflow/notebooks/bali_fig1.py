@@ -19,10 +19,10 @@ import matplotlib.pyplot as plt
 from reprokit.report import bali_regression as br
 from reprokit.report import style
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 style.setup()
-df = br.load([snakemake.input["bali_synthetic"]])  # noqa: F821
+df = br.load([snakemake.input["bali_synthetic"]])
 scale = style.scale_of(df)
 titles = {"sines_trend": "sines-trend", "sinc": "sinc", "two_moons": "two moons"}
 fig, axes = plt.subplots(1, 3, figsize=(12, 4.8))
@@ -61,4 +61,4 @@ note = style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts, App.
     "(the table bali_fig1_sweep compares alternatives)") + "\n" + reading
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.92))
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

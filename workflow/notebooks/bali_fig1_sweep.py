@@ -22,9 +22,9 @@ from reprokit.report import bali_regression as br
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
-df = br.load([snakemake.input["bali_fig1_sweep"]])  # noqa: F821
+df = br.load([snakemake.input["bali_fig1_sweep"]])
 scale = style.scale_of(df)
 ran = df[df["status"] == "completed"]
 names = {"sines_trend": "sines-trend", "sinc": "sinc", "two_moons": "two moons"}
@@ -53,7 +53,7 @@ table
 # %%
 from reprokit.config import experiment
 
-planned = len(list(experiment(snakemake.config, "bali_fig1_sweep", scale).cells()))  # noqa: F821
+planned = len(list(experiment(snakemake.config, "bali_fig1_sweep", scale).cells()))
 n_ran = len(ran)
 grid_note = (f"{n_ran} cells ran" + (f" of the {planned} of the grid (a partial sweep)" if planned and n_ran < planned else "")
              if n_ran else "no cell ran")
@@ -71,7 +71,7 @@ footnotes = [
     *style.na_footnotes(df),
 ]
 write_table(
-    table, snakemake.output["tex"],  # noqa: F821
+    table, snakemake.output["tex"],
     caption="BALI Fig. 1 settings sweep: the predictive's numeric reading of Sec. 5.1 per step size α, update rate "
             f"β and iteration count ({grid_note})",
     scale=scale, note=style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts), two moons (128 pts)"),

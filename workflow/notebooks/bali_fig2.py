@@ -17,11 +17,11 @@
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 style.setup()
-df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])  # noqa: F821
-curves = bc.load([snakemake.input["bali_cls_uci_curves"], snakemake.input["bali_cls_image_curves"]])  # noqa: F821
+df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])
+curves = bc.load([snakemake.input["bali_cls_uci_curves"], snakemake.input["bali_cls_image_curves"]])
 scale = bc.scale_of(df)
 
 # %%
@@ -34,4 +34,4 @@ note = (bc.provenance(df) + "; curves: mean over the seeds (splits) that ran per
         "drawn)")
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

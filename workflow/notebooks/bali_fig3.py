@@ -23,13 +23,13 @@ from reprokit.report import bali_classification as bc
 from reprokit.report import style
 from reprokit.report.stats import format_mean_se
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 style.setup()
-df = bc.load([snakemake.input["bali_cls_image"]])  # noqa: F821
+df = bc.load([snakemake.input["bali_cls_image"]])
 # BALI whose noise covariance Sigma has the training-set size N in its Wishart degrees of freedom (Alg. 1's N; the
 # config's wishart_n: n) instead of N_eff (ours: the other reading), where its cells ran
-variant = bc.as_wishart_variant(bc.load([snakemake.input["bali_cls_image_wishart"]]))  # noqa: F821
+variant = bc.as_wishart_variant(bc.load([snakemake.input["bali_cls_image_wishart"]]))
 df = pd.concat([df, variant], ignore_index=True) if len(variant) else df
 scale = bc.scale_of(df)
 
@@ -70,5 +70,5 @@ note = (bc.provenance(df) + f"; OOD set: the other dataset's test split ({'/'.jo
            "size N, as Alg. 1 writes it" if "bali_n" in set(df["method"]) else ""))
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])
 log.info("AUROC: %s", "; ".join(summary))

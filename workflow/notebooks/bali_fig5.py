@@ -17,11 +17,11 @@
 from reprokit.report import bali_regression as br
 from reprokit.report import style
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 style.setup()
-fig, scale, note = br.bbb_synthetic_page(snakemake.input, "sinc", "sinc")  # noqa: F821
+fig, scale, note = br.bbb_synthetic_page(snakemake.input, "sinc", "sinc")
 fig
 
 # %%
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

@@ -20,13 +20,13 @@ import pandas as pd
 from reprokit.report import bali_classification as bc
 from reprokit.report import style
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 style.setup()
-w = style.read_results(snakemake.input["bali_cls_uci_curves"])  # noqa: F821
+w = style.read_results(snakemake.input["bali_cls_uci_curves"])
 w = (w[w["method"] == "bali"] if "method" in w else w).assign(variant="BALI-W")
-l = style.read_results(snakemake.input["bali_fig7_local_curves"]).assign(variant="BALI-L")  # noqa: F821
-tables = pd.concat([pd.read_csv(snakemake.input["bali_cls_uci"]), pd.read_csv(snakemake.input["bali_fig7_local"])])  # noqa: F821
+l = style.read_results(snakemake.input["bali_fig7_local_curves"]).assign(variant="BALI-L")
+tables = pd.concat([pd.read_csv(snakemake.input["bali_cls_uci"]), pd.read_csv(snakemake.input["bali_fig7_local"])])
 scale = style.scale_of(tables)
 curves = pd.concat([w, l], ignore_index=True)
 names = {"spambase": "Spambase", "magic": "Telescope (MAGIC)", "cdc_diabetes": "Diabetes"}
@@ -43,4 +43,4 @@ note = (style.provenance(tables[tables.method == "bali"], "UCI classification (S
         "iterations on a log scale from the first evaluation (iteration 0, before training, is not drawn)")
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

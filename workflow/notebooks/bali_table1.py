@@ -19,9 +19,9 @@
 from reprokit.report import bali_regression as br
 from reprokit.report import style
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
-table, check = br.uci_artefact(snakemake.input, snakemake.output["tex"], "rmse")  # noqa: F821
+table, check = br.uci_artefact(snakemake.input, snakemake.output["tex"], "rmse")
 table
 
 # %%

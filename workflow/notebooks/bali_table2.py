@@ -21,9 +21,9 @@ from reprokit.report import bali_classification as bc
 from reprokit.report import style
 from reprokit.report.tables import n_per_entry, write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
-df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])  # noqa: F821
+df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])
 scale = bc.scale_of(df)
 table = bc.table2(df)
 table = table.rename(columns={label: f"{label} (ours)" for label in bc.METHODS.values()})
@@ -54,7 +54,7 @@ for d in bc.DATASETS:
         counts.update({f"{bc.DATASETS[d]} {m}": n for m, n in per_method.items()})
 several = any(n > 1 for n in counts.values())
 write_table(
-    table, snakemake.output["tex"],  # noqa: F821
+    table, snakemake.output["tex"],
     caption="BALI Table 2: classification accuracy (ACC), expected calibration error (ECE) and AUC (binary "
             "sets) of our BALI, MC dropout (DO, p = 0.1) and MAP runs, 2x256 Leaky-Tanh MLP; "
             + ("mean (± s.e. where n > 1)" if several else "one run per entry") + " over seeds (UCI: seed = split), "

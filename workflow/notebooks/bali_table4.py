@@ -17,9 +17,9 @@ from reprokit.report import bali_regression as br
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
-df = br.load([snakemake.input["bali_uci"], snakemake.input["bali_uci_protein"]])  # noqa: F821
+df = br.load([snakemake.input["bali_uci"], snakemake.input["bali_uci_protein"]])
 scale = style.scale_of(df)
 table = br.table4(df)
 table
@@ -32,7 +32,7 @@ footnotes = [
     + br.bali_scaling_note(df) + ".",
 ] + style.na_footnotes(df)
 write_table(
-    table, snakemake.output["tex"],  # noqa: F821
+    table, snakemake.output["tex"],
     caption="BALI Table 4: hyperparameters of BALI for the UCI regression benchmark as run: step size α, "
             "initial update rate β, prior scales σ_r² and σ_u², effective dataset size N_eff, batch size B",
     scale=scale, note=br.provenance(df), footnotes=footnotes, label="tab:bali_table4")

@@ -18,16 +18,16 @@ from reprokit.report import bali_classification as bc
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
-df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])  # noqa: F821
+df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])
 scale = bc.scale_of(df)
 table = bc.table5(df)
 table
 
 # %%
 write_table(
-    table, snakemake.output["tex"],  # noqa: F821
+    table, snakemake.output["tex"],
     caption="BALI Table 5: hyperparameters of BALI for the classification benchmark as run: step size α, "
             "initial update rate β, prior R_0 = σ_r² I and U_0 = σ_u² I, effective dataset size N_eff "
             "(N = number of training points), batch size B",

@@ -17,16 +17,16 @@ from reprokit.report import bali_classification as bc
 from reprokit.report import style
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
-df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])  # noqa: F821
+df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])
 scale = bc.scale_of(df)
 table = bc.table6(df)
 table
 
 # %%
 write_table(
-    table, snakemake.output["tex"],  # noqa: F821
+    table, snakemake.output["tex"],
     caption="BALI Table 6: hyperparameters of Monte Carlo dropout (DO) and MAP for the classification "
             "benchmark as run (Adam optimiser, weight decay as Adam's L2 term)",
     scale=scale, note=bc.provenance(df), footnotes=style.na_footnotes(df), label="tab:bali_table6")

@@ -27,9 +27,9 @@ from reprokit.report import style
 from reprokit.report.stats import format_mean_se, format_pm
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
-inputs = snakemake.input  # noqa: F821
+inputs = snakemake.input
 n_read = br.load([inputs["bali_uci_wishart"], inputs["bali_uci_protein_wishart"]])  # the other reading, n
 neff = br.load([inputs["bali_uci"], inputs["bali_uci_protein"]])  # the config's, n_eff
 cls_n = bc.load([inputs["bali_cls_image_wishart"], inputs["bali_cls_uci_wishart"]])
@@ -120,7 +120,7 @@ footnotes = [
     *style.na_footnotes(every),
 ]
 write_table(
-    table, snakemake.output["tex"],  # noqa: F821
+    table, snakemake.output["tex"],
     caption="BALI wishart_n: the N in Sigma's degrees of freedom read as the number of training points (n, "
             "Alg. 1) or as N_eff (the count the EMA statistics carry; the config's reading), on the UCI regression "
             "and the classification sets where N_eff < N",

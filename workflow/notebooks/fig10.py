@@ -23,13 +23,13 @@ import pandas as pd
 from reprokit.report import invariance as inv
 from reprokit.report import style
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 style.setup()
 
 METHODS = {"fedavg": ("FedAvg", "tab:gray"), "augerino": ("FedAvg + Augerino", "tab:blue"),
            "partitioned": ("FedAvg + Partitioned", "tab:red")}
-cells = pd.read_csv(snakemake.input["table4_mnist"])  # noqa: F821
-curves = style.read_results(snakemake.input["table4_mnist_curves"])  # noqa: F821
+cells = pd.read_csv(snakemake.input["table4_mnist"])
+curves = style.read_results(snakemake.input["table4_mnist_curves"])
 scale = style.scale_of(cells)
 cells["rotated"] = inv.as_bool(cells["rotated"])
 ok = inv.completed(cells[~cells["rotated"]])
@@ -81,4 +81,4 @@ note = style.provenance(cells, "MNIST split over 100 clients, not identically di
                                                          else "one seed (no s.e. band)"))
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.9))  # room for the legend above, the footer below
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

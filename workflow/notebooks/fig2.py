@@ -26,14 +26,14 @@ from matplotlib.transforms import blended_transform_factory
 from reprokit.report import style
 from reprokit.report.stats import grouped_mean_se
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 style.setup()
-a = pd.read_csv(snakemake.input["fig2a"])  # noqa: F821 (injected by Snakemake)
-b_curves = pd.read_csv(snakemake.input["fig2b_curves"])  # noqa: F821
-b = pd.read_csv(snakemake.input["fig2b"])  # noqa: F821
+a = pd.read_csv(snakemake.input["fig2a"])
+b_curves = pd.read_csv(snakemake.input["fig2b_curves"])
+b = pd.read_csv(snakemake.input["fig2b"])
 # the variant with the label coded 2y - 1 (+-1), when the artefact has it: drawn in grey
-inputs = dict(snakemake.input.items()) if hasattr(snakemake.input, "items") else {}  # noqa: F821
+inputs = dict(snakemake.input.items()) if hasattr(snakemake.input, "items") else {}
 a_pm1 = style.read_results(inputs["fig2a_pm1"]) if "fig2a_pm1" in inputs else pd.DataFrame()
 b_pm1 = style.read_results(inputs["fig2b_pm1"]) if "fig2b_pm1" in inputs else pd.DataFrame()
 scale = style.scale_of(a)
@@ -160,7 +160,7 @@ axes[1, 2].set_ylabel("final keep probability")
 axes[1, 2].set_title(f"(b) Final mask (mean over {b_seeds} seed(s))")
 mask_key = [Patch(color="tab:blue", label=f"informative inputs 1-{INFORMATIVE}"),
             Patch(color="tab:gray", label=f"spurious inputs {INFORMATIVE + 1}-{len(prob_cols) or K_MAX}")]
-bar_key = mask_key + [h for h in axes[1, 2].get_legend_handles_labels()[0]]
+bar_key = mask_key + list(axes[1, 2].get_legend_handles_labels()[0])
 axes[0, 2].legend(handles=mask_key, loc="best", fontsize=7)  # where the curves are not
 axes[1, 2].set_ylim(0, 1.2)  # room above the bars
 axes[1, 2].legend(handles=bar_key, loc="upper center", ncol=2, fontsize=7)
@@ -170,7 +170,7 @@ axes[1, 2].legend(handles=bar_key, loc="upper center", ncol=2, fontsize=7)
 def coding(experiment):
     """How the label enters the features in an experiment's cells (its `signal` setting; the kind's default is
     the +-1 coding): as the text's x_i = y + e_i, or as 2y - 1."""
-    config = getattr(snakemake, "config", None) or {}  # noqa: F821
+    config = getattr(snakemake, "config", None) or {}
     settings = ((config.get("experiments") or {}).get(experiment) or {}).get("settings") or {}
     if settings.get("signal", "signed") == "label":
         return "the label y in {0,1} enters the features as y (x_i = y + e_i, as the text writes)"
@@ -187,4 +187,4 @@ note = (style.provenance(a, f"synthetic input selection (Lyle et al. 2020): {int
         + (f"{kept[0]}..{kept[-1]} ({len(kept)} inputs)" if kept else "none"))
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

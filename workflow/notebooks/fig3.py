@@ -26,14 +26,14 @@ from reprokit.report import style
 from reprokit.report.invariance import METHOD_STYLE, as_bool, completed
 from reprokit.report.stats import grouped_mean_se
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 style.setup()
-a = pd.read_csv(snakemake.input["fig3a"])  # noqa: F821 (injected by Snakemake)
-b = pd.read_csv(snakemake.input["fig3b"])  # noqa: F821
-c = pd.read_csv(snakemake.input["fig3c"])  # noqa: F821
-plain = pd.read_csv(snakemake.input["fig3a_augerino_plain"])  # noqa: F821 (App. E: no safe switch)
-plain_reg1 = pd.read_csv(snakemake.input["fig3a_augerino_plain_reg1"])  # noqa: F821 (App. E, lambda = 1)
+a = pd.read_csv(snakemake.input["fig3a"])
+b = pd.read_csv(snakemake.input["fig3b"])
+c = pd.read_csv(snakemake.input["fig3c"])
+plain = pd.read_csv(snakemake.input["fig3a_augerino_plain"])
+plain_reg1 = pd.read_csv(snakemake.input["fig3a_augerino_plain_reg1"])
 scale = style.scale_of(a)
 for t in (a, b, c):
     t["rotated"] = as_bool(t["rotated"])
@@ -165,4 +165,4 @@ note = "\n".join([
 ])
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.95))
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

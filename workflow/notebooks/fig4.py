@@ -27,14 +27,14 @@ from reprokit.partition import partition
 from reprokit.report import style
 from reprokit.report.tables import static_note
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 PROPORTIONS = [1, 1, 1]  # 3 partitions, equal proportions
 SEED = 0  # seed of the partition assignment (and of the layer's initialisation)
 SCHEMES = {"random": "(a) Random weight partitioned", "node": "(b) Node partitioned"}
 
 style.setup()
-scale = snakemake.config["scale"]  # noqa: F821 (injected by Snakemake)
+scale = snakemake.config["scale"]
 
 
 def assignments(scheme: str) -> dict[str, np.ndarray]:
@@ -74,4 +74,4 @@ note = static_note(scale, f"reprokit.partition.partition(nn.Linear(5, 6), {PROPO
                           "colours = the library's uint8 assignments")
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.95))
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

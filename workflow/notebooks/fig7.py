@@ -17,11 +17,11 @@
 from reprokit.report import style
 from reprokit.report.invariance import sensitivity_page
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 style.setup()
-fig, scale, note = sensitivity_page(snakemake.input, "retrain_mnist", "MNIST", retrained=True)  # noqa: F821
+fig, scale, note = sensitivity_page(snakemake.input, "retrain_mnist", "MNIST", retrained=True)
 fig
 
 # %%
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

@@ -25,13 +25,13 @@ import pandas as pd
 from reprokit.report import style
 from reprokit.report.invariance import AUG_LABELS, AUG_NAMES, as_bool, completed
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 style.setup()
-rand = pd.read_csv(snakemake.input["fig9_random"])  # noqa: F821 (injected by Snakemake)
-retr = pd.read_csv(snakemake.input["fig9_retrain"])  # noqa: F821
-part_all = pd.read_csv(snakemake.input["fig3a"])  # noqa: F821
-curves_all = style.read_results(snakemake.input["fig3a_curves"])  # noqa: F821
+rand = pd.read_csv(snakemake.input["fig9_random"])
+retr = pd.read_csv(snakemake.input["fig9_retrain"])
+part_all = pd.read_csv(snakemake.input["fig3a"])
+curves_all = style.read_results(snakemake.input["fig3a_curves"])
 scale = style.scale_of(rand)
 
 # the partitioned runs: fig3a cells on RotMNIST with the largest training set
@@ -55,7 +55,7 @@ for ax, name in zip(axes.flat, AUG_NAMES):
         continue
     if len(rand_ok):
         ax.scatter(rand_ok[col], 100 * rand_ok["test_acc"], marker="+", color="tab:gray", s=30, label="Random sampling")
-    for i, (seed, g) in enumerate(curves.groupby("seed") if len(curves) else []):
+    for i, (_seed, g) in enumerate(curves.groupby("seed") if len(curves) else []):
         g = g.dropna(subset=[col, "test_acc"]).sort_values("step")
         ax.plot(g[col], 100 * g["test_acc"], marker=".", ms=3, lw=0.8, color="tab:red", alpha=0.6,
                 label="Partitioned runs" if i == 0 else None)
@@ -86,4 +86,4 @@ note = (style.provenance(pd.concat([rand, part_all[sel], retr]), f"RotMNIST, {n_
         + (f"; learned rotation {part['aug_rotation'].mean():.2f} rad" if len(part) else ""))
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.96))
-style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])  # noqa: F821
+style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

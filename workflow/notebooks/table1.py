@@ -25,7 +25,7 @@ from reprokit.report import invariance as inv
 from reprokit.report import papers, style
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 METHODS = {"baseline": "Baseline", "augerino": "Augerino", "diff_laplace": "Diff. Laplace",
            "partitioned": "Partitioned"}
@@ -36,8 +36,8 @@ ROWS = [  # paper key, dataset, architecture, experiment, rotated
     ("rottinyimagenet_resnet50", "RotTinyImagenet", "ResNet-50 GN", "fig3c", True),
     ("tinyimagenet_resnet50", "TinyImagenet", "ResNet-50 GN", "fig3c", False),
 ]
-tables = {e: pd.read_csv(snakemake.input[e]) for e in ("fig3b", "fig3c", "table1_resnet14")}  # noqa: F821
-paper = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
+tables = {e: pd.read_csv(snakemake.input[e]) for e in ("fig3b", "fig3c", "table1_resnet14")}
+paper = papers.load(snakemake.input["paper_numbers"])
 whole = pd.concat(tables.values(), ignore_index=True)
 scale = style.scale_of(whole)
 for t in tables.values():
@@ -91,5 +91,5 @@ if notes:
     footnotes.append("Outcomes: " + "; ".join(dict.fromkeys(notes)) + ".")
 footnotes += style.na_footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 # keys=3: a part of a table split to fit the page repeats Dataset, Architecture and Source
-write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table1",  # noqa: F821
+write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table1",
             keys=3)

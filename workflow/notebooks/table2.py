@@ -26,15 +26,15 @@ from reprokit.report import invariance as inv
 from reprokit.report import papers, style
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 ROWS = [  # label (the paper's), method, metric
     ("Partitioned", "partitioned", "test_acc"),
     ("Validation set optim.", "validation_opt", "test_acc"),
     ("+Finetune", "validation_opt", "finetune_test_acc"),
 ]
-cells = pd.read_csv(snakemake.input["table2_valopt"])  # noqa: F821 (injected by Snakemake)
-cited_from = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
+cells = pd.read_csv(snakemake.input["table2_valopt"])
+cited_from = papers.load(snakemake.input["paper_numbers"])
 paper = papers.artefact(cited_from, "table2")
 scale = style.scale_of(cells)
 cells["props"] = cells["chunk_proportions"].map(inv.props_label)
@@ -62,7 +62,7 @@ log.info("table:\n%s", table.to_string())
 part, val = cells[cells["method"] == "partitioned"], cells[cells["method"] == "validation_opt"]
 n_train = sorted({int(v) for v in cells["n_train"]})
 # the network of this scale's cells (quick: a fixup ResNet-8, cheaper than the paper's ResNet-14; the config says so)
-cfg = snakemake.config  # noqa: F821
+cfg = snakemake.config
 net = (str(experiment(cfg, "table2_valopt", scale).settings["model"]) if "table2_valopt" in cfg.get("experiments", {})
        else "fixup_resnet14")
 net = net.replace("fixup_resnet", "fixup ResNet-") + ("" if net == "fixup_resnet14" else
@@ -89,4 +89,4 @@ footnotes = [
 if notes:
     footnotes.append("Outcomes: " + "; ".join(notes) + ".")
 footnotes += style.na_footnotes(cells, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
-write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table2")  # noqa: F821
+write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table2")

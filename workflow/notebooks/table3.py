@@ -26,11 +26,11 @@ from reprokit.report import invariance as inv
 from reprokit.report import papers, style
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 METHODS = {"Validation set optim.": ("validation_opt", "split_sizes"), "Partitioned": ("partitioned", "chunk_sizes")}
-cells = pd.read_csv(snakemake.input["table3_features"])  # noqa: F821 (injected by Snakemake)
-cited_from = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
+cells = pd.read_csv(snakemake.input["table3_features"])
+cited_from = papers.load(snakemake.input["paper_numbers"])
 paper = papers.artefact(cited_from, "table3")
 scale = style.scale_of(cells)
 
@@ -78,4 +78,4 @@ footnotes = [
 if notes:
     footnotes.append("Outcomes: " + "; ".join(notes) + ".")
 footnotes += style.na_footnotes(cells, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
-write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table3")  # noqa: F821
+write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table3")

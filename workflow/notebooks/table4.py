@@ -26,7 +26,7 @@ from reprokit.report import invariance as inv
 from reprokit.report import papers, style
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 METHODS = {"fedavg": "FedAvg", "augerino": "FedAvg + Augerino", "partitioned": "FedAvg + Partitioned"}
 BLOCKS = [  # experiment, dataset, label, paper row key, rotated
@@ -35,8 +35,8 @@ BLOCKS = [  # experiment, dataset, label, paper row key, rotated
     ("table4_cifar", "cifar10", "CIFAR10", "cifar10", False),
     ("table4_cifar", "cifar10", "RotCIFAR10", "rotcifar10", True),
 ]
-tables = {e: pd.read_csv(snakemake.input[e]) for e in ("table4_mnist", "table4_cifar")}  # noqa: F821
-paper_all = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
+tables = {e: pd.read_csv(snakemake.input[e]) for e in ("table4_mnist", "table4_cifar")}
+paper_all = papers.load(snakemake.input["paper_numbers"])
 paper = papers.artefact(paper_all, "table4")
 whole = pd.concat(tables.values(), ignore_index=True)
 scale = style.scale_of(whole)
@@ -142,5 +142,5 @@ if notes:
     footnotes.append("Outcomes: " + "; ".join(dict.fromkeys(notes)) + ".")
 footnotes += style.na_footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 # keys=3: a part of a table split to fit the page repeats Data, Method and Source
-write_table(shown, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table4",  # noqa: F821
+write_table(shown, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table4",
             keys=3)

@@ -17,9 +17,9 @@
 from reprokit.report import style
 from reprokit.report.tables import write_complexity_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
-data = snakemake.input["paper_numbers"]  # noqa: F821 (injected by Snakemake)
-scale = snakemake.config["scale"]  # noqa: F821
-table = write_complexity_table(data, "table7", snakemake.output["tex"], scale)  # noqa: F821
+data = snakemake.input["paper_numbers"]
+scale = snakemake.config["scale"]
+table = write_complexity_table(data, "table7", snakemake.output["tex"], scale)
 table

@@ -28,7 +28,7 @@ from reprokit.report import papers, style
 from reprokit.report.stats import median_ci
 from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 LABELS = {"mnist_cnn": "MNIST CNN", "fixup_resnet8": "fixup ResNet-8", "fixup_resnet14": "fixup ResNet-14"}
 # measured update -> (method, update) of the paper's rows, in the paper's order
@@ -37,9 +37,9 @@ UPDATE = {"augerino": ("Augerino", "Param. + hyperparam."), "dl_param": ("Diff. 
           "hyper": ("Partitioned", "Hyperparam.")}
 MEASURED, PAPER = "measured (this run)", "paper, quoted"  # headers get the device and batch below
 
-cells = pd.read_csv(snakemake.input["table8_timing"])  # noqa: F821 (injected by Snakemake)
-curves = pd.read_csv(snakemake.input["table8_timing_curves"])  # noqa: F821
-paper_all = papers.load(snakemake.input["paper_numbers"])  # noqa: F821
+cells = pd.read_csv(snakemake.input["table8_timing"])
+curves = pd.read_csv(snakemake.input["table8_timing_curves"])
+paper_all = papers.load(snakemake.input["paper_numbers"])
 paper = papers.artefact(paper_all, "table8")
 PAPER_MODELS = list(paper["columns"])
 scale = style.scale_of(cells)
@@ -211,4 +211,4 @@ footnotes = [
      "sizes are 200 (MNIST) and 250 (CIFAR10, App. I.4); the paper columns give App. D.2's sizes, our paper scale "
      "follows the main experiments."),
 ]
-write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table8")  # noqa: F821
+write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table8")

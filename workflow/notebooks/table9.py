@@ -21,10 +21,10 @@ from reprokit.models.registry import build_model, describe_architecture
 from reprokit.report import style
 from reprokit.report.tables import PARAGRAPH_COLUMN, static_note, write_table
 
-log = style.start_log(snakemake)  # noqa: F821 (injected by Snakemake)
+log = style.start_log(snakemake)
 
 MODEL, INPUT_SHAPE = "mnist_cnn", (1, 28, 28)
-scale = snakemake.config["scale"]  # noqa: F821 (injected by Snakemake)
+scale = snakemake.config["scale"]
 model = build_model(MODEL)
 rows = describe_architecture(model, input_shape=INPUT_SHAPE)
 n_params = sum(p.numel() for p in model.parameters())
@@ -40,7 +40,7 @@ table
 
 # %%
 note = static_note(scale, f"reprokit.models '{MODEL}' ({type(model).__name__}), input {'x'.join(map(str, INPUT_SHAPE))}")
-write_table(table, snakemake.output["tex"], "CNN architecture for the MNIST experiments (Table 9 of the paper, "  # noqa: F821
+write_table(table, snakemake.output["tex"], "CNN architecture for the MNIST experiments (Table 9 of the paper, "
             f"after Schwoebel et al. 2021), rendered from the model definition; {n_params:,} parameters in total",
             scale, note, label="tab:table9",
             column_format="l" + PARAGRAPH_COLUMN.format(0.36) + "ll",  # the Specification column wraps

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Sequence
 
 import torch
 
@@ -103,7 +103,7 @@ class BaliConfig:
         self.beta_milestones = tuple(float(m) for m in self.beta_milestones)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "BaliConfig":
+    def from_dict(cls, d: dict) -> BaliConfig:
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
         if unknown:

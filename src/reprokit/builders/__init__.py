@@ -7,9 +7,9 @@ this build function. Modules here import torch; the pipeline imports them only w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..methods.base import Method
 
@@ -67,7 +67,7 @@ class Evaluation:
 
     @classmethod
     def of(cls, method: Method, extra_curve: Callable[[], dict] | None = None,
-           extra_final: Callable[[], dict] | None = None) -> "Evaluation":
+           extra_final: Callable[[], dict] | None = None) -> Evaluation:
         """The method's evaluation, with `extra_curve()` added to every curve row and `extra_final()` to
         the final metrics."""
         def curve(step: int) -> dict:

@@ -65,9 +65,9 @@ import numpy as np
 import torch
 
 from .. import seeds
-from ..runtime import cpu_model
 from ..plan.update_timing import PLAN, UpdateTimingSettings
 from ..report.stats import median_ci
+from ..runtime import cpu_model
 from . import CellContext, Measurement
 
 log = logging.getLogger("reprokit.update_timing")

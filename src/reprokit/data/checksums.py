@@ -16,10 +16,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
 
 from ..io import atomic_write_text
 from .errors import ChecksumMismatch

@@ -22,8 +22,8 @@ import shutil
 import tempfile
 import uuid
 import zipfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .checksums import VerifiedCache, file_hash, verify_layout
 from .errors import ChecksumMismatch, DatasetUnavailable
@@ -76,7 +76,7 @@ def _fetch(urls: Sequence[str], final: Path, algo: str | None, digest: str | Non
         tmp = _tmp_name(final)
         try:
             _http_get(url, tmp)
-        except Exception as e:  # network errors, HTTP errors  # noqa: BLE001
+        except Exception as e:  # network errors, HTTP errors
             errors.append(f"{url}: {_short(e)}")
             tmp.unlink(missing_ok=True)
             continue

@@ -12,8 +12,8 @@ checksums and, when asked, downloads: from each URL mirror in turn, then from th
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from .checksums import VerifiedCache, apply_overrides, check_override_keys, missing_files, overrides_for, verify_layout
 from .download import fetch, is_url

@@ -21,7 +21,7 @@ The package never imports snakemake.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from .bundle import Bundle, standardize
 from .errors import ChecksumMismatch, DatasetUnavailable

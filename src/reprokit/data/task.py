@@ -25,7 +25,7 @@ class TaskData:
         """Where the data live; methods build their models, generators and samplers there."""
         return self.x_train.device
 
-    def to(self, device) -> "TaskData":
+    def to(self, device) -> TaskData:
         """A copy with every tensor on `device` (moved once, before training)."""
         return TaskData(self.x_train.to(device), self.y_train.to(device), self.x_test.to(device),
                         self.y_test.to(device), self.task, self.n_classes)

@@ -250,7 +250,7 @@ def _kfac_factors(net, x, y, n_samples, generator, create_graph: bool, n_total: 
     for _, t in expanded:
         if t.shape[0] != S * M:
             raise TypeError(f"Laplace GGN: a diagonal-block module saw batch {t.shape[0]}, expected {S * M}")
-    G = {m: 0.0 for m in layers}
+    G = dict.fromkeys(layers, 0.0)
     D = {id(m_p): 0.0 for m in diag_modules for m_p in m.parameters(recurse=False)}
     for j in range(sqrt_h.shape[-1]):
         grads = torch.autograd.grad(logp, outs + [t for _, t in expanded], grad_outputs=sqrt_h[..., j],

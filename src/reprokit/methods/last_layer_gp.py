@@ -100,7 +100,7 @@ class OrbitVariationalStrategy(_VariationalStrategy):
     output's covariance is diagonal: the marginal variances of q(f(x_n)), per class.
     """
 
-    def __init__(self, model: "InvariantGP", inducing_points: torch.Tensor,
+    def __init__(self, model: InvariantGP, inducing_points: torch.Tensor,
                  variational_distribution: CholeskyVariationalDistribution, jitter_val: float | None = None):
         super().__init__(model, inducing_points, variational_distribution, learn_inducing_locations=True,
                          jitter_val=jitter_val)

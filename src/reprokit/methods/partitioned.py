@@ -11,8 +11,8 @@ subset) gives its cell an `Evaluation` (builders/).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch import nn

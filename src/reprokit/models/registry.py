@@ -22,7 +22,8 @@ mlp                ``reprokit.models.mlp.MLP(in_features, hidden, out_features, 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn

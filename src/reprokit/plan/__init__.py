@@ -106,7 +106,7 @@ class KindPlan:
         if hit is not None and hit[0]() is cell:
             return hit[1]
         st = self.Settings.from_dict(cell.values(), f"{cell.experiment} ({self.name})")
-        self._cache[id(cell)] = (weakref.ref(cell, lambda _r, k=id(cell): self._cache.pop(k, None)), st)
+        self._cache[id(cell)] = (weakref.ref(cell, lambda _r, k=id(cell): self._cache.pop(k, None)), st)  # noqa: B008 (the key, bound now)
         return st
 
     @functools.cached_property

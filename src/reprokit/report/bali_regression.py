@@ -6,7 +6,6 @@ Cells come from the tidy CSVs of the `uci_regression` / `synthetic_predictive` e
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
@@ -120,10 +119,10 @@ def table4(df: pd.DataFrame) -> pd.DataFrame:
     for d in [x for x in DATASETS if x in set(df.loc[df["method"] == "bali", "dataset"])]:
         g = b[b["dataset"] == d]
         if g.empty:
-            rows.append({"Dataset": NAMES[d], **{c: "n/a" for c in columns[1:]}})
+            rows.append({"Dataset": NAMES[d], **dict.fromkeys(columns[1:], "n/a")})
             continue
 
-        def one(col, f=lambda v: f"{v:g}"):
+        def one(col, f=lambda v: f"{v:g}", g=g):
             vals = sorted({f(v) for v in g[col].dropna()}) if col in g else []
             return ", ".join(vals) if vals else "n/a"
 

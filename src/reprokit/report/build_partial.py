@@ -63,7 +63,7 @@ def tables(config: dict, experiment: str, scale: str, lines: list[dict],
     for cell in grid.cells():
         if cell.rel_dir in (missing or {}):
             cells.append(cell)
-            rows.append(aggregate._row(cell, None, missing[cell.rel_dir], {d: reason for d in missing[cell.rel_dir]}))
+            rows.append(aggregate._row(cell, None, missing[cell.rel_dir], dict.fromkeys(missing[cell.rel_dir], reason)))
     return aggregate.tidy(rows, curves, cells, list(grid.axes))
 
 
@@ -86,7 +86,6 @@ def build(name: str, scale: str, results: str | Path = "results", root: str | Pa
 
 def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archive_root: Path, tmp: Path) -> dict:
     from ..config import experiment as grid_of
-
     from .statement import experiments_read
 
     partial, inputs, csvs, ran = {}, {}, [], 0

@@ -252,7 +252,7 @@ def sensitivity_page(inputs, family: str, dataset_label: str, retrained: bool):
         completed(t)["n_steps"].max() if len(completed(t)) else float("nan") for t in tables)) if math.isfinite(s))
     note = (style.provenance(whole, f"{dataset_label}, {sizes}")
             + f"; training iterations: {per_chunks or 'n/a'}"
-            + f"; the proportions on the axes are our choice (the paper's tick values are not in its text)"
+            + "; the proportions on the axes are our choice (the paper's tick values are not in its text)"
             + f"; one colour scale for all panels, at least {MIN_SPAN_PP:g} percentage points wide"
             + f"\n{'Rotation half-width the retrained network used' if retrained else 'Learned rotation half-width'}"
             + f" (radians): mean {rot}" + (f"; {bad} cell(s) not completed (n/a)" if bad else ""))

@@ -21,12 +21,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
 
-from ..io import atomic_write_bytes  # noqa: E402
-from .results import RAN_STATUSES, outcome_text, unavailable_notes  # noqa: E402, F401 (re-exported)
+from ..io import atomic_write_bytes
+from .results import RAN_STATUSES, outcome_text, unavailable_notes  # noqa: F401 (re-exported)
 
 SCALE_NOTE = {
     "paper": "paper scale",

@@ -126,7 +126,7 @@ _CHAR_PT = dict(zip("abcdefghijklmnopqrstuvwxyz",
 _CHAR_PT.update(dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ",
                          (7.5, 7.08, 7.22, 7.64, 6.81, 6.53, 7.85, 7.5, 3.61, 5.14, 7.78, 6.25, 9.17, 7.5, 7.78,
                           6.81, 7.78, 7.36, 5.56, 7.22, 7.5, 7.5, 10.28, 7.5, 7.5, 6.11))))
-_CHAR_PT.update({d: 5.0 for d in "0123456789"})
+_CHAR_PT.update(dict.fromkeys("0123456789", 5.0))
 _CHAR_PT.update({" ": 3.33, ".": 2.78, ",": 2.78, ":": 2.78, ";": 2.78, "(": 3.89, ")": 3.89, "[": 2.78,
                  "]": 2.78, "-": 3.33, "/": 5.0, "+": 7.78, "=": 7.78, "%": 8.33, "&": 7.78, "'": 2.78, "*": 5.0,
                  "<": 7.78, ">": 7.78, "|": 2.78, "!": 2.78, "?": 4.72, "#": 8.33, "~": 5.0, "±": 7.78,
@@ -552,7 +552,7 @@ def check_latex(path: str | Path, workdir: str | Path, pdflatex: str = "pdflatex
         r"\end{document}", ""])
     (workdir / "wrapper.tex").write_text(doc)
     res = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "wrapper.tex"],
-                         cwd=workdir, capture_output=True, text=True, timeout=timeout)
+                         cwd=workdir, capture_output=True, text=True, timeout=timeout, check=False)
     log_path = workdir / "wrapper.log"
     log = log_path.read_text(errors="replace") if log_path.exists() else res.stdout
     errors = [line for line in log.splitlines() if line.startswith("! ")]
