@@ -47,12 +47,13 @@ def scaled(model, k: float | None, n: float, n_eff: float):
     for layer in model.layers:
         f = n_eff_ratio(layer, n, n_eff) if k is None else k
         layer.sigma.mul_(f)
-        layer.chol_sigma.mul_(f ** 0.5)
+        layer.chol_sigma.mul_(f**0.5)
 
     def undo():
         for layer, s, c in saved:
             layer.sigma.copy_(s)
             layer.chol_sigma.copy_(c)
+
     return undo
 
 
@@ -60,8 +61,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--experiment", default="bali_cls_image")
     p.add_argument("--scale", default="paper")
-    p.add_argument("--cell", required=True, help="the cell's coordinates as in its path, e.g. method~bali/dataset~mnist/seed~0")
-    p.add_argument("--checkpoint", default=None, help="default: the config's checkpoints/<scale>/<experiment>/<cell>/checkpoint.pt")
+    p.add_argument(
+        "--cell", required=True, help="the cell's coordinates as in its path, e.g. method~bali/dataset~mnist/seed~0"
+    )
+    p.add_argument(
+        "--checkpoint", default=None, help="default: the config's checkpoints/<scale>/<experiment>/<cell>/checkpoint.pt"
+    )
     p.add_argument("--k", type=float, nargs="*", default=[], help="further Sigma factors, the same in every layer")
     p.add_argument("--samples", type=int, default=None, help="posterior samples (default: the cell's final_samples)")
     p.add_argument("--threads", type=int, default=1)
@@ -86,9 +91,12 @@ def main(argv=None) -> int:
     ev = run.evaluation.final.__self__  # the cell's ClassificationEvaluation
     if args.samples is not None:
         ev.final_samples = int(args.samples)
-    print(f"{cell.rel_dir}: checkpoint step {ckpt['step']} of {run.n_steps}; wishart_n {method.config.wishart_n}; "
-          f"N {n:g}, N_eff {n_eff:g}; n/n_eff Sigma ratio per layer {', '.join(f'{r:.1f}' for r in ratios)}; "
-          f"{ev.final_samples} samples", flush=True)
+    print(
+        f"{cell.rel_dir}: checkpoint step {ckpt['step']} of {run.n_steps}; wishart_n {method.config.wishart_n}; "
+        f"N {n:g}, N_eff {n_eff:g}; n/n_eff Sigma ratio per layer {', '.join(f'{r:.1f}' for r in ratios)}; "
+        f"{ev.final_samples} samples",
+        flush=True,
+    )
 
     rows = {}
     t0 = time.monotonic()
@@ -106,8 +114,19 @@ def main(argv=None) -> int:
         print(f"{name:>16} " + " ".join(f"{m.get(k, float('nan')):>15.4f}" for k in keys))
     print(f"({time.monotonic() - t0:.0f} s; device cpu, {args.threads} thread(s))")
     if args.out:
-        Path(args.out).write_text(json.dumps({"cell": cell.rel_dir, "step": int(ckpt["step"]), "n_steps": run.n_steps,
-                                              "samples": ev.final_samples, "ratios": ratios, "rows": rows}, indent=2))
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "cell": cell.rel_dir,
+                    "step": int(ckpt["step"]),
+                    "n_steps": run.n_steps,
+                    "samples": ev.final_samples,
+                    "ratios": ratios,
+                    "rows": rows,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

@@ -58,9 +58,13 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--mirror", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     ap.add_argument("--eval-samples", type=int, default=100)
-    ap.add_argument("--replicate", type=int, default=0,
-                    help="0: the pipeline's seed (the split index); R >= 1: an independent base seed, the named "
-                         "stream 'replicate' of the split's seed, sub-stream R")
+    ap.add_argument(
+        "--replicate",
+        type=int,
+        default=0,
+        help="0: the pipeline's seed (the split index); R >= 1: an independent base seed, the named "
+        "stream 'replicate' of the split's seed, sub-stream R",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
 
@@ -87,10 +91,15 @@ def main(argv=None) -> int:
         for step in range(cfg.n_iterations):
             method.train_step(step)
         r = method.evaluate(cfg.n_iterations)
-        row = {"name": args.name, "dataset": args.dataset, "split": split, "seed": seed,
-               **{k: round(float(r[k]), 4) for k in ("train_rmse", "test_rmse", "test_ll")},
-               "noise_sd": round(float(method.noise_cov()[0, 0].sqrt()) * (y_std or 1.0), 4),
-               "seconds": round(time.time() - t0)}
+        row = {
+            "name": args.name,
+            "dataset": args.dataset,
+            "split": split,
+            "seed": seed,
+            **{k: round(float(r[k]), 4) for k in ("train_rmse", "test_rmse", "test_ll")},
+            "noise_sd": round(float(method.noise_cov()[0, 0].sqrt()) * (y_std or 1.0), 4),
+            "seconds": round(time.time() - t0),
+        }
         print(json.dumps(row), flush=True)
     return 0
 

@@ -111,8 +111,17 @@ def main(argv=None) -> dict:
         opt.step()
 
     def bali_stepper(gram_dtype: str):
-        cfg = BaliConfig(wishart_n="n", alpha=0.25, beta=0.1, sigma_r2=10.0, n_eff=60000 / 50, n_iterations=30000, batch_size=args.batch,
-            reparam=args.reparam, stats_dtype=args.stats_dtype, gram_dtype=gram_dtype,
+        cfg = BaliConfig(
+            wishart_n="n",
+            alpha=0.25,
+            beta=0.1,
+            sigma_r2=10.0,
+            n_eff=60000 / 50,
+            n_iterations=30000,
+            batch_size=args.batch,
+            reparam=args.reparam,
+            stats_dtype=args.stats_dtype,
+            gram_dtype=gram_dtype,
         )
         torch.manual_seed(args.seed)
         model = BaliMLP(args.in_features, args.hidden, args.classes, "leaky_tanh", "classification", cfg).to(device)
@@ -144,8 +153,10 @@ def main(argv=None) -> dict:
     res["speedup_gram32"] = res["bali_ms"] / res["bali_gram32_ms"]
     res.update(shares)
 
-    print(f"device {res['device']}, {res['threads']} threads, torch {res['torch']}, batch {res['batch']}, "
-          f"{res['architecture']}, BALI-{args.reparam[0].upper()}, stats {args.stats_dtype}")
+    print(
+        f"device {res['device']}, {res['threads']} threads, torch {res['torch']}, batch {res['batch']}, "
+        f"{res['architecture']}, BALI-{args.reparam[0].upper()}, stats {args.stats_dtype}"
+    )
     print(f"{'':<28}{'value':>12}")
     print(f"{'Adam step [ms]':<28}{res['adam_ms']:>12.2f}")
     print(f"{'BALI step [ms]':<28}{res['bali_ms']:>12.2f}")

@@ -48,8 +48,17 @@ def make(method: str, n_train: int, cpr: int, aug_samples: int, batching: str, d
     x = torch.rand(n_train, 1, 28, 28, generator=g).to(device)
     y = torch.randint(0, 10, (n_train,), generator=g).to(device)
     data = FedData(x, y, (torch.arange(n_train) % 100).to(device), x[:100], y[:100], 100)
-    st = FederatedSettings(dataset="mnist", method=method, n_train=n_train, seed=0, rounds=1, eval_every=1,
-                           clients_per_round=cpr, aug_samples=aug_samples, client_batching=batching)
+    st = FederatedSettings(
+        dataset="mnist",
+        method=method,
+        n_train=n_train,
+        seed=0,
+        rounds=1,
+        eval_every=1,
+        clients_per_round=cpr,
+        aug_samples=aug_samples,
+        client_batching=batching,
+    )
     torch.manual_seed(0)
     model = build_model("mnist_cnn", dropout=st.dropout, learnable_dropout=method == "partitioned")
     aug = None if method == "fedavg" else build_augmentation(st.augmentation, init=st.aug_init)
@@ -85,20 +94,32 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else (platform.processor() or platform.machine())
-    print(f"device {device} ({name}), torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"{args.clients_per_round} clients per round, {args.aug_samples} augmentation samples, {args.rounds} rounds")
+    print(
+        f"device {device} ({name}), torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"{args.clients_per_round} clients per round, {args.aug_samples} augmentation samples, {args.rounds} rounds"
+    )
     print(f"{'method':>12} {'n_train':>8} {'loop r/s':>9} {'vmap r/s':>9} {'speed-up':>9} {'max |dw|':>9}")
     for method in args.methods:
         for n_train in args.n_train:
-            a, b = (make(method, n_train, args.clients_per_round, args.aug_samples, k, device) for k in ("loop", "vmap"))
+            a, b = (
+                make(method, n_train, args.clients_per_round, args.aug_samples, k, device) for k in ("loop", "vmap")
+            )
             a.train_step(0)
             b.train_step(0)
-            diff = max(float((p - q).abs().max()) for p, q in zip(a.net.state_dict().values(),
-                                                                    b.net.state_dict().values()))
-            rates = {k: rounds_per_second(make(method, n_train, args.clients_per_round, args.aug_samples, k, device),
-                                          args.rounds, device) for k in ("loop", "vmap")}
-            print(f"{method:>12} {n_train:>8} {rates['loop']:>9.3f} {rates['vmap']:>9.3f} "
-                  f"{rates['vmap'] / rates['loop']:>8.2f}x {diff:>9.2e}", flush=True)
+            diff = max(
+                float((p - q).abs().max()) for p, q in zip(a.net.state_dict().values(), b.net.state_dict().values())
+            )
+            rates = {
+                k: rounds_per_second(
+                    make(method, n_train, args.clients_per_round, args.aug_samples, k, device), args.rounds, device
+                )
+                for k in ("loop", "vmap")
+            }
+            print(
+                f"{method:>12} {n_train:>8} {rates['loop']:>9.3f} {rates['vmap']:>9.3f} "
+                f"{rates['vmap'] / rates['loop']:>8.2f}x {diff:>9.2e}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

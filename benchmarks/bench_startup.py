@@ -119,7 +119,9 @@ def _row(name: str, times: list[float], note: str = "") -> None:
 
 
 def importtime_top(cmd: list[str], env: dict, cwd: str, n: int = 15) -> None:
-    proc = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], env=env, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *cmd[1:]], env=env, cwd=cwd, capture_output=True, text=True
+    )
     rows = []
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
@@ -130,7 +132,17 @@ def importtime_top(cmd: list[str], env: dict, cwd: str, n: int = 15) -> None:
     print("\nCostliest imports on the cell path (python -X importtime, cumulative ms; indent = nesting):")
     for cum, depth, name in top:
         print(f"  {cum / 1000:8.1f}  {' ' * (depth - 1)}{name}")
-    for mod in ("pandas", "matplotlib", "seaborn", "scipy", "laplace", "gpytorch", "torchvision", "sympy", "torch._dynamo"):
+    for mod in (
+        "pandas",
+        "matplotlib",
+        "seaborn",
+        "scipy",
+        "laplace",
+        "gpytorch",
+        "torchvision",
+        "sympy",
+        "torch._dynamo",
+    ):
         hit = [r for r in rows if r[2] == mod]
         print(f"  {mod:<14} {'%.1f ms' % (hit[0][0] / 1000) if hit else 'not imported'}")
 
@@ -150,21 +162,37 @@ def main(argv=None) -> int:
     context = json.dumps({"mirrors": [], "cache_dir": None, "variants_dir": os.path.join(work, "variants")})
 
     def cell_cmd(i: int) -> list[str]:
-        return [py, "-m", "reprokit.cell", "run", "--cell", cell, "--context", context,
-                "--out", os.path.join(work, f"out{i}"), "--checkpoint", os.path.join(work, f"ckpt{i}", "c.pt")]
+        return [
+            py,
+            "-m",
+            "reprokit.cell",
+            "run",
+            "--cell",
+            cell,
+            "--context",
+            context,
+            "--out",
+            os.path.join(work, f"out{i}"),
+            "--checkpoint",
+            os.path.join(work, f"ckpt{i}", "c.pt"),
+        ]
 
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.repeats} fresh processes per row, "
-          f"rows interleaved (one process of each row per round, so load drifts hit all rows alike)")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.repeats} fresh processes per row, "
+        f"rows interleaved (one process of each row per round, so load drifts hit all rows alike)"
+    )
     import torch
 
     print(f"torch {torch.__version__}; PYTHONPATH first: {args.src or '(installed package)'}")
     fs = lambda prepare: [py, "-c", FIRST_STEP.format(prepare=prepare)]  # noqa: E731
     installed, keep = {"src": None}, {"REPROKIT_KEEP_DYNAMO_IMPORT": "1"}
-    rows = {"python -c pass": ([py, "-c", "pass"], {}),
-            "import torch": ([py, "-c", "import torch"], {}),
-            "import reprokit.cell": ([py, "-c", "import reprokit.cell"], {}),
-            "first Adam step (default)": (fs(False), {}),
-            "first Adam step (prepared)": (fs(True), {})}
+    rows = {
+        "python -c pass": ([py, "-c", "pass"], {}),
+        "import torch": ([py, "-c", "import torch"], {}),
+        "import reprokit.cell": ([py, "-c", "import reprokit.cell"], {}),
+        "first Adam step (default)": (fs(False), {}),
+        "first Adam step (prepared)": (fs(True), {}),
+    }
     if args.src:
         rows["import reprokit.cell (installed)"] = ([py, "-c", "import reprokit.cell"], installed)
     if not args.skip_cell:
@@ -186,20 +214,26 @@ def main(argv=None) -> int:
     for name in rows:
         note = ""
         if parts[name]:
-            med = {k: statistics.median(p[k] for p in parts[name])
-                   for k in ("import_torch", "prepare", "optimizer_ctor", "fwd_bwd", "first_step")}
+            med = {
+                k: statistics.median(p[k] for p in parts[name])
+                for k in ("import_torch", "prepare", "optimizer_ctor", "fwd_bwd", "first_step")
+            }
             note = ", ".join(f"{k} {v:.3f}" for k, v in med.items())
         _row(name, times[name], note)
         if parts[name]:
             p = parts[name][0]
-            print(f"{'':<51}torch._dynamo imported: after ctor {p['dynamo_after_ctor']}, after step {p['dynamo_after_step']}")
+            print(
+                f"{'':<51}torch._dynamo imported: after ctor {p['dynamo_after_ctor']}, after step {p['dynamo_after_step']}"
+            )
     if args.importtime:
         importtime_top(cell_cmd(99), env, work)
     if args.check_bits:
         out = {p: _timed([py, "-c", BITS.format(prepare=p)], env, work)[1].split() for p in (False, True)}
         same = out[False][0] == out[True][0]
-        print(f"\nbit-identity after 50 Adam+SGD steps: default {out[False][0][:16]} (dynamo {out[False][1]}), "
-              f"prepared {out[True][0][:16]} (dynamo {out[True][1]}): {'IDENTICAL' if same else 'DIFFERENT'}")
+        print(
+            f"\nbit-identity after 50 Adam+SGD steps: default {out[False][0][:16]} (dynamo {out[False][1]}), "
+            f"prepared {out[True][0][:16]} (dynamo {out[True][1]}): {'IDENTICAL' if same else 'DIFFERENT'}"
+        )
         if not same:
             return 1
     return 0

@@ -124,8 +124,16 @@ def make_steps(model_name: str, rt: Runtime, batch: int, n_aug: int, seed: int) 
     aug_p = rt.to(build_augmentation(aug_kind, init=0.1))
     p_net = SeededAugmentedModel(pmodel, aug_p, n_aug, rt.generator(seeds.stream_seed(seed, "augment")))
     chunks = torch.as_tensor([0] * (8 * n // 10) + [1] * (n // 10) + [2] * (n - 8 * n // 10 - n // 10))
-    part = PartitionedTraining(p_net, pmodel, list(aug_p.parameters()), data, chunks,
-                               PartitionedConfig(chunk_proportions=props, optim=optim), 10**6, seed)
+    part = PartitionedTraining(
+        p_net,
+        pmodel,
+        list(aug_p.parameters()),
+        data,
+        chunks,
+        PartitionedConfig(chunk_proportions=props, optim=optim),
+        10**6,
+        seed,
+    )
 
     def param():
         k, idx = part.schedule.param_step(batch)
@@ -137,17 +145,31 @@ def make_steps(model_name: str, rt: Runtime, batch: int, n_aug: int, seed: int) 
 
     # pipeline: Diff. Laplace (LILA), psi = augmentation ranges, one prior precision per parameter tensor
     aug_dl = rt.to(build_augmentation(aug_kind, init=0.1))
-    dl_net = SeededAugmentedModel(rt.model(build_model(model_name)), aug_dl, n_aug, rt.generator(seeds.stream_seed(seed, "augment")))
-    dl = DiffLaplaceTraining(dl_net, data, optim, 10**6, seed, marglik_batch_size=batch, n_aug_marglik=n_aug,
-                             evaluate_fn=dict)
+    dl_net = SeededAugmentedModel(
+        rt.model(build_model(model_name)), aug_dl, n_aug, rt.generator(seeds.stream_seed(seed, "augment"))
+    )
+    dl = DiffLaplaceTraining(
+        dl_net, data, optim, 10**6, seed, marglik_batch_size=batch, n_aug_marglik=n_aug, evaluate_fn=dict
+    )
 
     std_net.train(), p_net.train(), dl_net.train()
-    return {"plain": plain, "standard": lambda: std.train_step(0), "param": param, "hyper": hyper,
-            "lila_hyper": dl.hyper_step}
+    return {
+        "plain": plain,
+        "standard": lambda: std.train_step(0),
+        "param": param,
+        "hyper": hyper,
+        "lila_hyper": dl.hyper_step,
+    }
 
 
-def time_steps(steps: dict, rt: Runtime, warmup: int, repeats: int,
-               limits: dict[str, tuple[int, int]] | None = None, clock=time.perf_counter) -> dict[str, list[float]]:
+def time_steps(
+    steps: dict,
+    rt: Runtime,
+    warmup: int,
+    repeats: int,
+    limits: dict[str, tuple[int, int]] | None = None,
+    clock=time.perf_counter,
+) -> dict[str, list[float]]:
     """Per step, its timed repetitions' seconds. `limits`: step -> (warm-up, timed) repetitions that run it
     (the last warm-up and the first timed ones); every other step runs in all of them. `clock`: the wall
     clock, or time.process_time (CPU time: on a shared CPU with one intra-op thread, not inflated by
@@ -164,7 +186,7 @@ def time_steps(steps: dict, rt: Runtime, warmup: int, repeats: int,
     gc.disable()
     try:
         for rep in range(warmup + repeats):
-            order = names[rep % len(names):] + names[:rep % len(names)]
+            order = names[rep % len(names) :] + names[: rep % len(names)]
             for s in [s for s in order if runs(s, rep)]:
                 rt.synchronize()
                 t0 = clock()
@@ -200,14 +222,27 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--out", default=None, help="also write the table as CSV here")
     p.add_argument("--write-costs", action="store_true", help="add the medians to reprokit's step-cost table")
     p.add_argument("--profile", default=None, help="profile name of the written rows (default: cpu or cuda)")
-    p.add_argument("--steps", nargs="+", default=list(STEPS), choices=[*STEPS, *OPTIONAL_STEPS],
-                   help="steps to time (lila_hyper: the Diff. Laplace hyper step, not timed by default)")
+    p.add_argument(
+        "--steps",
+        nargs="+",
+        default=list(STEPS),
+        choices=[*STEPS, *OPTIONAL_STEPS],
+        help="steps to time (lila_hyper: the Diff. Laplace hyper step, not timed by default)",
+    )
     p.add_argument("--lila-warmup", type=int, default=1, help="warm-up repetitions with lila_hyper (the last ones)")
     p.add_argument("--lila-repeats", type=int, default=3, help="timed repetitions with lila_hyper (the first ones)")
-    p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
-                   help="wall clock (after synchronisation), or process CPU time (CPU only; use with --threads 1)")
-    p.add_argument("--cost-steps", nargs="+", default=None,
-                   help="with --write-costs: write only these steps' rows (default: every step timed)")
+    p.add_argument(
+        "--clock",
+        default="wall",
+        choices=["wall", "cpu"],
+        help="wall clock (after synchronisation), or process CPU time (CPU only; use with --threads 1)",
+    )
+    p.add_argument(
+        "--cost-steps",
+        nargs="+",
+        default=None,
+        help="with --write-costs: write only these steps' rows (default: every step timed)",
+    )
     args = p.parse_args(argv)
 
     if args.threads:
@@ -229,30 +264,52 @@ def main(argv=None) -> list[dict]:
             med = {s: 1e3 * statistics.median(t) for s, t in times.items()}
             if "param" in med and "hyper" in med:
                 med["partitioned"] = med["param"] + med["hyper"]
-            rows.append({"device": dev, "precision": precision, "model": model, "batch": batch,
-                         "aug_samples": args.aug_samples, "images": batch * args.aug_samples,
-                         **{f"{s}_ms": v for s, v in med.items()},
-                         "standard_over_plain": ratio(times, "standard", "plain"),
-                         "param_over_standard": ratio(times, "param", "standard"),
-                         "lila_hyper_over_standard": ratio(times, "lila_hyper", "standard"),
-                         "repeats": args.repeats, "repeats_of": {s: len(t) for s, t in times.items()},
-                         "torch": torch.__version__, "profile": args.profile or rt.device.type})
-    print(f"device: {rows[0]['device']}; torch {torch.__version__}; {args.repeats} repetitions after {args.warmup} "
-          f"warm-up ({args.lila_repeats} after {args.lila_warmup} for lila_hyper), medians; images per step = "
-          f"batch x {args.aug_samples} augmentation samples; clock: {args.clock}")
+            rows.append(
+                {
+                    "device": dev,
+                    "precision": precision,
+                    "model": model,
+                    "batch": batch,
+                    "aug_samples": args.aug_samples,
+                    "images": batch * args.aug_samples,
+                    **{f"{s}_ms": v for s, v in med.items()},
+                    "standard_over_plain": ratio(times, "standard", "plain"),
+                    "param_over_standard": ratio(times, "param", "standard"),
+                    "lila_hyper_over_standard": ratio(times, "lila_hyper", "standard"),
+                    "repeats": args.repeats,
+                    "repeats_of": {s: len(t) for s, t in times.items()},
+                    "torch": torch.__version__,
+                    "profile": args.profile or rt.device.type,
+                }
+            )
+    print(
+        f"device: {rows[0]['device']}; torch {torch.__version__}; {args.repeats} repetitions after {args.warmup} "
+        f"warm-up ({args.lila_repeats} after {args.lila_warmup} for lila_hyper), medians; images per step = "
+        f"batch x {args.aug_samples} augmentation samples; clock: {args.clock}"
+    )
     shown = [s for s in (*STEPS, *OPTIONAL_STEPS) if s in args.steps]
-    print(f"{'model':<16}{'prec':<6}{'batch':>6}" + "".join(f"{s + ' ms':>14}" for s in shown)
-          + f"{'std/plain':>11}{'param/std':>11}{'lila/std':>10}")
+    print(
+        f"{'model':<16}{'prec':<6}{'batch':>6}"
+        + "".join(f"{s + ' ms':>14}" for s in shown)
+        + f"{'std/plain':>11}{'param/std':>11}{'lila/std':>10}"
+    )
     for r in rows:
-        print(f"{r['model']:<16}{r['precision']:<6}{r['batch']:>6}" + "".join(f"{r[s + '_ms']:>14.1f}" for s in shown)
-              + f"{r['standard_over_plain']:>11.3f}{r['param_over_standard']:>11.3f}{r['lila_hyper_over_standard']:>10.2f}")
+        print(
+            f"{r['model']:<16}{r['precision']:<6}{r['batch']:>6}"
+            + "".join(f"{r[s + '_ms']:>14.1f}" for s in shown)
+            + f"{r['standard_over_plain']:>11.3f}{r['param_over_standard']:>11.3f}{r['lila_hyper_over_standard']:>10.2f}"
+        )
     where = "" if rt.is_cuda else " - this ran on a CPU: the goals are for a GPU, shown for reference"
-    print(f"goals (GPU): std/plain <= {GOAL_PIPELINE}; param/std <= {GOAL_PARAM}; "
-          f"ResNets bf16 >= {GOAL_BF16}x faster than fp32 (plain step){where}")
+    print(
+        f"goals (GPU): std/plain <= {GOAL_PIPELINE}; param/std <= {GOAL_PARAM}; "
+        f"ResNets bf16 >= {GOAL_BF16}x faster than fp32 (plain step){where}"
+    )
     for r in rows if {"plain", "standard", "param"} <= set(args.steps) else []:
         ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
-        print(f"  {r['model']:<16}{r['precision']:<6}pipeline {ok(r['standard_over_plain'] <= GOAL_PIPELINE)}, "
-              f"param update {ok(r['param_over_standard'] <= GOAL_PARAM)}")
+        print(
+            f"  {r['model']:<16}{r['precision']:<6}pipeline {ok(r['standard_over_plain'] <= GOAL_PIPELINE)}, "
+            f"param update {ok(r['param_over_standard'] <= GOAL_PARAM)}"
+        )
     for model in args.models:
         fp32 = next((r for r in rows if r["model"] == model and r["precision"] == "fp32"), None)
         bf16 = next((r for r in rows if r["model"] == model and r["precision"] == "bf16"), None)
@@ -269,14 +326,26 @@ def main(argv=None) -> list[dict]:
         from reprokit.budget import write_costs
 
         today = datetime.date.today().isoformat()
-        write_costs([{"profile": r["profile"], "device": r["device"], "model": r["model"], "step": s,
-                      "precision": r["precision"], "images": r["images"], "ms_per_step": r[f"{s}_ms"],
-                      "source": f"benchmarks/bench_throughput.py (batch {r['batch']}, "
-                                f"{r['repeats_of'].get(s, r['repeats'])} repeats"
-                                + (", process CPU time)" if args.clock == "cpu" else ")"),
-                      "date": today}
-                     for r in rows for s in (*STEPS, "partitioned", *OPTIONAL_STEPS)
-                     if f"{s}_ms" in r and (args.cost_steps is None or s in args.cost_steps)])
+        write_costs(
+            [
+                {
+                    "profile": r["profile"],
+                    "device": r["device"],
+                    "model": r["model"],
+                    "step": s,
+                    "precision": r["precision"],
+                    "images": r["images"],
+                    "ms_per_step": r[f"{s}_ms"],
+                    "source": f"benchmarks/bench_throughput.py (batch {r['batch']}, "
+                    f"{r['repeats_of'].get(s, r['repeats'])} repeats"
+                    + (", process CPU time)" if args.clock == "cpu" else ")"),
+                    "date": today,
+                }
+                for r in rows
+                for s in (*STEPS, "partitioned", *OPTIONAL_STEPS)
+                if f"{s}_ms" in r and (args.cost_steps is None or s in args.cost_steps)
+            ]
+        )
         print("step costs written to reprokit/data/step_costs.tsv")
     return rows
 

@@ -76,8 +76,15 @@ def split(jobs: list[dict], results: Path) -> dict:
         loop += min(float(ran or 0.0), seconds)
         overhead += max(seconds - float(ran or 0.0), 0.0)
     wall = (max(j["end"] for j in jobs) - min(j["start"] for j in jobs)).total_seconds() if jobs else 0.0
-    return {"jobs": len(jobs), "wall_s": wall, "per_rule": dict(per_rule), "per_experiment": dict(per_experiment),
-            "cells": cells, "cell_loop_s": loop, "cell_overhead_s": overhead}
+    return {
+        "jobs": len(jobs),
+        "wall_s": wall,
+        "per_rule": dict(per_rule),
+        "per_experiment": dict(per_experiment),
+        "cells": cells,
+        "cell_loop_s": loop,
+        "cell_overhead_s": overhead,
+    }
 
 
 def main(argv=None) -> int:
@@ -97,8 +104,10 @@ def main(argv=None) -> int:
     for rule, s in sorted(groups.items(), key=lambda kv: -kv[1]):
         print(f"  {rule:24s} {s / 60:7.1f} min")
     per = out["cell_overhead_s"] / max(out["cells"], 1)
-    print(f"{out['cells']} cells: training loop {out['cell_loop_s'] / 60:.1f} min, everything else in a cell job "
-          f"(start-up, imports, data, final metrics, writes) {out['cell_overhead_s'] / 60:.1f} min ({per:.1f} s a cell)")
+    print(
+        f"{out['cells']} cells: training loop {out['cell_loop_s'] / 60:.1f} min, everything else in a cell job "
+        f"(start-up, imports, data, final metrics, writes) {out['cell_overhead_s'] / 60:.1f} min ({per:.1f} s a cell)"
+    )
     print("costliest experiments (cell job time):")
     for name, s in sorted(out["per_experiment"].items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"  {name:28s} {s / 60:6.1f} min")

@@ -50,12 +50,19 @@ def main(argv=None) -> int:
     ap.add_argument("--mirror", default=str(REPO / cfg["data"]["mirrors"][0]))
     args = ap.parse_args(argv)
     device = torch.device(args.device)
-    ctx = CellContext(mirrors=[args.mirror], cache_dir=None, variants_dir="",
-                      runtime_settings={"device": args.device})  # the Runtime places data and generators
+    ctx = CellContext(
+        mirrors=[args.mirror], cache_dir=None, variants_dir="", runtime_settings={"device": args.device}
+    )  # the Runtime places data and generators
     data, _, _ = load_task(args.dataset, args.split, False, False, ctx)
     data = ctx.runtime.to(data)
-    kw = {"rates": block["rates"], "taus": block["taus"][args.dataset], "epochs": int(block["epochs"]),
-          "seed": args.split, "batch_size": int(block["batch_size"]), "lr": float(block["lr"])}
+    kw = {
+        "rates": block["rates"],
+        "taus": block["taus"][args.dataset],
+        "epochs": int(block["epochs"]),
+        "seed": args.split,
+        "batch_size": int(block["batch_size"]),
+        "lr": float(block["lr"]),
+    }
     seq = GalDropoutProtocol(data, [args.hidden], **kw)
     par = GalDropoutProtocol(data, [args.hidden], parallel_grid=True, **kw)
     g = len(seq.grid)
@@ -63,11 +70,24 @@ def main(argv=None) -> int:
         raise SystemExit(f"--steps {args.steps} must stay inside one grid point ({seq.inner_steps} steps)")
     t_seq, t_par = seconds_per_step(seq, args.steps, device), seconds_per_step(par, args.steps, device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu {platform.machine()}"
-    print(json.dumps({"device": name, "threads": torch.get_num_threads(), "dataset": args.dataset, "split": args.split,
-                      "grid_points": g, "n_inner": seq.n_inner, "steps_timed": args.steps,
-                      "sequential_s_per_step": t_seq, "parallel_s_per_step": t_par,
-                      "grid_speedup": g * t_seq / t_par,
-                      "cell_steps_sequential": seq.n_steps, "cell_steps_parallel": par.n_steps}))
+    print(
+        json.dumps(
+            {
+                "device": name,
+                "threads": torch.get_num_threads(),
+                "dataset": args.dataset,
+                "split": args.split,
+                "grid_points": g,
+                "n_inner": seq.n_inner,
+                "steps_timed": args.steps,
+                "sequential_s_per_step": t_seq,
+                "parallel_s_per_step": t_par,
+                "grid_speedup": g * t_seq / t_par,
+                "cell_steps_sequential": seq.n_steps,
+                "cell_steps_parallel": par.n_steps,
+            }
+        )
+    )
     return 0
 
 

@@ -25,9 +25,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MLP_KINDS = ("input_selection", "uci_regression", "bali_classification", "synthetic_predictive")
-STARTUP = ("import torch, reprokit.cell\n"
-           "m = torch.nn.Linear(2, 1); o = torch.optim.Adam(m.parameters())\n"
-           "m(torch.zeros(1, 2)).sum().backward(); o.step()\n")
+STARTUP = (
+    "import torch, reprokit.cell\n"
+    "m = torch.nn.Linear(2, 1); o = torch.optim.Adam(m.parameters())\n"
+    "m(torch.zeros(1, 2)).sum().backward(); o.step()\n"
+)
 
 
 def representative_cells(config: dict, kinds=MLP_KINDS, experiments=None) -> dict:
@@ -133,16 +135,36 @@ def main(argv=None) -> int:
     rows = []
     if not args.no_startup:
         ms = startup_ms()
-        rows.append({"profile": profile, "device": device, "model": "python", "step": "startup", "precision": "fp32",
-                     "images": None, "ms_per_step": ms, "date": today,
-                     "source": "benchmarks/measure_step_costs.py (python -c: import reprokit.cell, one Adam step; CPU time)"})
+        rows.append(
+            {
+                "profile": profile,
+                "device": device,
+                "model": "python",
+                "step": "startup",
+                "precision": "fp32",
+                "images": None,
+                "ms_per_step": ms,
+                "date": today,
+                "source": "benchmarks/measure_step_costs.py (python -c: import reprokit.cell, one Adam step; CPU time)",
+            }
+        )
         print(f"{'start-up (ms per cell)':<44}{ms:>10.0f}")
     for (model, step), (cell, part) in cells.items():
         ms, rows_per_step = time_cell(cell, args.mirrors, args.device, args.seconds, args.warmup)
         rows_per_step = rows_per_step or part.images
-        rows.append({"profile": profile, "device": device, "model": model, "step": step, "precision": "fp32",
-                     "images": rows_per_step, "ms_per_step": ms, "date": today,
-                     "source": f"benchmarks/measure_step_costs.py ({cell.rel_dir})"})
+        rows.append(
+            {
+                "profile": profile,
+                "device": device,
+                "model": model,
+                "step": step,
+                "precision": "fp32",
+                "images": rows_per_step,
+                "ms_per_step": ms,
+                "date": today,
+                "source": f"benchmarks/measure_step_costs.py ({cell.rel_dir})",
+            }
+        )
         print(f"{model:<32}{step:<12}{ms:>10.2f} ms  (batch {rows_per_step})", flush=True)
     write_costs(rows)
     print(f"{len(rows)} rows written to reprokit/data/step_costs.tsv (profile {profile}, {device})")

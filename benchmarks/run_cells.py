@@ -60,8 +60,21 @@ def build_variants(needed: dict, context: dict, logs: Path) -> int:
     failing return code."""
     for path, dataset in needed.items():
         if not Path(path).exists():
-            rc, sec = _run([sys.executable, "-m", "reprokit.cell", "variant", "--dataset", dataset, "--out", path,
-                            "--context", json.dumps(context)], logs / "variants" / (Path(path).name + ".log"))
+            rc, sec = _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "reprokit.cell",
+                    "variant",
+                    "--dataset",
+                    dataset,
+                    "--out",
+                    path,
+                    "--context",
+                    json.dumps(context),
+                ],
+                logs / "variants" / (Path(path).name + ".log"),
+            )
             print(f"variant {path}: rc {rc} in {sec:.1f} s", flush=True)
             if rc:
                 return rc
@@ -162,16 +175,20 @@ def main(argv=None) -> int:
                 skipped.append(c.rel_dir)  # its variant files are not built either
                 continue
             stale.append(c.rel_dir)
-            why = ("no readable config.json" if changed == [NO_CONFIG] else
-                   f"{', '.join(changed)} differ from the config")
+            why = (
+                "no readable config.json" if changed == [NO_CONFIG] else f"{', '.join(changed)} differ from the config"
+            )
             print(f"{c.rel_dir}: completed with other settings ({why}): running it again", flush=True)
         needed.update(job.variant_datasets)
         cmd = [sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)]
         jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", metrics))
     jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
-    print(f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run ({len(stale)} completed with other "
-          f"settings); {len(skipped)} already completed with these settings (skipped; --rerun runs them again); "
-          f"{len(needed)} variant files", flush=True)
+    print(
+        f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run ({len(stale)} completed with other "
+        f"settings); {len(skipped)} already completed with these settings (skipped; --rerun runs them again); "
+        f"{len(needed)} variant files",
+        flush=True,
+    )
     if args.dry_run:
         for rel, *_ in jobs:
             print("  ", rel)
@@ -191,15 +208,23 @@ def main(argv=None) -> int:
             rc, sec = fut.result()
             rec = json.loads(metrics.read_text()) if metrics.exists() and rc == 0 else {}
             final = rec.get("metrics", {})
-            row = {"cell": rel, "rc": rc, "status": rec.get("status"), "wall_s": round(sec, 1),
-                   "seconds_per_step": rec.get("seconds_per_step"),
-                   "device": rec.get("provenance", {}).get("device_name"),
-                   **{k: v for k, v in final.items() if isinstance(v, (int, float))}}
+            row = {
+                "cell": rel,
+                "rc": rc,
+                "status": rec.get("status"),
+                "wall_s": round(sec, 1),
+                "seconds_per_step": rec.get("seconds_per_step"),
+                "device": rec.get("provenance", {}).get("device_name"),
+                **{k: v for k, v in final.items() if isinstance(v, (int, float))},
+            }
             summary.append(row)
             print(json.dumps(row), flush=True)
-    print(f"all {len(jobs)} cells in {time.perf_counter() - t0:.0f} s; results/ is not committed: keep them with "
-          f"`python -m reprokit.report.archive --scale {args.scale} --experiment {args.experiment}` "
-          f"(figures/{args.scale}/cells)", flush=True)
+    print(
+        f"all {len(jobs)} cells in {time.perf_counter() - t0:.0f} s; results/ is not committed: keep them with "
+        f"`python -m reprokit.report.archive --scale {args.scale} --experiment {args.experiment}` "
+        f"(figures/{args.scale}/cells)",
+        flush=True,
+    )
     if args.summary:
         Path(args.summary).write_text(json.dumps(summary, indent=1))
     return int(any(r["rc"] for r in summary))

@@ -73,8 +73,9 @@ def main(argv=None) -> int:
 
     def run(cell_and_job):
         cell, job = cell_and_job
-        rc, sec = _run([sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)],
-                       out / "logs" / f"{cell.rel_dir}.log")
+        rc, sec = _run(
+            [sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)], out / "logs" / f"{cell.rel_dir}.log"
+        )
         return cell, job, rc, sec
 
     print(f"{len(cells)} cell(s) of {args.experiment} at {args.scale} with {overrides}; scratch {out}", flush=True)

@@ -38,9 +38,12 @@ def _cifar_batches(n_per_batch: int, n_test: int, seed: int) -> dict[str, dict]:
     rng = np.random.default_rng(seed)
     out = {}
     for name, n in [*((f"data_batch_{i}", n_per_batch) for i in range(1, 6)), ("test_batch", n_test)]:
-        out[name] = {"batch_label": f"fake {name}", "labels": [int(v) for v in rng.integers(0, 10, n)],
-                     "data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-                     "filenames": [f"fake_{name}_{i}.png" for i in range(n)]}
+        out[name] = {
+            "batch_label": f"fake {name}",
+            "labels": [int(v) for v in rng.integers(0, 10, n)],
+            "data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+            "filenames": [f"fake_{name}_{i}.png" for i in range(n)],
+        }
     out["batches.meta"] = {"label_names": list(CIFAR_CLASSES), "num_cases_per_batch": n_per_batch, "num_vis": 3072}
     return out
 
@@ -84,8 +87,9 @@ def class_value(k: int) -> int:
     return 20 + 40 * k
 
 
-def make_fake_tinyimagenet(root, n_classes: int = 3, n_train_per_class: int = 2, n_val: int = 5,
-                           archive: bool = False, gray_first: bool = True) -> dict:
+def make_fake_tinyimagenet(
+    root, n_classes: int = 3, n_train_per_class: int = 2, n_val: int = 5, archive: bool = False, gray_first: bool = True
+) -> dict:
     """Write a fake ``tiny-imagenet-200`` tree (or, with ``archive``, only ``tiny-imagenet-200.zip``)
     under ``root``. Every image of class k (index in sorted wnids) is the constant grey
     ``class_value(k)``; the first training image is a grayscale JPEG if ``gray_first``. wnids.txt
@@ -94,8 +98,10 @@ def make_fake_tinyimagenet(root, n_classes: int = 3, n_train_per_class: int = 2,
     expected validation labels."""
     root = Path(root)
     wnids = [f"n{9000000 + k:08d}" for k in range(n_classes)]  # sorted order = class index
-    files: dict[str, bytes] = {"wnids.txt": ("\n".join(reversed(wnids)) + "\n").encode(),
-                               "words.txt": "".join(f"{w}\tfake class {k}\n" for k, w in enumerate(wnids)).encode()}
+    files: dict[str, bytes] = {
+        "wnids.txt": ("\n".join(reversed(wnids)) + "\n").encode(),
+        "words.txt": "".join(f"{w}\tfake class {k}\n" for k, w in enumerate(wnids)).encode(),
+    }
     for k, w in enumerate(wnids):
         boxes = []
         for i in range(n_train_per_class):
@@ -180,5 +186,13 @@ def checksums_of(sums: dict) -> dict[str, str]:
     return {k: v for k, v in sums.items() if not k.startswith("_")}
 
 
-__all__ = ["CIFAR_CLASSES", "checksums_of", "class_value", "make_fake_cifar10", "make_fake_tinyimagenet",
-           "point_spec", "record_as_verified", "serve_folder"]
+__all__ = [
+    "CIFAR_CLASSES",
+    "checksums_of",
+    "class_value",
+    "make_fake_cifar10",
+    "make_fake_tinyimagenet",
+    "point_spec",
+    "record_as_verified",
+    "serve_folder",
+]

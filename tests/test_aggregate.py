@@ -53,8 +53,12 @@ def test_missing_result_is_an_error(tmp_path):
 def _cell_record(root, dataset, method, seed, rmse, ll, scale="paper"):
     folder = root / f"method~{method}" / f"dataset~{dataset}" / f"seed~{seed}"
     folder.mkdir(parents=True)
-    record = {"scale": scale, "status": "completed", "coords": {"dataset": dataset, "method": method, "seed": seed},
-              "metrics": {"test_rmse": rmse, "test_ll": ll}}
+    record = {
+        "scale": scale,
+        "status": "completed",
+        "coords": {"dataset": dataset, "method": method, "seed": seed},
+        "metrics": {"test_rmse": rmse, "test_ll": ll},
+    }
     (folder / "metrics.json").write_text(json.dumps(record))
 
 
@@ -65,8 +69,10 @@ def test_partial_comparison_counts_found_splits_and_computes_z(tmp_path, capsys)
     for seed, (rmse, ll) in enumerate([(0.5, -1.0), (0.7, -0.8), (0.6, -0.9)]):
         _cell_record(root, "uci_yacht", "bali", seed, rmse, ll)
     _cell_record(root, "uci_energy", "dropout", 0, 0.6, -1.2)
-    paper = {"rmse": {"uci_yacht": {"BALI": [0.642, 0.042]}, "uci_energy": {"DO": [0.539, 0.014]}},
-             "ll": {"uci_yacht": {"BALI": [-0.745, 0.033]}, "uci_energy": {"DO": [-1.212, 0.005]}}}
+    paper = {
+        "rmse": {"uci_yacht": {"BALI": [0.642, 0.042]}, "uci_energy": {"DO": [0.539, 0.014]}},
+        "ll": {"uci_yacht": {"BALI": [-0.745, 0.033]}, "uci_energy": {"DO": [-1.212, 0.005]}},
+    }
     table = partial.compare(partial.finished_cells(root), paper)
     yacht = table[(table.dataset == "uci_yacht") & (table.metric == "RMSE")].iloc[0]
     assert yacht["n"] == 3 and yacht["ours"] == pytest.approx(0.6)
@@ -99,8 +105,9 @@ def test_reasons_reach_the_note_and_an_experiment_without_cells_reads_as_an_empt
 
     grid = ExperimentGrid("t1", SPEC, "test")
     missing = unavailable_cells(grid, lambda name: False)
-    table, curves = aggregate(list(grid.cells()), tmp_path, missing,
-                              reasons={"cifar10": "download failed: HTTP 404 Not Found"})
+    table, curves = aggregate(
+        list(grid.cells()), tmp_path, missing, reasons={"cifar10": "download failed: HTTP 404 Not Found"}
+    )
     assert table[table.dataset == "cifar10"].note.str.contains("cifar10 (download failed: HTTP 404", regex=False).all()
     assert table[table.dataset == "mnist"].note.eq("dataset unavailable: mnist").all()
     # a grid with no cell at this scale (every point excluded: "paper scale only") still has columns

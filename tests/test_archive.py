@@ -28,9 +28,13 @@ def yacht_dropout(cfg, splits):
     from reprokit.config import experiment
     from reprokit.plan import kind
 
-    cells = [c for c in experiment(cfg, "bali_uci", "paper").cells()
-             if c.coord_dict["dataset"] == "uci_yacht" and c.coord_dict["method"] == "dropout"
-             and c.coord_dict["seed"] in splits]
+    cells = [
+        c
+        for c in experiment(cfg, "bali_uci", "paper").cells()
+        if c.coord_dict["dataset"] == "uci_yacht"
+        and c.coord_dict["method"] == "dropout"
+        and c.coord_dict["seed"] in splits
+    ]
     assert len(cells) == len(splits)
     return [(c, kind(c.kind).cell_settings(c)) for c in cells]
 
@@ -39,10 +43,19 @@ def write_cell(results: Path, cell, settings: dict, rmse: float) -> Path:
     folder = results / cell.rel_dir
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps({**cell.to_dict(), "settings": settings}))
-    (folder / "metrics.json").write_text(json.dumps({
-        "coords": cell.coord_dict, "scale": "paper", "status": "completed", "experiment": "bali_uci",
-        "metrics": {"test_rmse": rmse, "test_ll": -1.0}, "info": {"note": "FAKE synthetic test data"},
-        "provenance": {"device": "cpu", "device_name": "FAKE CPU"}}))
+    (folder / "metrics.json").write_text(
+        json.dumps(
+            {
+                "coords": cell.coord_dict,
+                "scale": "paper",
+                "status": "completed",
+                "experiment": "bali_uci",
+                "metrics": {"test_rmse": rmse, "test_ll": -1.0},
+                "info": {"note": "FAKE synthetic test data"},
+                "provenance": {"device": "cpu", "device_name": "FAKE CPU"},
+            }
+        )
+    )
     return folder
 
 
@@ -52,8 +65,15 @@ def yacht_do_line(text: str) -> str:
 
 def report(tmp_path, cfg, results, use_archive=True) -> str:
     expected = {"bali_uci": 480}
-    return reproduction.write_report(tmp_path / "out.md", results, "paper", PAPERS, expected, generated="",
-                                     archive=(tmp_path, cfg) if use_archive else None)
+    return reproduction.write_report(
+        tmp_path / "out.md",
+        results,
+        "paper",
+        PAPERS,
+        expected,
+        generated="",
+        archive=(tmp_path, cfg) if use_archive else None,
+    )
 
 
 def test_archived_cells_survive_results_loss_and_stale_ones_are_named(tmp_path, cfg):
@@ -94,7 +114,8 @@ def test_update_merges_a_rerun_replaces_its_line_and_keeps_the_rest(tmp_path, cf
     assert archive.update(tmp_path, results, "paper", ["bali_uci"]) == {"bali_uci": (0, 1, 1)}
     assert archive.main(["--results", str(results), "--root", str(tmp_path), "--experiment", "bali_uci"]) == 0
     assert "0 cells added, 0 replaced (re-run), 1 unchanged, 1 kept (archived only); 2 cells in all" in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
     lines = archive.load(archive.path_of(tmp_path, "paper", "bali_uci"))
     assert lines[c0.rel_dir]["metrics"]["test_rmse"] == 0.9 and lines[c1.rel_dir]["metrics"]["test_rmse"] == 0.7
     # results/ wins over the archive for the same cell: no double count
@@ -140,7 +161,8 @@ def test_archived_cells_keep_their_learning_curves_for_the_curve_claims(tmp_path
 
     def curves(res):
         return reproduction.Context(res, "paper", docs, archive=(tmp_path, cfg)).curves(
-            "bali_uci", {"dataset": "uci_yacht", "method": "dropout"})
+            "bali_uci", {"dataset": "uci_yacht", "method": "dropout"}
+        )
 
     both = curves(results)  # under results/ and archived: read from results/ only
     assert len(both) == 4 and sorted(both["seed"]) == [0, 0, 1, 1]
@@ -148,8 +170,12 @@ def test_archived_cells_keep_their_learning_curves_for_the_curve_claims(tmp_path
     assert len(curves(results)) == 4  # c1 from the archive, c0 from results/
     shutil.rmtree(results)
     only = curves(results)
-    assert sorted(zip(only["seed"], only["step"], only["test_nll"])) == [(0, 0, 2.0), (0, 10, 1.0), (1, 0, 3.0),
-                                                                            (1, 10, 1.5)]
+    assert sorted(zip(only["seed"], only["step"], only["test_nll"])) == [
+        (0, 0, 2.0),
+        (0, 10, 1.0),
+        (1, 0, 3.0),
+        (1, 10, 1.5),
+    ]
     assert reproduction.Context(results, "paper", docs).curves("bali_uci", {}).empty  # no archive: nothing
 
 
@@ -181,27 +207,54 @@ def test_wishart_migration_moves_each_line_to_the_cell_its_computation_belongs_t
 
     def line(exp, cell, method, block, coords=None, ran="n"):
         settings = {"hidden": [50], method: block} if block is not None else {"hidden": [50]}
-        return {"cell": f"paper/{exp}/{cell}", "experiment": exp, "coords": {"method": method, **(coords or {})},
-                "settings": settings, "status": "completed", "metrics": {"ll": 1.0}, "info": {"wishart_n": ran}}
+        return {
+            "cell": f"paper/{exp}/{cell}",
+            "experiment": exp,
+            "coords": {"method": method, **(coords or {})},
+            "settings": settings,
+            "status": "completed",
+            "metrics": {"ll": 1.0},
+            "info": {"wishart_n": ran},
+        }
 
     four, one = {"alpha": 0.3, "n_eff_divisor": 4}, {"alpha": 0.3, "n_eff_divisor": 1}
-    main = {x["cell"]: x for x in (
-        line("m", "method~bali/dataset~kin/seed~0", "bali", four),
-        line("m", "method~bali/dataset~yacht/seed~0", "bali", one),
-        line("m", "method~bali_ystd/dataset~kin/seed~0", "bali_ystd", four),
-        line("m", "method~bali/dataset~kin/seed~1", "bali", {**four, "alpha": 0.5}),  # ran with other settings
-        line("m", "method~dropout/dataset~kin/seed~0", "dropout", None))}
-    alt = {x["cell"]: x for x in (
-        line("a", "method~bali/dataset~kin/seed~0/bali.wishart_n~n_eff", "bali", four, {"bali.wishart_n": "n_eff"},
-             ran="n_eff"),)}
+    main = {
+        x["cell"]: x
+        for x in (
+            line("m", "method~bali/dataset~kin/seed~0", "bali", four),
+            line("m", "method~bali/dataset~yacht/seed~0", "bali", one),
+            line("m", "method~bali_ystd/dataset~kin/seed~0", "bali_ystd", four),
+            line("m", "method~bali/dataset~kin/seed~1", "bali", {**four, "alpha": 0.5}),  # ran with other settings
+            line("m", "method~dropout/dataset~kin/seed~0", "dropout", None),
+        )
+    }
+    alt = {
+        x["cell"]: x
+        for x in (
+            line(
+                "a",
+                "method~bali/dataset~kin/seed~0/bali.wishart_n~n_eff",
+                "bali",
+                four,
+                {"bali.wishart_n": "n_eff"},
+                ran="n_eff",
+            ),
+        )
+    }
     neff = {"hidden": [50], "bali": {**four, "wishart_n": "n_eff"}}
-    heads = {"m": {"paper/m/method~bali/dataset~kin/seed~0": neff,
-                   "paper/m/method~bali/dataset~kin/seed~1": neff,
-                   "paper/m/method~bali/dataset~yacht/seed~0": {"hidden": [50], "bali": {**one, "wishart_n": "n_eff"}},
-                   "paper/m/method~bali_ystd/dataset~kin/seed~0": {"hidden": [50], "bali_ystd": {**four, "wishart_n": "n"}},
-                   "paper/m/method~dropout/dataset~kin/seed~0": {"hidden": [50]}},
-             "a": {"paper/a/method~bali/dataset~kin/seed~0/bali.wishart_n~n": neff,
-                   "paper/a/method~bali/dataset~kin/seed~1/bali.wishart_n~n": neff}}
+    heads = {
+        "m": {
+            "paper/m/method~bali/dataset~kin/seed~0": neff,
+            "paper/m/method~bali/dataset~kin/seed~1": neff,
+            "paper/m/method~bali/dataset~yacht/seed~0": {"hidden": [50], "bali": {**one, "wishart_n": "n_eff"}},
+            "paper/m/method~bali_ystd/dataset~kin/seed~0": {"hidden": [50], "bali_ystd": {**four, "wishart_n": "n"}},
+            "paper/m/method~dropout/dataset~kin/seed~0": {"hidden": [50]},
+        },
+        "a": {
+            "paper/a/method~bali/dataset~kin/seed~0/bali.wishart_n~n": neff,
+            "paper/a/method~bali/dataset~kin/seed~1/bali.wishart_n~n": neff,
+        },
+    }
     out, log = wishart_n_eff({"m": main, "a": alt}, heads, "2026-11-26", pairs=(("m", "a"),))
     moved_out = out["a"]["paper/a/method~bali/dataset~kin/seed~0/bali.wishart_n~n"]
     assert moved_out["coords"]["bali.wishart_n"] == "n" and moved_out["experiment"] == "a"
@@ -232,38 +285,66 @@ def test_method_blocks_migration_nests_method_keys_keeps_the_own_block_and_leave
     aug = {"augerino_reg": 0.01, "augerino_reg_kind": "safe"}
 
     def line(cell, method, **settings):
-        return {"cell": f"quick/e/{cell}", "experiment": "e", "coords": {"method": method},
-                "settings": {"n_steps": 10, **aug, **settings}, "status": "completed", "metrics": {"test_acc": 0.5}}
+        return {
+            "cell": f"quick/e/{cell}",
+            "experiment": "e",
+            "coords": {"method": method},
+            "settings": {"n_steps": 10, **aug, **settings},
+            "status": "completed",
+            "metrics": {"test_acc": 0.5},
+        }
 
-    lines = {"e": {x["cell"]: x for x in (
-        line("method~augerino", "augerino"),
-        line("method~diff_laplace", "diff_laplace", dl_burnin=100, dl_n_aug_marglik=4),
-        line("method~validation_opt", "validation_opt", finetune_epochs=1, finetune_lr=0.01),
-        line("method~baseline", "baseline", n_steps=20))}}  # ran 20 steps; HEAD says 10: stale
-    heads = {"e": {"quick/e/method~augerino": {"n_steps": 10, "augerino": {"reg": 0.01, "reg_kind": "safe"}},
-                   "quick/e/method~diff_laplace": {"n_steps": 10, "diff_laplace": {"burnin": 100, "n_aug_marglik": 4}},
-                   "quick/e/method~validation_opt": {"n_steps": 10, "validation_opt": {"finetune_epochs": 1,
-                                                                                        "finetune_lr": 0.01}},
-                   "quick/e/method~baseline": {"n_steps": 10}}}
+    lines = {
+        "e": {
+            x["cell"]: x
+            for x in (
+                line("method~augerino", "augerino"),
+                line("method~diff_laplace", "diff_laplace", dl_burnin=100, dl_n_aug_marglik=4),
+                line("method~validation_opt", "validation_opt", finetune_epochs=1, finetune_lr=0.01),
+                line("method~baseline", "baseline", n_steps=20),
+            )
+        }
+    }  # ran 20 steps; HEAD says 10: stale
+    heads = {
+        "e": {
+            "quick/e/method~augerino": {"n_steps": 10, "augerino": {"reg": 0.01, "reg_kind": "safe"}},
+            "quick/e/method~diff_laplace": {"n_steps": 10, "diff_laplace": {"burnin": 100, "n_aug_marglik": 4}},
+            "quick/e/method~validation_opt": {
+                "n_steps": 10,
+                "validation_opt": {"finetune_epochs": 1, "finetune_lr": 0.01},
+            },
+            "quick/e/method~baseline": {"n_steps": 10},
+        }
+    }
     out, log = method_blocks(lines, heads, "2026-11-27", {"e": "affine_invariance"})
     new = out["e"]
     assert new["quick/e/method~augerino"]["settings"] == heads["e"]["quick/e/method~augerino"]
     dl = new["quick/e/method~diff_laplace"]
     assert dl["settings"] == heads["e"]["quick/e/method~diff_laplace"]
     assert "dropped augerino_reg, augerino_reg_kind" in dl["migrations"][0]["what"]
-    assert new["quick/e/method~validation_opt"]["settings"]["validation_opt"] == {"finetune_epochs": 1,
-                                                                                   "finetune_lr": 0.01}
+    assert new["quick/e/method~validation_opt"]["settings"]["validation_opt"] == {
+        "finetune_epochs": 1,
+        "finetune_lr": 0.01,
+    }
     assert new["quick/e/method~baseline"] == lines["e"]["quick/e/method~baseline"]
-    assert log == [f"quick/e/method~{m}: nested" + (", 2 keys of another method dropped" if m != "augerino" else "")
-                   for m in ("augerino", "diff_laplace", "validation_opt")] + [
-        "quick/e/method~baseline: left stale (['n_steps'] differ)"]
+    assert log == [
+        f"quick/e/method~{m}: nested" + (", 2 keys of another method dropped" if m != "augerino" else "")
+        for m in ("augerino", "diff_laplace", "validation_opt")
+    ] + ["quick/e/method~baseline: left stale (['n_steps'] differ)"]
     assert archive.split(new, heads["e"])[1] == [
-        ("quick/e/method~baseline: ran with other settings (augerino_reg, augerino_reg_kind, n_steps differ from the "
-         "config)")]
+        (
+            "quick/e/method~baseline: ran with other settings (augerino_reg, augerino_reg_kind, n_steps differ from the "
+            "config)"
+        )
+    ]
     assert method_blocks(out, heads, "2026-11-27", {"e": "affine_invariance"})[0] == out
     # a kind without a method axis (update_timing) keeps every block
-    timing = {"cell": "quick/t/model~m", "experiment": "t", "coords": {"model": "m"},
-              "settings": {"dl_n_repeats": 2, "augerino_reg": 0.01}}
+    timing = {
+        "cell": "quick/t/model~m",
+        "experiment": "t",
+        "coords": {"model": "m"},
+        "settings": {"dl_n_repeats": 2, "augerino_reg": 0.01},
+    }
     want = {"diff_laplace": {"n_repeats": 2}, "augerino": {"reg": 0.01}}
     moved = method_blocks({"t": {timing["cell"]: timing}}, {"t": {timing["cell"]: want}}, "d", {"t": "update_timing"})
     assert moved[0]["t"][timing["cell"]]["settings"] == want
@@ -280,28 +361,43 @@ def test_a_record_is_restamped_only_when_its_builds_settings_renamed_equal_heads
         return nested_settings(settings, "affine_invariance", rel.split("method~")[1].split("/")[0])[0]
 
     entry = {"notebook": "fig3.py", "experiments": ["e"]}
-    old = {"artefact": entry, "cells": {
-        "quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino_reg": 0.01},
-        "quick/e/method~baseline/seed~0": {"n_steps": 10, "augerino_reg": 0.01}}}
-    head = {"artefact": entry, "cells": {"quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino": {"reg": 0.01}},
-                                         "quick/e/method~baseline/seed~0": {"n_steps": 10}}}
+    old = {
+        "artefact": entry,
+        "cells": {
+            "quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino_reg": 0.01},
+            "quick/e/method~baseline/seed~0": {"n_steps": 10, "augerino_reg": 0.01},
+        },
+    }
+    head = {
+        "artefact": entry,
+        "cells": {
+            "quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino": {"reg": 0.01}},
+            "quick/e/method~baseline/seed~0": {"n_steps": 10},
+        },
+    }
     rec = {"artefact": "fig3", "commit": "abc1234", "scale": "quick", "fingerprint": digest(old)}
     new, why = restamp_provenance(rec, old, head, nest, digest(head), "2026-11-27")
     assert new["fingerprint"] == digest(head) and new["commit"] == "abc1234"
     assert new["migrations"][0]["fingerprint_before"] == digest(old) and "->" in why
-    changed = {**head, "cells": {**head["cells"], "quick/e/method~augerino/seed~0": {"n_steps": 10,
-                                                                                   "augerino": {"reg": 1.0}}}}
+    changed = {
+        **head,
+        "cells": {**head["cells"], "quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino": {"reg": 1.0}}},
+    }
     assert restamp_provenance(rec, old, changed, nest, digest(changed), "d") == (
-        None, ("left for a rebuild: 1 cells differ beyond the method_blocks rewrite (first: "
-               "quick/e/method~augerino/seed~0)"))
+        None,
+        ("left for a rebuild: 1 cells differ beyond the method_blocks rewrite (first: quick/e/method~augerino/seed~0)"),
+    )
     assert restamp_provenance({**rec, "fingerprint": "0" * 16}, old, head, nest, digest(head), "d")[0] is None
 
 
 def _spambase_wishart(cfg):
     from reprokit.config import experiment
 
-    return next(c for c in experiment(cfg, "bali_cls_uci_wishart", "paper").cells()
-                if c.coord_dict["dataset"] == "spambase" and c.coord_dict["seed"] == 0)
+    return next(
+        c
+        for c in experiment(cfg, "bali_cls_uci_wishart", "paper").cells()
+        if c.coord_dict["dataset"] == "spambase" and c.coord_dict["seed"] == 0
+    )
 
 
 def test_resolved_settings_migration_fills_defaults_checks_them_against_info_and_applies_coordinates(cfg):
@@ -317,13 +413,24 @@ def test_resolved_settings_migration_fills_defaults_checks_them_against_info_and
     assert "gram_dtype" not in written["bali"] and written["bali"]["wishart_n"] == "n_eff"  # the block's value
 
     def line(info):
-        return {"cell": cell.rel_dir, "experiment": cell.experiment, "coords": cell.coord_dict, "settings": written,
-                "info": {"note": "FAKE synthetic test data", **info}, "metrics": {"test_acc": 0.5}}
+        return {
+            "cell": cell.rel_dir,
+            "experiment": cell.experiment,
+            "coords": cell.coord_dict,
+            "settings": written,
+            "info": {"note": "FAKE synthetic test data", **info},
+            "metrics": {"test_acc": 0.5},
+        }
 
     head = kind(cell.kind).cell_settings(cell)
     kinds = {cell.experiment: cell.kind}
-    out, log = resolved_settings({cell.experiment: {cell.rel_dir: line({"gram_dtype": "float64"})}},
-                                 {cell.experiment: {cell.rel_dir: head}}, "2026-11-27", kinds, "paper")
+    out, log = resolved_settings(
+        {cell.experiment: {cell.rel_dir: line({"gram_dtype": "float64"})}},
+        {cell.experiment: {cell.rel_dir: head}},
+        "2026-11-27",
+        kinds,
+        "paper",
+    )
     new = out[cell.experiment][cell.rel_dir]
     assert new["settings"] == {**head, "_inputs": {"found": "FAKE"}}
     assert new["settings"]["bali"]["wishart_n"] == "n" and new["settings"]["bali"]["gram_dtype"] == "float64"
@@ -367,8 +474,10 @@ def test_a_changed_default_re_runs_and_flags_exactly_the_cells_it_changes(cfg):
     finally:
         plan.Settings = original
         plan._cache.clear()
-    assert all(after[r]["train_subset"] == 5000 and archive.differing_keys(before[r], after[r]) == ["train_subset"]
-               for r in before)
+    assert all(
+        after[r]["train_subset"] == 5000 and archive.differing_keys(before[r], after[r]) == ["train_subset"]
+        for r in before
+    )
     fresh, stale = archive.split({r: {"cell": r, "settings": s} for r, s in before.items()}, after)
     assert fresh == [] and len(stale) == len(cells) and all("(train_subset differ" in m for m in stale)
 
@@ -386,8 +495,10 @@ def test_a_migrated_line_is_kept_over_results_copy_of_the_same_run_and_used_by_b
     write_cell(results, c0, written, 0.5)
     archive.update(tmp_path, results, "paper", ["bali_uci"])
     target = archive.path_of(tmp_path, "paper", "bali_uci")
-    migrated = {c: {**line, "settings": s0, "migrations": [{"migration": "resolved_settings"}]}
-                for c, line in archive.load(target).items()}
+    migrated = {
+        c: {**line, "settings": s0, "migrations": [{"migration": "resolved_settings"}]}
+        for c, line in archive.load(target).items()
+    }
     archive.write(target, migrated)
     assert archive.update(tmp_path, results, "paper", ["bali_uci"]) == {"bali_uci": (0, 0, 0)}
     assert archive.load(target) == migrated
@@ -400,16 +511,27 @@ def test_a_migrated_line_is_kept_over_results_copy_of_the_same_run_and_used_by_b
 def test_rename_moves_an_experiments_cells_with_a_migration_entry(tmp_path):
     old = archive.path_of(tmp_path, "paper", "fig2a")
     old.parent.mkdir(parents=True)
-    line = {"cell": "paper/fig2a/method~laplace/n_inputs~1/seed~0", "experiment": "fig2a", "settings": {"signal": "signed"},
-            "status": "completed", "coords": {"method": "laplace", "n_inputs": 1, "seed": 0}, "metrics": {"lml": -1.0}}
+    line = {
+        "cell": "paper/fig2a/method~laplace/n_inputs~1/seed~0",
+        "experiment": "fig2a",
+        "settings": {"signal": "signed"},
+        "status": "completed",
+        "coords": {"method": "laplace", "n_inputs": 1, "seed": 0},
+        "metrics": {"lml": -1.0},
+    }
     archive.write(old, {line["cell"]: line})
     assert archive.rename(tmp_path, "paper", "fig2a", "fig2a_pm1", "2026-11-28", "the +-1 coding became a variant") == 1
     assert not old.exists()
     (moved,) = archive.load(archive.path_of(tmp_path, "paper", "fig2a_pm1")).values()
     assert moved["cell"] == "paper/fig2a_pm1/method~laplace/n_inputs~1/seed~0" and moved["experiment"] == "fig2a_pm1"
     assert moved["settings"] == line["settings"] and moved["metrics"] == line["metrics"]
-    assert moved["migrations"][-1] == {"migration": "renamed", "date": "2026-11-28", "from": "fig2a", "to": "fig2a_pm1",
-                                       "what": "the +-1 coding became a variant"}
+    assert moved["migrations"][-1] == {
+        "migration": "renamed",
+        "date": "2026-11-28",
+        "from": "fig2a",
+        "to": "fig2a_pm1",
+        "what": "the +-1 coding became a variant",
+    }
     with pytest.raises(FileNotFoundError):  # nothing left to move
         archive.rename(tmp_path, "paper", "fig2a", "fig2a_x", "2026-11-28", "")
     archive.write(old, {line["cell"]: line})

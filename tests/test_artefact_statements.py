@@ -19,7 +19,7 @@ def test_every_configured_artefact_says_which_paper_artefact_it_rebuilds():
     cfg = load_pipeline_config(REPO, {})
     for name, spec in cfg["artefacts"].items():
         text = statement.rebuilds(name, spec)
-        assert ("Fig." in text or "Table" in text or text.startswith("no artefact of")), (name, text)
+        assert "Fig." in text or "Table" in text or text.startswith("no artefact of"), (name, text)
     assert statement.rebuilds("bali_table2", {"paper": "bali"}).startswith("Table 2 of BALI")
     with pytest.raises(ValueError, match="rebuilds"):
         statement.rebuilds("my_sweep", {"paper": "bali"})
@@ -42,9 +42,11 @@ def test_every_committed_figure_and_table_states_its_source_and_verdicts(build):
             letters = re.sub(r"\\[a-zA-Z]+|[^a-z0-9]", "", text.lower())  # LaTeX commands and escapes aside
             for claim in mine:  # each claim about it, with a verdict
                 assert re.sub(r"[^a-z0-9]", "", claim.words.lower())[:40] in letters, (
-                    f"{out.relative_to(REPO)} does not state the claim {claim.id}")
-            assert not mine or re.search(r"(HOLDS|DOES NOT HOLD|INCONCLUSIVE|NOT RUN|NOT TESTABLE|NOT COMPARABLE)",
-                                         text), f"{out.relative_to(REPO)} states no verdict"
+                    f"{out.relative_to(REPO)} does not state the claim {claim.id}"
+                )
+            assert not mine or re.search(
+                r"(HOLDS|DOES NOT HOLD|INCONCLUSIVE|NOT RUN|NOT TESTABLE|NOT COMPARABLE)", text
+            ), f"{out.relative_to(REPO)} states no verdict"
 
 
 @pytest.mark.parametrize("artefact", ["fig5", "fig7", "bali_table2"])
@@ -72,16 +74,30 @@ def test_a_notebook_states_the_reports_verdicts(tmp_path, artefact):
 def test_readme_results_block_is_the_committed_reports():
     text = (REPO / "README.md").read_text()
     assert glance.splice(text, glance.block(REPO)) == text, (
-        "README.md's results block differs from figures/*/reproduction.md: run python -m reprokit.report.glance")
+        "README.md's results block differs from figures/*/reproduction.md: run python -m reprokit.report.glance"
+    )
 
 
 def test_the_glance_block_counts_each_paper_at_each_scale(tmp_path):
     for scale in glance.SCALES:
         d = tmp_path / "figures" / scale
         d.mkdir(parents=True)
-        g = {"paper": "bali", "scale": scale, "claims": 13, "compared": 28, "within": 6, "not_run": {"x": 2},
-             "counts": {"holds": 3, "inconclusive": 1, "does not hold": 7, "not comparable": 0, "not run": 2,
-                        "not testable": 0}}
+        g = {
+            "paper": "bali",
+            "scale": scale,
+            "claims": 13,
+            "compared": 28,
+            "within": 6,
+            "not_run": {"x": 2},
+            "counts": {
+                "holds": 3,
+                "inconclusive": 1,
+                "does not hold": 7,
+                "not comparable": 0,
+                "not run": 2,
+                "not testable": 0,
+            },
+        }
         (d / "reproduction.md").write_text(f"# r\n\n<!-- glance: {__import__('json').dumps(g)} -->\n")
     block = glance.block(tmp_path)
     assert "| BALI | paper | 13 | 3 | 1 | 7 | 0 | 2 | 6 / 28 |" in block

@@ -38,7 +38,9 @@ def tex_rows(tex: str) -> list[list[str]]:
 
 
 def test_static_artefacts_have_no_experiments_and_validate():
-    cfg = load_config([REPO / "config" / "config.yaml", OWN_CONFIG], REPO / "workflow" / "schemas" / "config.schema.yaml")
+    cfg = load_config(
+        [REPO / "config" / "config.yaml", OWN_CONFIG], REPO / "workflow" / "schemas" / "config.schema.yaml"
+    )
     for name in STATIC:
         spec = cfg["artefacts"][name]
         assert spec["experiments"] == []
@@ -49,6 +51,7 @@ def test_static_artefacts_have_no_experiments_and_validate():
 
 
 # -- Table 9 ------------------------------------------------------------------------------------------
+
 
 def test_table9_rows_are_the_models_layers(tmp_path):
     out = tmp_path / "table9.tex"
@@ -77,6 +80,7 @@ def test_table9_model_matches_the_papers_transcription():
 
 
 # -- Tables 5-7 --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["table5", "table6", "table7"])
 def test_complexity_tables_render_every_transcribed_cell(tmp_path, name):
@@ -107,6 +111,7 @@ def test_table7_colours_the_laplace_hyperparameter_memory(tmp_path):
 
 
 # -- Fig. 4 ------------------------------------------------------------------------------------------
+
 
 def test_fig4_draws_the_librarys_assignments(tmp_path, monkeypatch):
     captured = {}
@@ -140,6 +145,7 @@ def test_fig4_draws_the_librarys_assignments(tmp_path, monkeypatch):
 
 # -- through Snakemake ---------------------------------------------------------------------------------
 
+
 def make_workdir(tmp_path: Path) -> Path:
     """A copy of the workflow with only this family's config (other families may be work in progress)."""
     work = tmp_path / "wf"
@@ -153,8 +159,9 @@ def make_workdir(tmp_path: Path) -> Path:
 
 
 def snakemake(work, *args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=work, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_empty_experiment_list_schedules_no_cells(tmp_path):

@@ -60,17 +60,32 @@ def test_safe_switch_turns_the_gradient_off_exactly_at_the_threshold(kind, sign)
 
 def tiny_task(n=60, classes=3):
     g = torch.Generator().manual_seed(0)
-    return TaskData(torch.rand(n, 1, 8, 8, generator=g), torch.randint(0, classes, (n,), generator=g),
-                    torch.rand(20, 1, 8, 8, generator=g), torch.randint(0, classes, (20,), generator=g), n_classes=classes)
+    return TaskData(
+        torch.rand(n, 1, 8, 8, generator=g),
+        torch.randint(0, classes, (n,), generator=g),
+        torch.rand(20, 1, 8, 8, generator=g),
+        torch.randint(0, classes, (20,), generator=g),
+        n_classes=classes,
+    )
 
 
 def augerino(kind, reg_kind, init=None, strength=1.0, hyper_lr=1.0):
     torch.manual_seed(0)
     aug = build_augmentation(kind) if init is None else build_augmentation(kind, init=init)
-    net = SeededAugmentedModel(nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3)), aug, 2,
-                               make_generator(0))
-    return AugerinoTraining(net, aug, tiny_task(), OptimConfig(batch_size=8), 150, seed=0, hyper_lr=hyper_lr,
-                            reg_strength=strength, reg_kind=reg_kind)
+    net = SeededAugmentedModel(
+        nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3)), aug, 2, make_generator(0)
+    )
+    return AugerinoTraining(
+        net,
+        aug,
+        tiny_task(),
+        OptimConfig(batch_size=8),
+        150,
+        seed=0,
+        hyper_lr=hyper_lr,
+        reg_strength=strength,
+        reg_kind=reg_kind,
+    )
 
 
 @pytest.mark.parametrize("kind", ["schwobel", "augerino"])
@@ -108,8 +123,11 @@ def fake_mnist(monkeypatch, tmp_path):
 
 def test_standard_variant_cell_is_diverged_with_nan_metrics(fake_mnist, tmp_path):
     """Through the cell: the plain variant's divergence is a NaN cell with status 'diverged' (App. E)."""
-    extra = dict(n_steps=200, aug_init=60.0,  # exp(scale) overflows beyond 88
-                 augerino=dict(reg_kind="standard", reg=1.0, hyper_lr=5.0, augmentation="schwobel"))
+    extra = dict(
+        n_steps=200,
+        aug_init=60.0,  # exp(scale) overflows beyond 88
+        augerino=dict(reg_kind="standard", reg=1.0, hyper_lr=5.0, augmentation="schwobel"),
+    )
     record = run_cell(make_cell(fake_mnist, "augerino", extra), fake_mnist, tmp_path / "out", None)
     assert record["status"] == "diverged" and record["steps"] < 200
     assert math.isnan(record["metrics"]["test_acc"]) and math.isnan(record["metrics"]["aug_rotation"])

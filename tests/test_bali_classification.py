@@ -66,14 +66,18 @@ def test_misspelled_setting_is_named():
     from reprokit.config import ConfigError
 
     with pytest.raises(ConfigError, match="n_eff_divisr"):
-        _config({"experiments": {"bali_cls_uci": {"settings": {"per_dataset": {"magic": {"bali": {"n_eff_divisr": 3}}}}}}})
+        _config(
+            {"experiments": {"bali_cls_uci": {"settings": {"per_dataset": {"magic": {"bali": {"n_eff_divisr": 3}}}}}}}
+        )
 
 
 # ------------------------------------------------------------------------------------------- cells
 
 
 def _cells(cfg, name="bali_cls_uci", dataset="spambase"):
-    return {c.coord_dict["method"]: c for c in experiment(cfg, name, "test").cells() if c.coord_dict["dataset"] == dataset}
+    return {
+        c.coord_dict["method"]: c for c in experiment(cfg, name, "test").cells() if c.coord_dict["dataset"] == dataset
+    }
 
 
 @pytest.fixture
@@ -109,8 +113,16 @@ def test_cells_record_what_ran_and_tables_render_it(ctx, tmp_path):
     from reprokit.cell import run_cell
     from reprokit.report.aggregate import aggregate
 
-    cfg = _config({"experiments": {"bali_cls_uci": {"settings": {"per_dataset": {"spambase": {"bali": {"alpha": 0.123}}}},
-                                                    "scales": {"test": {"settings": {"eval_every": 5}}}}}})
+    cfg = _config(
+        {
+            "experiments": {
+                "bali_cls_uci": {
+                    "settings": {"per_dataset": {"spambase": {"bali": {"alpha": 0.123}}}},
+                    "scales": {"test": {"settings": {"eval_every": 5}}},
+                }
+            }
+        }
+    )
     grid = experiment(cfg, "bali_cls_uci", "test")
     cells = [c for c in grid.cells() if c.coord_dict["dataset"] == "spambase"]
     for cell in cells:
@@ -150,8 +162,15 @@ def test_missing_ood_dataset_keeps_the_cell_without_ood_metrics(monkeypatch):
         if name == "fashion_mnist":
             raise registry.DatasetUnavailable(name, list(mirrors), None)
         g = torch.Generator().manual_seed(0)
-        return registry.Bundle(torch.rand(64, 1, 28, 28, generator=g), torch.arange(64) % 10,
-                               torch.rand(32, 1, 28, 28, generator=g), torch.arange(32) % 10, "classification", 10, name)
+        return registry.Bundle(
+            torch.rand(64, 1, 28, 28, generator=g),
+            torch.arange(64) % 10,
+            torch.rand(32, 1, 28, 28, generator=g),
+            torch.arange(32) % 10,
+            "classification",
+            10,
+            name,
+        )
 
     monkeypatch.setattr(bcx.registry, "load", fake_load)
     ctx = CellContext(mirrors=["nowhere"], cache_dir=None, variants_dir="unused")
@@ -166,6 +185,7 @@ def test_missing_ood_dataset_keeps_the_cell_without_ood_metrics(monkeypatch):
 def test_cell_settings_keep_only_the_cells_method_keys():
     """A cell's parameters hold the shared settings and its own method's keys only: editing the dropout /
     MAP optimiser leaves the BALI cells' parameters (what Snakemake compares) unchanged, and vice versa."""
+
     def cell(config, method):
         g = experiment(config, "bali_cls_uci", "paper")
         return next(c for c in g.cells() if c.coord_dict == {"method": method, "dataset": "magic", "seed": 0})
@@ -178,8 +198,13 @@ def test_cell_settings_keep_only_the_cells_method_keys():
     assert do["optim"]["lr"] == 1.0e-3 and do["dropout_p"] == 0.1 and "bali" not in do
     assert set(PLANS["bali_classification"].cell_settings(cell(config, "map"))) == set(do) - {"dropout_p"}
     spec = config["experiments"]["bali_cls_uci"]
-    edited = {**config, "experiments": {**config["experiments"], "bali_cls_uci": {
-        **spec, "settings": {**spec["settings"], "optim": {"lr": 5.0e-3, "weight_decay": 0.0}}}}}
+    edited = {
+        **config,
+        "experiments": {
+            **config["experiments"],
+            "bali_cls_uci": {**spec, "settings": {**spec["settings"], "optim": {"lr": 5.0e-3, "weight_decay": 0.0}}},
+        },
+    }
     assert PLANS["bali_classification"].cell_settings(cell(edited, "bali")) == bali
     assert PLANS["bali_classification"].cell_settings(cell(edited, "dropout"))["optim"]["lr"] == 5.0e-3
 
@@ -191,9 +216,17 @@ def test_wishart_sweep_cells_join_the_figure_as_their_own_method():
 
     grid = [0.0, 0.5, 1.0]
     cols = {f"{rbc.ROC_PREFIX}{g:.3f}": [g, g] for g in grid}
-    sweep = pd.DataFrame({"method": ["bali", "bali"], "dataset": ["mnist", "mnist"], "seed": [0, 0],
-                          "bali.wishart_n": ["n", "n_eff"], "status": ["completed"] * 2, "ood_auroc": [0.81, 0.93],
-                          **cols})
+    sweep = pd.DataFrame(
+        {
+            "method": ["bali", "bali"],
+            "dataset": ["mnist", "mnist"],
+            "seed": [0, 0],
+            "bali.wishart_n": ["n", "n_eff"],
+            "status": ["completed"] * 2,
+            "ood_auroc": [0.81, 0.93],
+            **cols,
+        }
+    )
     paper = sweep.drop(columns="bali.wishart_n").iloc[[1]].assign(ood_auroc=0.87)
     variant = rbc.as_wishart_variant(sweep)
     assert variant["method"].tolist() == ["bali_n"] and variant["ood_auroc"].tolist() == [0.81]

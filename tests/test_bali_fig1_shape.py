@@ -29,8 +29,18 @@ def _regression_row(dataset: str, spikes: float = 0.0, sd_far: float = 1.0) -> p
         mean = mean - spikes * bump
         epi = epi + 5 * noise * bump
     sd = np.sqrt(epi**2 + noise**2)
-    return pd.Series({"dataset": dataset, "status": "completed", "data_kwargs": json.dumps(kwargs), "noise_sd": noise,
-                      "grid_mean": _fmt(mean), "grid_sd": _fmt(sd), "grid_sd_epistemic": _fmt(epi), "method": "bali"})
+    return pd.Series(
+        {
+            "dataset": dataset,
+            "status": "completed",
+            "data_kwargs": json.dumps(kwargs),
+            "noise_sd": noise,
+            "grid_mean": _fmt(mean),
+            "grid_sd": _fmt(sd),
+            "grid_sd_epistemic": _fmt(epi),
+            "method": "bali",
+        }
+    )
 
 
 def test_a_smooth_predictive_meets_every_criterion():
@@ -59,8 +69,15 @@ def _moons_row(confident_far: bool) -> pd.Series:
     p1 = np.full(len(d), 0.98)
     if not confident_far:
         p1 = 0.5 + 0.48 * np.clip(1 - (d - 0.1) / 0.4, 0, 1)  # 0.98 close to the data, 0.5 from 0.5 away
-    return pd.Series({"dataset": "two_moons", "status": "completed", "data_kwargs": json.dumps(kwargs),
-                      "grid_p1": _fmt(p1), "method": "bali"})
+    return pd.Series(
+        {
+            "dataset": "two_moons",
+            "status": "completed",
+            "data_kwargs": json.dumps(kwargs),
+            "grid_p1": _fmt(p1),
+            "method": "bali",
+        }
+    )
 
 
 def test_two_moons_needs_more_entropy_far_from_the_data():

@@ -36,7 +36,9 @@ def test_gaussian_log_likelihood_and_original_units():
     assert m2["rmse"] == pytest.approx(5 * m1["rmse"])
     assert m2["ll"] == pytest.approx(m1["ll"] - math.log(5.0))
     # Same numbers computed directly in original units.
-    ll_orig = metrics.mixture_log_likelihood(metrics.gaussian_sample_log_likelihood(5 * samples + 2, 5 * y + 2, 25 * var))
+    ll_orig = metrics.mixture_log_likelihood(
+        metrics.gaussian_sample_log_likelihood(5 * samples + 2, 5 * y + 2, 25 * var)
+    )
     assert m2["ll"] == pytest.approx(float(ll_orig.mean()))
 
 
@@ -47,7 +49,9 @@ def test_ece_hand_example():
     ref = (abs(1 - 0.95) + abs(0 - 0.9) + abs(1 - 0.7) + abs(1 - 0.55)) / 4
     assert metrics.expected_calibration_error(probs, y) == pytest.approx(ref)
     # 2 bins: (0, .5] holds nothing (max prob >= .5), (.5, 1] all four: |3/4 - mean conf|
-    assert metrics.expected_calibration_error(probs, y, n_bins=2) == pytest.approx(abs(0.75 - (0.95 + 0.9 + 0.7 + 0.55) / 4))
+    assert metrics.expected_calibration_error(probs, y, n_bins=2) == pytest.approx(
+        abs(0.75 - (0.95 + 0.9 + 0.7 + 0.55) / 4)
+    )
     # perfectly calibrated one-hot predictions
     assert metrics.expected_calibration_error(torch.eye(3), torch.arange(3)) == 0.0
 
@@ -105,9 +109,15 @@ def _makers(task):
     opt = OptimConfig(lr=1e-2, batch_size=32, weight_decay=1e-4)
     cfg = dict(n_eff=data.n_train, n_iterations=60, sigma_r2=10.0, alpha=0.25, beta=0.1)
     return data, {
-        "bali_w": lambda: BaliMethod(data, [16], act, BaliConfig(wishart_n="n", **cfg, reparam="weight"), 32, 3, n_eval_samples=8),
-        "bali_l": lambda: BaliMethod(data, [16], act, BaliConfig(wishart_n="n", **cfg, reparam="local"), 32, 3, n_eval_samples=8),
-        "bali_mean": lambda: BaliMethod(data, [16], act, BaliConfig(wishart_n="n", **cfg, reparam="mean"), 32, 3, n_eval_samples=8),
+        "bali_w": lambda: BaliMethod(
+            data, [16], act, BaliConfig(wishart_n="n", **cfg, reparam="weight"), 32, 3, n_eval_samples=8
+        ),
+        "bali_l": lambda: BaliMethod(
+            data, [16], act, BaliConfig(wishart_n="n", **cfg, reparam="local"), 32, 3, n_eval_samples=8
+        ),
+        "bali_mean": lambda: BaliMethod(
+            data, [16], act, BaliConfig(wishart_n="n", **cfg, reparam="mean"), 32, 3, n_eval_samples=8
+        ),
         "dropout": lambda: MCDropout(data, [16], act, 0.2, opt, 60, 3, n_eval_samples=8, dropout_input=True),
         "map": lambda: MAP(data, [16], act, opt, 60, 3),
         "bbb": lambda: BBBMethod(data, [16], act, 0.5, opt, 60, 3, n_eval_samples=8),
@@ -183,7 +193,7 @@ def test_bali_classification_fits_and_dropout_predictive_averages_masks(monkeypa
     r = m.final_metrics()
     assert r["train_acc"] > 0.85 and r["test_auc"] > 0.5, r
     # ECE and AUC are those of the test split's mixture predictive (the paper's 15-bin ECE)
-    (samples, y, _), = [call for call in seen if call[2]]
+    ((samples, y, _),) = [call for call in seen if call[2]]
     assert y is data.y_test
     probs = torch.softmax(samples.double(), -1).mean(0)
     assert r["test_ece"] == pytest.approx(_ece_by_hand(probs, y), abs=1e-12) and r["test_ece"] > 0

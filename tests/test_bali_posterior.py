@@ -13,7 +13,9 @@ D = torch.float64
 
 def _layer(dx, dy, *, sigma_r2=2.0, sigma_u2=0.5, u0=None, n_eff=1.0, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return BaliLinear(dx - 1, dy, prior_var_r=sigma_r2, prior_var_u=sigma_u2, u0=u0, n_eff=n_eff, n_wishart=n_eff, generator=g)
+    return BaliLinear(
+        dx - 1, dy, prior_var_r=sigma_r2, prior_var_u=sigma_u2, u0=u0, n_eff=n_eff, n_wishart=n_eff, generator=g
+    )
 
 
 def _data(n, dx, dy, seed=1):
@@ -254,7 +256,11 @@ def test_wishart_n_scales_sigma_by_the_closed_form_factor(n_data):
     with pytest.raises(TypeError, match="wishart_n"):
         BaliConfig(n_eff=7.0)
     # without n_data both choices count N_eff (the library's callers that know only N_eff)
-    assert BaliConfig(wishart_n="n", n_eff=7.0).wishart_count == BaliConfig(n_eff=7.0, wishart_n="n_eff").wishart_count == 7.0
+    assert (
+        BaliConfig(wishart_n="n", n_eff=7.0).wishart_count
+        == BaliConfig(n_eff=7.0, wishart_n="n_eff").wishart_count
+        == 7.0
+    )
 
 
 def test_float32_gram_products_feed_float64_emas_and_stay_close_to_float64():
@@ -282,6 +288,8 @@ def test_bali_config_gram_dtype_reaches_every_layer_and_rejects_unknown():
     cfg = BaliConfig(wishart_n="n", n_eff=100.0, gram_dtype="float32")
     model = BaliMLP(3, [8], 2, "tanh", "regression", cfg)
     assert all(layer.gram_dtype == torch.float32 and layer.stats_dtype == torch.float64 for layer in model.layers)
-    assert all(layer.gram_dtype == torch.float64 for layer in BaliMLP(3, [8], 2, config=BaliConfig(wishart_n="n")).layers)
+    assert all(
+        layer.gram_dtype == torch.float64 for layer in BaliMLP(3, [8], 2, config=BaliConfig(wishart_n="n")).layers
+    )
     with pytest.raises(ValueError, match="gram_dtype 'float16'"):
         BaliConfig(wishart_n="n", gram_dtype="float16")

@@ -42,7 +42,10 @@ def test_config_priors_and_validation():
         BaliConfig.from_dict({"alpha": 0.1, "learning_rate": 1.0})
     m = BaliMLP(4, [5], 2, config=BaliConfig(wishart_n="n", n_eff=50, sigma_u2=2.0, u0=7.0))
     assert [ly.u0 for ly in m.layers] == [7.0, 7.0] and m.layers[0].prior_var_u == 2.0
-    assert [ly.u0 for ly in BaliMLP(4, [5], 2, config=BaliConfig(wishart_n="n")).layers] == [5.0, 2.0]  # default u0 = D_y
+    assert [ly.u0 for ly in BaliMLP(4, [5], 2, config=BaliConfig(wishart_n="n")).layers] == [
+        5.0,
+        2.0,
+    ]  # default u0 = D_y
 
 
 def test_pseudo_targets_move_outputs_downhill():
@@ -153,5 +156,13 @@ def test_hidden_noise_prior_override_reaches_hidden_layers_only():
     cfg = BaliConfig(wishart_n="n", n_eff=200.0, sigma_u2_factor=0.01, sigma_u2_factor_hidden=1.0)
     model = BaliMLP(3, [8, 8], 1, "relu", "regression", cfg, generator=torch.Generator().manual_seed(0))
     assert [layer.prior_var_u for layer in model.layers] == [200.0, 200.0, 2.0]
-    plain = BaliMLP(3, [8, 8], 1, "relu", "regression", BaliConfig(wishart_n="n", n_eff=200.0), generator=torch.Generator().manual_seed(0))
+    plain = BaliMLP(
+        3,
+        [8, 8],
+        1,
+        "relu",
+        "regression",
+        BaliConfig(wishart_n="n", n_eff=200.0),
+        generator=torch.Generator().manual_seed(0),
+    )
     assert [layer.prior_var_u for layer in plain.layers] == [2.0, 2.0, 2.0]

@@ -59,10 +59,21 @@ def test_bali_ystd_is_bali_with_standardised_targets_at_every_scale(config):
 def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
     """A per-dataset block of the config reaches the BALI the cell builds (N_eff, beta, batch), and only
     that dataset's and that method's cells."""
-    cfg = load_pipeline_config(REPO, {"experiments": {"bali_uci": {"settings": {"per_dataset": {
-        "uci_yacht": {"bali": {"n_eff_divisor": 3, "beta": 0.123, "batch_size": 7}}}}}}})
-    run = uci_regression.build(_cell(cfg, "bali_uci", "test", method="bali", dataset="uci_yacht", seed=0),
-                               _ctx(shared_data))
+    cfg = load_pipeline_config(
+        REPO,
+        {
+            "experiments": {
+                "bali_uci": {
+                    "settings": {
+                        "per_dataset": {"uci_yacht": {"bali": {"n_eff_divisor": 3, "beta": 0.123, "batch_size": 7}}}
+                    }
+                }
+            }
+        },
+    )
+    run = uci_regression.build(
+        _cell(cfg, "bali_uci", "test", method="bali", dataset="uci_yacht", seed=0), _ctx(shared_data)
+    )
     bali = run.method.config
     n_train = run.method.data.n_train
     assert bali.n_eff == pytest.approx(n_train / 3) and bali.beta == 0.123
@@ -71,8 +82,9 @@ def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
     # the inverse-Wishart dof count u = u_0 + N is the config's reading (bali.wishart_n: n_eff since 2026-11-26)
     assert run.info["wishart_n"] == "n_eff" and bali.n_data == n_train
     assert [layer.n_wishart for layer in run.method.model.layers] == pytest.approx([n_train / 3, n_train / 3])
-    other = uci_regression.build(_cell(cfg, "bali_uci", "test", method="bali_ystd", dataset="uci_yacht", seed=0),
-                                 _ctx(shared_data)).method.config
+    other = uci_regression.build(
+        _cell(cfg, "bali_uci", "test", method="bali_ystd", dataset="uci_yacht", seed=0), _ctx(shared_data)
+    ).method.config
     assert other.beta != 0.123 and other.n_eff != pytest.approx(n_train / 3)
 
 
@@ -152,7 +164,7 @@ def test_gal_dropout_cell_reports_metrics_in_original_units(config, shared_data)
     ll = a.max(0) + np.log(np.exp(a - a.max(0)).sum(0)) - np.log(t) - 0.5 * np.log(2 * np.pi) + 0.5 * np.log(tau)
     assert metrics["test_ll"] == pytest.approx(float(ll.mean()), rel=1e-6)
     assert metrics["test_rmse"] == pytest.approx(float(np.sqrt(((s.mean(0) - y) ** 2).mean())), rel=1e-6)
-    assert metrics["chosen_p"] in cell.settings["dropout"]["rates"] and metrics["noise_sd"] == pytest.approx(tau ** -0.5)
+    assert metrics["chosen_p"] in cell.settings["dropout"]["rates"] and metrics["noise_sd"] == pytest.approx(tau**-0.5)
 
 
 def test_synthetic_cells_store_grid_predictive(config):
@@ -176,10 +188,28 @@ def test_synthetic_cells_store_grid_predictive(config):
 def test_uci_table_formats_mean_se_and_labels_sources():
     rows = []
     for seed, (r, l) in enumerate([(0.5, -0.7), (0.7, -0.9)]):
-        rows.append({"scale": "paper", "method": "bali", "dataset": "uci_yacht", "seed": seed, "status": "completed",
-                     "test_rmse": r, "test_ll": l})
-        rows.append({"scale": "paper", "method": "dropout", "dataset": "uci_yacht", "seed": seed,
-                     "status": "diverged" if seed else "completed", "test_rmse": np.nan if seed else 1.0, "test_ll": -1})
+        rows.append(
+            {
+                "scale": "paper",
+                "method": "bali",
+                "dataset": "uci_yacht",
+                "seed": seed,
+                "status": "completed",
+                "test_rmse": r,
+                "test_ll": l,
+            }
+        )
+        rows.append(
+            {
+                "scale": "paper",
+                "method": "dropout",
+                "dataset": "uci_yacht",
+                "seed": seed,
+                "status": "diverged" if seed else "completed",
+                "test_rmse": np.nan if seed else 1.0,
+                "test_ll": -1,
+            }
+        )
     rows.append({"scale": "paper", "method": "bbb", "dataset": "uci_yacht", "seed": 0, "status": "unavailable"})
     df = pd.DataFrame(rows)
     paper = br.paper_values(REPO / "config" / "papers" / "bali.yaml")
@@ -210,4 +240,6 @@ def test_cell_settings_keep_only_the_cells_method_block(config):
     again = _cell(edited, "bali_uci", "paper", method="bali", dataset="uci_kin8nm", seed=3)
     assert PLANS["uci_regression"].cell_settings(again) == own
     d = _cell(edited, "bali_uci", "paper", method="dropout", dataset="uci_kin8nm", seed=3)
-    assert PLANS["uci_regression"].cell_settings(d)["dropout"]["p"] == 0.2 and "bali" not in PLANS["uci_regression"].cell_settings(d)
+    assert PLANS["uci_regression"].cell_settings(d)["dropout"]["p"] == 0.2 and "bali" not in PLANS[
+        "uci_regression"
+    ].cell_settings(d)

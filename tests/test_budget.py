@@ -38,11 +38,13 @@ def h100():
 
 
 def test_import_and_estimates_run_no_torch():
-    code = ("import sys\nimport reprokit.budget as b\nassert 'torch' not in sys.modules, 'import'\n"
-            "from reprokit.config import load_pipeline_config\n"
-            "cfg = load_pipeline_config('.', {'scale': 'paper'})\n"
-            "rows = b.budget(cfg, b.CostTable(b.read_costs(), 'h100'))\n"
-            "print('TORCH_EXECUTED', 'torch._C' in sys.modules, len(rows))\n")
+    code = (
+        "import sys\nimport reprokit.budget as b\nassert 'torch' not in sys.modules, 'import'\n"
+        "from reprokit.config import load_pipeline_config\n"
+        "cfg = load_pipeline_config('.', {'scale': 'paper'})\n"
+        "rows = b.budget(cfg, b.CostTable(b.read_costs(), 'h100'))\n"
+        "print('TORCH_EXECUTED', 'torch._C' in sys.modules, len(rows))\n"
+    )
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "TORCH_EXECUTED False" in res.stdout
@@ -135,15 +137,20 @@ def test_quick_scale_fits_the_cpu_budget_with_every_dataset_present(quick_config
     for r in rows:  # every grid cell is priced, none left out (absent data included)
         assert r["cells"] == len(list(experiment(quick_config, r["experiment"], "quick").cells())), r["experiment"]
         assert not r["fallback_cells"], (r["experiment"], r["notes"])
-    image_cells = [c for name in quick_config["experiments"]
-                   for c in experiment(quick_config, name, "quick").cells()
-                   if set(c.datasets) & set(IMAGE_DATASETS_NOT_HERE)]
+    image_cells = [
+        c
+        for name in quick_config["experiments"]
+        for c in experiment(quick_config, name, "quick").cells()
+        if set(c.datasets) & set(IMAGE_DATASETS_NOT_HERE)
+    ]
     assert image_cells, "the quick grid has no CIFAR-10 / TinyImageNet cell: the budget would not cover them"
-    costly = ", ".join(f"{r['experiment']} {r['device_hours']:.2f}"
-                       for r in sorted(rows, key=lambda r: -r["device_hours"])[:8])
+    costly = ", ".join(
+        f"{r['experiment']} {r['device_hours']:.2f}" for r in sorted(rows, key=lambda r: -r["device_hours"])[:8]
+    )
     assert total <= QUICK_BUDGET_CPU_HOURS, (
         f"quick scale costs {total:.2f} CPU-hours (cpu profile, every dataset present), more than "
-        f"{QUICK_BUDGET_CPU_HOURS}: {costly} (python -m reprokit.budget --config scale=quick --profile cpu)")
+        f"{QUICK_BUDGET_CPU_HOURS}: {costly} (python -m reprokit.budget --config scale=quick --profile cpu)"
+    )
 
 
 def test_quick_budget_check_fails_when_a_quick_cell_is_made_long(quick_config):
@@ -155,12 +162,18 @@ def test_quick_budget_check_fails_when_a_quick_cell_is_made_long(quick_config):
     def with_quick(name, **changes):  # a new config, new dicts along the changed path (anchors are shared)
         spec = quick_config["experiments"][name]
         quick = {**spec["scales"]["quick"], **changes}
-        return {**quick_config, "experiments": {**quick_config["experiments"],
-                                                name: {**spec, "scales": {**spec["scales"], "quick": quick}}}}
+        return {
+            **quick_config,
+            "experiments": {
+                **quick_config["experiments"],
+                name: {**spec, "scales": {**spec["scales"], "quick": quick}},
+            },
+        }
 
     fig3b = quick_config["experiments"]["fig3b"]["scales"]["quick"]["settings"]
-    long_steps = with_quick("fig3b", settings={**fig3b, "per_n_train": {**fig3b["per_n_train"],
-                                                                        "1000": {"n_steps": 5000}}})
+    long_steps = with_quick(
+        "fig3b", settings={**fig3b, "per_n_train": {**fig3b["per_n_train"], "1000": {"n_steps": 5000}}}
+    )
     assert quick_cpu_hours(long_steps)[0] > QUICK_BUDGET_CPU_HOURS
     assert quick_cpu_hours(with_quick("fig3c", exclude=[]))[0] > QUICK_BUDGET_CPU_HOURS
     assert quick_cpu_hours(quick_config)[0] == pytest.approx(total)  # the original config is untouched
@@ -188,8 +201,13 @@ def test_runtime_profile_follows_the_environment(paper_config, monkeypatch):
 
 
 def test_cli_prints_every_paper_experiment(paper_config):
-    res = subprocess.run([sys.executable, "-m", "reprokit.budget", "--config", "scale=paper"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "reprokit.budget", "--config", "scale=paper"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     lines = res.stdout.splitlines()
     assert "NVIDIA H100" in lines[0]
@@ -204,9 +222,25 @@ def test_cli_prints_every_paper_experiment(paper_config):
 def test_cli_says_fallback_for_cells_without_measured_costs(tmp_path):
     only_h100 = tmp_path / "costs.tsv"
     write_costs([r for r in read_costs() if r["profile"] == "h100"], only_h100)
-    res = subprocess.run([sys.executable, "-m", "reprokit.budget", "--config", "scale=paper", "--costs",
-                          str(only_h100), "--experiment", "bali_uci", "--experiment", "fig3a"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reprokit.budget",
+            "--config",
+            "scale=paper",
+            "--costs",
+            str(only_h100),
+            "--experiment",
+            "bali_uci",
+            "--experiment",
+            "fig3a",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     uci = next(ln for ln in res.stdout.splitlines() if ln.startswith("bali_uci"))
     fig3a = next(ln for ln in res.stdout.splitlines() if ln.startswith("fig3a"))
@@ -215,21 +249,50 @@ def test_cli_says_fallback_for_cells_without_measured_costs(tmp_path):
 
 
 def test_cli_filters_and_rejects_unknown_names():
-    res = subprocess.run([sys.executable, "-m", "reprokit.budget", "--config", "scale=quick", "--profile", "cpu",
-                          "--experiment", "fig2a"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reprokit.budget",
+            "--config",
+            "scale=quick",
+            "--profile",
+            "cpu",
+            "--experiment",
+            "fig2a",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     body = [ln.split()[0] for ln in res.stdout.splitlines()[2:] if ln.strip()]
     assert "fig2a" in body and "fig2b" not in body and "bali_uci" not in body
-    bad = subprocess.run([sys.executable, "-m", "reprokit.budget", "--profile", "tpu-v9"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "reprokit.budget", "--profile", "tpu-v9"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode != 0 and "tpu-v9" in bad.stderr
 
 
 def test_write_costs_replaces_rows_of_the_same_key(tmp_path):
     path = tmp_path / "costs.tsv"
     path.write_text("# header comment\n")
-    row = {"profile": "p", "device": "d", "model": "m", "step": "plain", "precision": "fp32", "images": 10,
-           "ms_per_step": 5.0, "source": "s", "date": "x"}
+    row = {
+        "profile": "p",
+        "device": "d",
+        "model": "m",
+        "step": "plain",
+        "precision": "fp32",
+        "images": 10,
+        "ms_per_step": 5.0,
+        "source": "s",
+        "date": "x",
+    }
     write_costs([row], path)
     write_costs([{**row, "ms_per_step": 7.0}, {**row, "step": "standard"}], path)
     rows = read_costs(path)
@@ -242,8 +305,14 @@ def test_snakemake_gives_each_cell_its_estimated_runtime(paper_config, tmp_path)
     cell = first_cell(paper_config, "fig3a", method="partitioned", n_train=1000, rotated=False)
     target = f"results/{cell.rel_dir}/metrics.json"
     env = {**os.environ, budget.PROFILE_ENV: "h100"}
-    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--config", "scale=paper", "--", target], cwd=REPO,
-                         capture_output=True, text=True, timeout=300, env=env)
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--config", "scale=paper", "--", target],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     expected = runtime_minutes(cell, paper_config, h100())
     assert f"runtime={expected}, cpus_per_task={paper_config['run'].get('threads_per_cell', 1)}" in res.stdout
@@ -251,12 +320,19 @@ def test_snakemake_gives_each_cell_its_estimated_runtime(paper_config, tmp_path)
 
 def test_cli_prints_the_slurm_plan_per_experiment_and_in_total(paper_config):
     """SLURM jobs, GPU-hours allocated with one cell per job and packed, CPU-hours (issue 50)."""
-    res = subprocess.run([sys.executable, "-m", "reprokit.budget", "--config", "scale=paper"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "reprokit.budget", "--config", "scale=paper"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
-    block = res.stdout[res.stdout.index("SLURM (--profile slurm)"):].splitlines()
+    block = res.stdout[res.stdout.index("SLURM (--profile slurm)") :].splitlines()
     assert "jobs 1/cell" in block[1] and "GPU-h packed" in block[1] and "CPU-h packed" in block[1]
-    rows = {ln.split()[0]: ln.split()[1:] for ln in block[2:] if ln.split() and ln.split()[0] in paper_config["experiments"]}
+    rows = {
+        ln.split()[0]: ln.split()[1:] for ln in block[2:] if ln.split() and ln.split()[0] in paper_config["experiments"]
+    }
     assert set(rows) == set(paper_config["experiments"])
     assert rows["bali_uci"][1] == "0" and float(rows["bali_uci"][6]) > 0  # no cell on a GPU; CPU-hours
     assert float(rows["fig3a"][5]) > 0 and float(rows["fig3a"][6]) == 0

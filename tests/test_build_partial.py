@@ -20,8 +20,11 @@ EXP = "bali_fig1_sweep"
 @pytest.fixture(scope="module")
 def cells():
     cfg = load_pipeline_config(REPO, {"scale": "paper"})
-    return {(c.coord_dict["dataset"], c.coord_dict["bali.alpha"]): c for c in experiment(cfg, EXP, "paper").cells()
-            if c.coord_dict["bali.beta"] == 0.2 and c.coord_dict["n_steps"] == 10000}
+    return {
+        (c.coord_dict["dataset"], c.coord_dict["bali.alpha"]): c
+        for c in experiment(cfg, EXP, "paper").cells()
+        if c.coord_dict["bali.beta"] == 0.2 and c.coord_dict["n_steps"] == 10000
+    }
 
 
 def _fmt(a) -> str:
@@ -36,13 +39,34 @@ def write_cell(results: Path, cell, settings=None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     settings = settings or kind(cell.kind).cell_settings(cell)
     (folder / "config.json").write_text(json.dumps({**cell.to_dict(), "settings": settings}))
-    (folder / "metrics.json").write_text(json.dumps({
-        "coords": cell.coord_dict, "scale": "paper", "status": "completed", "experiment": EXP, "steps": 10,
-        "metrics": {"test_nll": -1.0, "noise_sd": 0.02, "grid_mean": _fmt(fg), "grid_sd": _fmt(np.full_like(fg, 0.02)),
-                    "grid_sd_epistemic": _fmt(np.full_like(fg, 0.01))},
-        "info": {"note": "FAKE synthetic test data", "data_kwargs": json.dumps({"seed": 0}), "n_train": 32,
-                 "dataset_name": "sines_trend", "task": "regression", "n_steps": 10, "final_samples": 4},
-        "provenance": {"device": "cpu", "device_name": "FAKE CPU"}}))
+    (folder / "metrics.json").write_text(
+        json.dumps(
+            {
+                "coords": cell.coord_dict,
+                "scale": "paper",
+                "status": "completed",
+                "experiment": EXP,
+                "steps": 10,
+                "metrics": {
+                    "test_nll": -1.0,
+                    "noise_sd": 0.02,
+                    "grid_mean": _fmt(fg),
+                    "grid_sd": _fmt(np.full_like(fg, 0.02)),
+                    "grid_sd_epistemic": _fmt(np.full_like(fg, 0.01)),
+                },
+                "info": {
+                    "note": "FAKE synthetic test data",
+                    "data_kwargs": json.dumps({"seed": 0}),
+                    "n_train": 32,
+                    "dataset_name": "sines_trend",
+                    "task": "regression",
+                    "n_steps": 10,
+                    "final_samples": 4,
+                },
+                "provenance": {"device": "cpu", "device_name": "FAKE CPU"},
+            }
+        )
+    )
     (folder / "curve.csv").write_text("step,test_nll\n5,0.1\n10,-1.0\n")
 
 
@@ -77,5 +101,4 @@ def test_builds_from_results_and_the_archive_and_says_how_much_ran(tmp_path, cel
 
 def test_no_cell_at_all_is_an_error_naming_the_experiment(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"no cell of experiment\\(s\\) {EXP} ran at scale paper"):
-        build_partial.build(EXP, "paper", results=tmp_path / "none", root=REPO, out_dir=tmp_path,
-                            archive_root=tmp_path)
+        build_partial.build(EXP, "paper", results=tmp_path / "none", root=REPO, out_dir=tmp_path, archive_root=tmp_path)

@@ -44,8 +44,12 @@ def test_jobs_rules_and_the_cells_loop_against_overhead(tmp_path):
     cell.mkdir(parents=True)
     (cell / "metrics.json").write_text(json.dumps({"seconds_this_run": 10.5}))
     jobs = bts.parse_log(LOG.splitlines(keepends=True))
-    assert [(j["jobid"], j["rule"]) for j in jobs] == [("9", "dataset"), ("7", "variant"), ("41", "cell"),
-                                                       ("3", "artefact_fig2")]
+    assert [(j["jobid"], j["rule"]) for j in jobs] == [
+        ("9", "dataset"),
+        ("7", "variant"),
+        ("41", "cell"),
+        ("3", "artefact_fig2"),
+    ]
     out = bts.split(jobs, tmp_path)
     assert out["per_rule"] == {"dataset": 2.0, "variant": 7.0, "cell": 14.0, "artefact_fig2": 20.0}
     assert out["wall_s"] == 34.0 and out["cells"] == 1
@@ -54,5 +58,7 @@ def test_jobs_rules_and_the_cells_loop_against_overhead(tmp_path):
 
 
 def test_a_job_that_never_finished_is_not_counted():
-    jobs = bts.parse_log(LOG.replace("Finished jobid: 3 (Rule: artefact_fig2)", "Error in rule artefact_fig2").splitlines())
+    jobs = bts.parse_log(
+        LOG.replace("Finished jobid: 3 (Rule: artefact_fig2)", "Error in rule artefact_fig2").splitlines()
+    )
     assert [j["jobid"] for j in jobs] == ["9", "7", "41"]

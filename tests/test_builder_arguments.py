@@ -45,8 +45,12 @@ def _arguments(cls) -> set:
 
 
 def _context(cell, plan, mirror, tmp_path):
-    ctx = CellContext(mirrors=[mirror], cache_dir=None, variants_dir=str(tmp_path / "variants"),
-                      runtime_settings={"device": "cpu", "precision": "fp32"})
+    ctx = CellContext(
+        mirrors=[mirror],
+        cache_dir=None,
+        variants_dir=str(tmp_path / "variants"),
+        runtime_settings={"device": "cpu", "precision": "fp32"},
+    )
     for var, (ds, fn) in plan.required_variants(cell).items():
         path = variant_path(ctx.variants_dir, ds, fn)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,9 +60,9 @@ def _context(cell, plan, mirror, tmp_path):
 
 
 @pytest.mark.parametrize("name,method,module,attr,left,block", CASES, ids=[f"{c[0]}-{c[3]}" for c in CASES])
-def test_builders_pass_every_library_argument_from_the_cells_settings(name, method, module, attr, left, block,
-                                                                      pipeline_config, shared_data, tmp_path,
-                                                                      monkeypatch):
+def test_builders_pass_every_library_argument_from_the_cells_settings(
+    name, method, module, attr, left, block, pipeline_config, shared_data, tmp_path, monkeypatch
+):
     cfg = pipeline_config({"scale": "test"})
     cell = next(c for c in experiment(cfg, name, "test").cells() if c.coord_dict.get("method") == method)
     plan = kind(cell.kind)

@@ -27,7 +27,7 @@ class Exploding:
         self.w = torch.tensor(10.0)
 
     def train_step(self, step):
-        self.w = self.w ** 2
+        self.w = self.w**2
         return {"loss": float(self.w)}
 
     def evaluate(self, step):
@@ -55,8 +55,17 @@ def exploding_kind(monkeypatch):
 def test_diverged_cell_writes_nan_metrics_and_exits_zero(tmp_path, exploding_kind):
     cell = Cell(scale="test", experiment="boom", coords=(("seed", 0),), settings={}, kind="exploding")
     ctx = {"mirrors": [], "cache_dir": None, "variants_dir": str(tmp_path / "v")}
-    args = ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--out", str(tmp_path / "out"),
-            "--checkpoint", str(tmp_path / "ckpt" / "c.pt")]
+    args = [
+        "run",
+        "--cell",
+        json.dumps(cell.to_dict()),
+        "--context",
+        json.dumps(ctx),
+        "--out",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(tmp_path / "ckpt" / "c.pt"),
+    ]
     assert cell_mod.main(args) == 0
     record = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert record["status"] == "diverged"
@@ -112,7 +121,9 @@ def test_the_cells_evaluation_makes_the_curve_and_the_final_metrics(tmp_path, mo
     mod.build = lambda cell, ctx: Run(method, n_steps=4, eval_every=2, evaluation=extra)
     monkeypatch.setattr(cell_mod, "kind", lambda kind: mod)
     cell = Cell(scale="test", experiment="q", coords=(("seed", 0),), settings={}, kind="quiet")
-    record = cell_mod.run_cell(cell, CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path)), tmp_path / "o", None)
+    record = cell_mod.run_cell(
+        cell, CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path)), tmp_path / "o", None
+    )
     assert record["metrics"] == {"test_acc": 0.5, "test_ll": -10.0, "n_kept": 3}
     curve = (tmp_path / "o" / "curve.csv").read_text().splitlines()
     assert "mask_p" in curve[0].split(",") and len(curve) == 1 + 3  # steps 0, 2, 4
@@ -157,8 +168,11 @@ def test_a_checkpoint_resumes_only_the_cell_that_wrote_it(tmp_path, monkeypatch,
     killed = Counter()
     killed.n = 4
     save_checkpoint(ckpt, 4, killed, [])
-    again = first if same_settings else Cell(scale="test", experiment="count", coords=(("seed", 0),),
-                                             settings={"lr": 0.2}, kind="counting")
+    again = (
+        first
+        if same_settings
+        else Cell(scale="test", experiment="count", coords=(("seed", 0),), settings={"lr": 0.2}, kind="counting")
+    )
     with caplog.at_level(logging.WARNING):
         record = cell_mod.run_cell(again, ctx, tmp_path / "out", ckpt)
     assert record["resumed_from_step"] == (4 if same_settings else 0)
@@ -171,6 +185,7 @@ def test_a_rerun_with_other_settings_never_sits_beside_the_earlier_runs_record(t
     """A cell run again with other settings (benchmarks/run_cells.py re-runs it in place; Snakemake would delete
     its outputs first) drops the earlier run's metrics.json and curve.csv when it writes its config.json, so
     while it runs (here: it fails at its first step) nothing pairs the new settings with the old result."""
+
     class Failing(Counter):
         def train_step(self, step):
             raise RuntimeError("killed")
@@ -217,8 +232,17 @@ def test_an_unreadable_checkpoint_is_moved_aside_and_the_cell_completes_afresh(t
     cell, ctx, paths = _fig2a_test_cell(tmp_path)
 
     def args(out, ckpt):
-        a = ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--variants", json.dumps(paths),
-             "--out", str(out)]
+        a = [
+            "run",
+            "--cell",
+            json.dumps(cell.to_dict()),
+            "--context",
+            json.dumps(ctx),
+            "--variants",
+            json.dumps(paths),
+            "--out",
+            str(out),
+        ]
         return a + (["--checkpoint", str(ckpt)] if ckpt else [])
 
     assert cell_mod.main(args(tmp_path / "clean", None)) == 0
@@ -238,8 +262,13 @@ def test_an_unreadable_checkpoint_is_moved_aside_and_the_cell_completes_afresh(t
     with pytest.raises(RuntimeError):  # the premise: torch cannot read it
         torch.load(ckpt, weights_only=False)
 
-    res = subprocess.run([sys.executable, "-m", "reprokit.cell", *args(tmp_path / "healed", ckpt)],
-                         capture_output=True, text=True, timeout=300, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "reprokit.cell", *args(tmp_path / "healed", ckpt)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     healed = json.loads((tmp_path / "healed" / "metrics.json").read_text())
     assert healed["status"] == "completed" and healed["resumed_from_step"] == 0

@@ -11,8 +11,6 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
-
-
 @pytest.fixture
 def config(pipeline_config):
     return pipeline_config()
@@ -87,7 +85,9 @@ def test_per_axis_block_overrides_one_key_of_its_cells_and_is_not_a_setting():
 def test_per_block_on_an_axis_the_grid_lacks_is_named_not_ignored():
     spec = copy.deepcopy(SPEC)
     spec["settings"]["per_dataset"] = {"mnist": {"n_steps": 99}}  # no `dataset` axis: it would never apply
-    with pytest.raises(ConfigError, match=r"experiments\.e \(scale quick\): settings\.per_dataset .*'dataset'.*axes: method, seed"):
+    with pytest.raises(
+        ConfigError, match=r"experiments\.e \(scale quick\): settings\.per_dataset .*'dataset'.*axes: method, seed"
+    ):
         ExperimentGrid("e", spec, "quick")
     spec["settings"]["per_dataset"] = {}  # an empty block (a scale clearing an inherited one) is fine
     assert len(list(ExperimentGrid("e", spec, "quick").cells())) == 2
@@ -118,8 +118,12 @@ def test_a_scale_can_exclude_grid_points_and_names_them():
     an excluded cell's path is an error naming the exclusion; an unknown axis is named."""
     from reprokit.config import ConfigError, ExperimentGrid
 
-    spec = {"kind": "k", "grid": {"method": ["a", "b"], "n": [1, 2, 3], "p": [[1, 2], [3, 4]], "seed": [0]},
-            "settings": {}, "scales": {"quick": {"exclude": [{"method": "b", "n": [2, 3]}, {"p": [3, 4], "n": 1}]}}}
+    spec = {
+        "kind": "k",
+        "grid": {"method": ["a", "b"], "n": [1, 2, 3], "p": [[1, 2], [3, 4]], "seed": [0]},
+        "settings": {},
+        "scales": {"quick": {"exclude": [{"method": "b", "n": [2, 3]}, {"p": [3, 4], "n": 1}]}},
+    }
     quick = ExperimentGrid("e", spec, "quick")
     kept = {(c.coord_dict["method"], c.coord_dict["n"], tuple(c.coord_dict["p"])) for c in quick.cells()}
     assert ("b", 2, (1, 2)) not in kept and ("b", 3, (3, 4)) not in kept and ("a", 1, (3, 4)) not in kept

@@ -30,8 +30,9 @@ def test_cifar_folder_layout(tmp_path):
     assert b.x_train.dtype == torch.float32 and b.y_train.dtype == torch.int64
     assert torch.equal((b.x_train * 255).round().to(torch.uint8), torch.from_numpy(x_train))
     assert b.y_train.tolist() == y_train and b.y_test.tolist() == y_test
-    assert torch.equal(registry.load("cifar10", [tmp_path], checksums=sums, dtype="uint8").x_test,
-                       torch.from_numpy(x_test))
+    assert torch.equal(
+        registry.load("cifar10", [tmp_path], checksums=sums, dtype="uint8").x_test, torch.from_numpy(x_test)
+    )
     assert b.meta["classes"][:2] == ["airplane", "automobile"] and b.n_classes == 10
 
 
@@ -39,7 +40,9 @@ def test_cifar_archive_matches_folder(tmp_path):
     s_dir = fakes.make_fake_cifar10(tmp_path / "dir", seed=3)
     s_tgz = fakes.make_fake_cifar10(tmp_path / "tgz", seed=3, archive=True)
     assert not (tmp_path / "tgz" / "cifar-10-batches-py").exists()
-    assert registry.locate("cifar10", [tmp_path / "tgz"], checksums=s_tgz) == tmp_path / "tgz" / "cifar-10-python.tar.gz"
+    assert (
+        registry.locate("cifar10", [tmp_path / "tgz"], checksums=s_tgz) == tmp_path / "tgz" / "cifar-10-python.tar.gz"
+    )
     a = registry.load("cifar10", [tmp_path / "dir"], checksums=s_dir)
     b = registry.load("cifar10", [tmp_path / "tgz"], checksums=s_tgz)
     assert torch.equal(a.x_train, b.x_train) and torch.equal(a.y_test, b.y_test)

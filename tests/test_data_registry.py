@@ -14,8 +14,12 @@ import torch
 from reprokit.data import checksums, registry, specs
 from reprokit.data.registry import ChecksumMismatch, DatasetUnavailable
 
-MNIST_FILES = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-               "t10k-labels-idx1-ubyte.gz"]
+MNIST_FILES = [
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+]
 
 
 def _md5(path) -> str:
@@ -27,9 +31,26 @@ def _md5(path) -> str:
 
 def test_dataset_names_complete():
     names = registry.dataset_names()
-    expected = ["mnist", "fashion_mnist", "cifar10", "tinyimagenet", "uci_yacht", "uci_concrete", "uci_energy",
-                "uci_redwine", "uci_kin8nm", "uci_powerplant", "uci_protein", "spambase", "magic", "cdc_diabetes",
-                "input_selection", "sines_trend", "sinc", "two_moons"]
+    expected = [
+        "mnist",
+        "fashion_mnist",
+        "cifar10",
+        "tinyimagenet",
+        "uci_yacht",
+        "uci_concrete",
+        "uci_energy",
+        "uci_redwine",
+        "uci_kin8nm",
+        "uci_powerplant",
+        "uci_protein",
+        "spambase",
+        "magic",
+        "cdc_diabetes",
+        "input_selection",
+        "sines_trend",
+        "sinc",
+        "two_moons",
+    ]
     assert sorted(names) == sorted(expected)
     assert registry.dataset_info("uci_redwine").folder == "wine-quality-red"
     assert registry.dataset_info("uci_protein").n_splits == 5
@@ -83,9 +104,11 @@ def test_availability_check_does_not_import_torchvision(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from reprokit.data import registry; "
-            "[registry.is_available(n, []) for n in ('mnist', 'cifar10', 'tinyimagenet', 'uci_yacht')]; "
-            "print('torchvision' in sys.modules)")
+    code = (
+        "import sys; from reprokit.data import registry; "
+        "[registry.is_available(n, []) for n in ('mnist', 'cifar10', 'tinyimagenet', 'uci_yacht')]; "
+        "print('torchvision' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
@@ -239,8 +262,15 @@ def test_uci_yacht_split_matches_index_files(shared_data):
     assert not torch.equal(b7.y_test, b.y_test)
 
 
-@pytest.mark.parametrize("name,n_train,n_test,d", [("uci_energy", 691, 77, 8), ("uci_redwine", 1439, 160, 11),
-                                                   ("uci_powerplant", 8611, 957, 4), ("uci_concrete", 927, 103, 8)])
+@pytest.mark.parametrize(
+    "name,n_train,n_test,d",
+    [
+        ("uci_energy", 691, 77, 8),
+        ("uci_redwine", 1439, 160, 11),
+        ("uci_powerplant", 8611, 957, 4),
+        ("uci_concrete", 927, 103, 8),
+    ],
+)
 def test_uci_sizes(shared_data, name, n_train, n_test, d):
     b = registry.load(name, [shared_data], split=19)
     assert b.x_train.shape == (n_train, d) and b.x_test.shape == (n_test, d)

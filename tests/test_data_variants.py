@@ -77,9 +77,16 @@ def test_rotate_uint8_and_batches():
 # ---------------------------------------------------------------------------------------------- chunks, clients
 
 
-@pytest.mark.parametrize("n,props,counts", [(1000, [0.8, 0.1, 0.1], [800, 100, 100]), (10, [1, 8], [1, 9]),
-                                            (7, [1, 1, 1], [3, 2, 2]), (3001, [0.3, 0.7], [900, 2101]),
-                                            (100, [0.1, 0.8, 0.1], [10, 80, 10])])
+@pytest.mark.parametrize(
+    "n,props,counts",
+    [
+        (1000, [0.8, 0.1, 0.1], [800, 100, 100]),
+        (10, [1, 8], [1, 9]),
+        (7, [1, 1, 1], [3, 2, 2]),
+        (3001, [0.3, 0.7], [900, 2101]),
+        (100, [0.1, 0.8, 0.1], [10, 80, 10]),
+    ],
+)
 def test_chunk_counts_exact(n, props, counts):
     c = V.chunk_assignment(n, props, 0)
     assert c.dtype == np.uint8 and c.shape == (n,)
@@ -136,14 +143,22 @@ def test_rotation_bins():
 
 
 def test_variant_filenames_round_trip():
-    cases = [("subset~n1000~seed0.npz", "subset", dict(n=1000, seed=0)),
-             ("chunks~n1000~p0.8-0.1-0.1~seed0.npz", "chunks", dict(n=1000, proportions=[0.8, 0.1, 0.1], seed=0)),
-             ("chunks~n60000~p1-8~seed2.npz", "chunks", dict(n=60000, proportions=[1, 8], seed=2)),
-             ("rotated~seed0.pt", "rotated", dict(seed=0)),
-             ("federated~n1250~clients100~alpha0.1~bylabel~val10000~seed0.npz", "federated",
-              dict(n=1250, n_clients=100, alpha=0.1, by="label", val=10000, seed=0)),
-             ("federated~n5000~clients100~alpha1~byrotation~val0~seed3.npz", "federated",
-              dict(n=5000, n_clients=100, alpha=1.0, by="rotation", seed=3))]
+    cases = [
+        ("subset~n1000~seed0.npz", "subset", dict(n=1000, seed=0)),
+        ("chunks~n1000~p0.8-0.1-0.1~seed0.npz", "chunks", dict(n=1000, proportions=[0.8, 0.1, 0.1], seed=0)),
+        ("chunks~n60000~p1-8~seed2.npz", "chunks", dict(n=60000, proportions=[1, 8], seed=2)),
+        ("rotated~seed0.pt", "rotated", dict(seed=0)),
+        (
+            "federated~n1250~clients100~alpha0.1~bylabel~val10000~seed0.npz",
+            "federated",
+            dict(n=1250, n_clients=100, alpha=0.1, by="label", val=10000, seed=0),
+        ),
+        (
+            "federated~n5000~clients100~alpha1~byrotation~val0~seed3.npz",
+            "federated",
+            dict(n=5000, n_clients=100, alpha=1.0, by="rotation", seed=3),
+        ),
+    ]
     for name, kind, params in cases:
         assert V.variant_filename(kind, **params) == name
         k, p = V.parse_variant_filename(name)
@@ -153,9 +168,19 @@ def test_variant_filenames_round_trip():
     assert V.variant_filename("chunks", n=10, proportions=[1e-5, 1], seed=0) == "chunks~n10~p0.00001-1~seed0.npz"
 
 
-@pytest.mark.parametrize("bad", ["subset~n010~seed0.npz", "subset~n10~seed0.pt", "chunks~n10~p1.0-8~seed0.npz",
-                                 "subset~seed0~n10.npz", "rotated~seed0~x1.pt", "chunks~n10~p0-1~seed0.npz",
-                                 "flipped~seed0.pt", "federated~n1~clients1~alpha1~bycolour~val0~seed0.npz"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "subset~n010~seed0.npz",
+        "subset~n10~seed0.pt",
+        "chunks~n10~p1.0-8~seed0.npz",
+        "subset~seed0~n10.npz",
+        "rotated~seed0~x1.pt",
+        "chunks~n10~p0-1~seed0.npz",
+        "flipped~seed0.pt",
+        "federated~n1~clients1~alpha1~bycolour~val0~seed0.npz",
+    ],
+)
 def test_non_canonical_names_rejected(bad):
     with pytest.raises(ValueError):
         V.parse_variant_filename(bad)
@@ -190,7 +215,9 @@ def test_rotated_variant_reproducible_and_byte_identical(cifar, tmp_path):
     assert v["kind"] == "rotated" and v["dataset"] == "cifar10" and v["params"] == {"seed": 3}
     b = registry.load("cifar10", [root], checksums=sums, dtype="uint8")
     angles = V.rotation_angles(46, 3)
-    assert np.array_equal(v["angles_train"].numpy(), angles[:40]) and np.array_equal(v["angles_test"].numpy(), angles[40:])
+    assert np.array_equal(v["angles_train"].numpy(), angles[:40]) and np.array_equal(
+        v["angles_test"].numpy(), angles[40:]
+    )
     assert v["x_train"].dtype == torch.uint8 and v["x_train"].shape == (40, 3, 32, 32)
     assert torch.equal(v["x_test"], V.rotate_images(b.x_test, angles[40:]))
     other = tmp_path / "rotated~seed4.pt"
@@ -248,7 +275,9 @@ def test_federated_variants(cifar, tmp_path):
     b = registry.load("cifar10", [root], checksums=sums)
     assert np.array_equal(v["keys"], b.y_train.numpy()[idx])
     a = V.apply_variants(b, subset=v)
-    assert a.n_train == 20 and a.x_val.shape == (10, 3, 32, 32) and torch.equal(a.y_val, b.y_train[torch.from_numpy(val)])
+    assert (
+        a.n_train == 20 and a.x_val.shape == (10, 3, 32, 32) and torch.equal(a.y_val, b.y_train[torch.from_numpy(val)])
+    )
     assert torch.equal(a.meta["client"], torch.from_numpy(v["client"]))
 
     rot = V.variant_filename("federated", n=30, n_clients=3, alpha=0.1, by="rotation", seed=2)

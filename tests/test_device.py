@@ -47,8 +47,12 @@ def _test_cell(name: str, method: str | None) -> Cell:
 
 
 def _context(cell: Cell, mirror: str, tmp_path, device: str = "cpu", precision: str = "fp32") -> CellContext:
-    ctx = CellContext(mirrors=[mirror], cache_dir=None, variants_dir=str(tmp_path / "variants"),
-                      runtime_settings={"device": device, "precision": precision})
+    ctx = CellContext(
+        mirrors=[mirror],
+        cache_dir=None,
+        variants_dir=str(tmp_path / "variants"),
+        runtime_settings={"device": device, "precision": precision},
+    )
     for name, (ds, fn) in kind_module(cell.kind).required_variants(cell).items():
         path = variant_path(ctx.variants_dir, ds, fn)
         if not path.exists():
@@ -60,15 +64,29 @@ def _context(cell: Cell, mirror: str, tmp_path, device: str = "cpu", precision: 
 
 # One test-scale cell per (kind, method) of both papers: every method the pipeline trains.
 CASES = [
-    ("fig3a", "baseline"), ("fig3a", "augerino"), ("fig3a", "partitioned"), ("fig3a", "partitioned_ens"),
-    ("fig3a", "diff_laplace"), ("fig3a", "last_layer_ml"),
+    ("fig3a", "baseline"),
+    ("fig3a", "augerino"),
+    ("fig3a", "partitioned"),
+    ("fig3a", "partitioned_ens"),
+    ("fig3a", "diff_laplace"),
+    ("fig3a", "last_layer_ml"),
     ("fig9_random", "random"),
-    ("fig2a", "partitioned"), ("fig2a", "laplace"), ("fig2b", "partitioned_mask"),
-    ("bali_uci", "bali"), ("bali_uci", "dropout"), ("bali_uci", "bbb"),
-    ("bali_cls_uci", "bali"), ("bali_cls_uci", "dropout"), ("bali_cls_uci", "map"), ("bali_fig7_local", "bali"),
-    ("bali_synthetic", "bali"), ("bali_bbb_synthetic", "bbb"),
+    ("fig2a", "partitioned"),
+    ("fig2a", "laplace"),
+    ("fig2b", "partitioned_mask"),
+    ("bali_uci", "bali"),
+    ("bali_uci", "dropout"),
+    ("bali_uci", "bbb"),
+    ("bali_cls_uci", "bali"),
+    ("bali_cls_uci", "dropout"),
+    ("bali_cls_uci", "map"),
+    ("bali_fig7_local", "bali"),
+    ("bali_synthetic", "bali"),
+    ("bali_bbb_synthetic", "bbb"),
     ("table8_timing", None),
-    ("table4_mnist", "fedavg"), ("table4_mnist", "augerino"), ("table4_mnist", "partitioned"),
+    ("table4_mnist", "fedavg"),
+    ("table4_mnist", "augerino"),
+    ("table4_mnist", "partitioned"),
 ]
 
 
@@ -102,10 +120,11 @@ def test_steps_create_no_tensor_off_the_cells_device(name, method, shared_data, 
         _steps_under_meta(run, method)
     except (RuntimeError, NotImplementedError) as err:
         if OLD_OPTIMISER_STATE and _in_torch_optim(err):
-            pytest.skip(f"torch {torch.__version__} puts an optimiser's lazy state on the default device; this "
-                        "method's optimiser first steps under the trick (the check runs on torch >= 2.14)")
+            pytest.skip(
+                f"torch {torch.__version__} puts an optimiser's lazy state on the default device; this "
+                "method's optimiser first steps under the trick (the check runs on torch >= 2.14)"
+            )
         raise
-
 
 
 @pytest.mark.parametrize("method", ["fedavg", "augerino", "partitioned"])
@@ -121,6 +140,7 @@ def test_batched_federated_clients_create_no_tensor_off_the_cells_device(method,
         if OLD_OPTIMISER_STATE and _in_torch_optim(err):
             pytest.skip(f"torch {torch.__version__} puts an optimiser's lazy state on the default device")
         raise
+
 
 def _steps_under_meta(run, method):
     if isinstance(run, Measurement):  # Table 8: a measurement, no training loop
@@ -273,8 +293,19 @@ def test_out_of_memory_is_the_cells_outcome_not_a_crash(monkeypatch, tmp_path, w
     cell = Cell(scale="test", experiment="big", coords=(("seed", 0),), settings={}, kind="fake")
     ctx = {"mirrors": [], "cache_dir": None, "variants_dir": str(tmp_path / "v"), "run": {"device": "cpu"}}
     ckpt = tmp_path / "ckpt" / "c.pt"
-    args = ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--out", str(tmp_path / "out"),
-            "--checkpoint", str(ckpt), "--checkpoint-every", "2"]
+    args = [
+        "run",
+        "--cell",
+        json.dumps(cell.to_dict()),
+        "--context",
+        json.dumps(ctx),
+        "--out",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(ckpt),
+        "--checkpoint-every",
+        "2",
+    ]
     assert cell_mod.main(args) == 0
     record = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert record["status"] == "oom"
@@ -298,8 +329,22 @@ def test_a_cell_run_by_the_cli_records_its_machine_and_threads(monkeypatch, tmp_
     out = tmp_path / "results" / "test" / "tiny" / "seed~0"
     threads = torch.get_num_threads()
     try:
-        assert cell_mod.main(["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx),
-                              "--out", str(out), "--threads", "2"]) == 0
+        assert (
+            cell_mod.main(
+                [
+                    "run",
+                    "--cell",
+                    json.dumps(cell.to_dict()),
+                    "--context",
+                    json.dumps(ctx),
+                    "--out",
+                    str(out),
+                    "--threads",
+                    "2",
+                ]
+            )
+            == 0
+        )
     finally:
         torch.set_num_threads(threads)
     record = json.loads((out / "metrics.json").read_text())
@@ -348,11 +393,34 @@ def test_device_of_names_the_cpu_model_and_still_reads_old_records():
     from reprokit.report.aggregate import device_of
 
     assert device_of({"provenance": {"device": "cpu", "device_name": "x86_64"}}) == "cpu (x86_64)"  # before issue 51
-    assert device_of({"provenance": {"device": "cpu", "device_name": "x86_64", "cpu_model": "AMD EPYC 7B13",
-                                     "cpu_capability": "AVX512", "threads": 1}}) == "cpu (AMD EPYC 7B13)"
-    assert device_of({"provenance": {"device": "cuda:0", "device_name": "NVIDIA H100 80GB HBM3",
-                                     "cpu_model": "Intel Xeon", "gpu_model": "NVIDIA H100 80GB HBM3",
-                                     "gpu_driver": "550.54.15"}}) == "cuda:0 (NVIDIA H100 80GB HBM3)"
+    assert (
+        device_of(
+            {
+                "provenance": {
+                    "device": "cpu",
+                    "device_name": "x86_64",
+                    "cpu_model": "AMD EPYC 7B13",
+                    "cpu_capability": "AVX512",
+                    "threads": 1,
+                }
+            }
+        )
+        == "cpu (AMD EPYC 7B13)"
+    )
+    assert (
+        device_of(
+            {
+                "provenance": {
+                    "device": "cuda:0",
+                    "device_name": "NVIDIA H100 80GB HBM3",
+                    "cpu_model": "Intel Xeon",
+                    "gpu_model": "NVIDIA H100 80GB HBM3",
+                    "gpu_driver": "550.54.15",
+                }
+            }
+        )
+        == "cuda:0 (NVIDIA H100 80GB HBM3)"
+    )
     assert device_of({}) is None
 
 
@@ -381,13 +449,36 @@ def test_tables_print_oom_for_an_oom_cell():
     from reprokit.report import bali_classification as bc
     from reprokit.report import bali_regression as br
 
-    df = pd.DataFrame([{"scale": "test", "dataset": "uci_yacht", "method": "bali", "split": s, "seed": s,
-                        "status": st, "test_rmse": v} for s, (st, v) in enumerate([("completed", 1.0), ("oom", float("nan"))])])
+    df = pd.DataFrame(
+        [
+            {
+                "scale": "test",
+                "dataset": "uci_yacht",
+                "method": "bali",
+                "split": s,
+                "seed": s,
+                "status": st,
+                "test_rmse": v,
+            }
+            for s, (st, v) in enumerate([("completed", 1.0), ("oom", float("nan"))])
+        ]
+    )
     paper = {"rmse": {}, "ll": {}}
     table, notes = br.uci_table(df, paper, "rmse")
     assert table.iloc[0]["BALI (ours)"] == "OOM" and any("OOM" in n for n in notes)
-    cls = pd.DataFrame([{"scale": "test", "dataset": "mnist", "method": "bali", "seed": 0, "status": "oom",
-                         "test_acc": float("nan"), "test_ece": float("nan")}])
+    cls = pd.DataFrame(
+        [
+            {
+                "scale": "test",
+                "dataset": "mnist",
+                "method": "bali",
+                "seed": 0,
+                "status": "oom",
+                "test_acc": float("nan"),
+                "test_ece": float("nan"),
+            }
+        ]
+    )
     assert set(bc.table2(cls)["BALI"]) == {"OOM"}
 
 
@@ -441,8 +532,12 @@ def test_every_method_runs_on_cuda(name, method, shared_data, tmp_path):
 def test_a_resumed_deterministic_cell_ends_with_the_same_metrics(device, shared_data, tmp_path):
     """Runs on the CPU too, so the harness cannot rot unseen between GPU sessions."""
     cell = _test_cell("fig3a", "partitioned")
-    ctx = CellContext(mirrors=[shared_data], cache_dir=None, variants_dir=str(tmp_path / "variants"),
-                      runtime_settings={"device": device, "deterministic": True})
+    ctx = CellContext(
+        mirrors=[shared_data],
+        cache_dir=None,
+        variants_dir=str(tmp_path / "variants"),
+        runtime_settings={"device": device, "deterministic": True},
+    )
     ctx.variant_paths.update(_context(cell, shared_data, tmp_path).variant_paths)
     ref = cell_mod.run_cell(cell, ctx, tmp_path / "ref", None)
     n = ref["steps"]

@@ -47,8 +47,14 @@ def _mlp(classes=4):
 
 
 def _cnn(classes=4):
-    return nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.Tanh(), nn.Conv2d(3, 4, 3, stride=2), nn.Tanh(),
-                         nn.Flatten(), nn.Linear(16, classes))
+    return nn.Sequential(
+        nn.Conv2d(1, 3, 3, padding=1),
+        nn.Tanh(),
+        nn.Conv2d(3, 4, 3, stride=2),
+        nn.Tanh(),
+        nn.Flatten(),
+        nn.Linear(16, classes),
+    )
 
 
 def _reference(model, x, y, prior_prec, batch_size):
@@ -90,8 +96,9 @@ def _lml_fn(arch):
     x = x.double()
 
     def lml(log_prec):
-        return laplace_log_marginal_likelihood(net, x, y, log_prec.exp(), generator=torch.Generator().manual_seed(5),
-                                               n_data=100)
+        return laplace_log_marginal_likelihood(
+            net, x, y, log_prec.exp(), generator=torch.Generator().manual_seed(5), n_data=100
+        )
 
     return aug, lml
 
@@ -99,8 +106,11 @@ def _lml_fn(arch):
 @pytest.mark.parametrize("arch", ["mlp", "cnn"])
 def test_gradients_match_finite_differences(arch):
     aug, lml = _lml_fn(arch)
-    log_prec = torch.tensor([0.2, -0.3, 0.5, 0.1] if arch == "mlp" else [0.2, -0.3, 0.5, 0.1, 0.0, 0.3],
-                            dtype=torch.float64, requires_grad=True)
+    log_prec = torch.tensor(
+        [0.2, -0.3, 0.5, 0.1] if arch == "mlp" else [0.2, -0.3, 0.5, 0.1, 0.0, 0.3],
+        dtype=torch.float64,
+        requires_grad=True,
+    )
     value = lml(log_prec)
     g_aug, g_prec = torch.autograd.grad(value, [aug.maxima, log_prec])
     assert g_aug.abs().min() > 0 and torch.isfinite(g_aug).all()
@@ -195,7 +205,9 @@ def test_diagonal_block_equals_brute_force_ggn_diagonal(arch):
     xa = aug(x, S, generator=torch.Generator().manual_seed(5)).reshape(S * M, *shape)
     with torch.no_grad():
         logp = torch.logsumexp(torch.log_softmax(model(xa), -1).reshape(S, M, -1), 0) - math.log(S)
-    assert float(nll.detach()) == pytest.approx(float(torch.nn.functional.nll_loss(logp, y, reduction="sum")), rel=1e-12)
+    assert float(nll.detach()) == pytest.approx(
+        float(torch.nn.functional.nll_loss(logp, y, reduction="sum")), rel=1e-12
+    )
     assert logp.exp().max() < 0.95  # a softmax far from saturation: a GGN far from zero
     ref = _brute_force_ggn_diagonal(model, xa, S, M, list(ours))
     for n, d in ours.items():
@@ -215,8 +227,9 @@ def test_marglik_with_diagonal_blocks_is_differentiable_in_the_augmentation():
     log_prec = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
 
     def lml():
-        return laplace_log_marginal_likelihood(net, x, y, log_prec.exp(), generator=torch.Generator().manual_seed(5),
-                                               n_data=50)
+        return laplace_log_marginal_likelihood(
+            net, x, y, log_prec.exp(), generator=torch.Generator().manual_seed(5), n_data=50
+        )
 
     g_aug, g_prec = torch.autograd.grad(lml(), [aug.maxima, log_prec])
     assert torch.isfinite(g_aug).all() and g_aug.abs().max() > 0 and torch.isfinite(g_prec) and g_prec != 0
@@ -246,8 +259,9 @@ def test_hyper_step_on_a_fixup_resnet_moves_the_augmentation_and_the_prior():
     torch.manual_seed(0)
     model = _perturbed(FixupResNet(depth=8, num_classes=3, in_channels=1))
     net = SeededAugmentedModel(model, SchwobelAffine(0.1), 2, make_generator(7))
-    m = DiffLaplaceTraining(net, _task(), OptimConfig(batch_size=8), 4, seed=0, marglik_batch_size=8,
-                            n_aug_marglik=2, eval_samples=2)
+    m = DiffLaplaceTraining(
+        net, _task(), OptimConfig(batch_size=8), 4, seed=0, marglik_batch_size=8, n_aug_marglik=2, eval_samples=2
+    )
     maxima0, prec0 = net.augmentation.maxima.detach().clone(), m.log_prior_prec.detach().clone()
     assert m.log_prior_prec.numel() == len(list(model.parameters()))  # layerwise: scalars get their own
     out = m.train_step(0)
@@ -262,8 +276,15 @@ def test_hyper_step_on_a_fixup_resnet_moves_the_augmentation_and_the_prior():
 def _batched_setup(arch):
     torch.manual_seed(1)
     if arch == "cnn_dropout":  # a global-RNG draw inside the model too: both passes must see the same masks
-        model = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.Tanh(), nn.Conv2d(3, 4, 3, stride=2), nn.Tanh(),
-                              nn.Flatten(), nn.Dropout(0.3), nn.Linear(16, 3))
+        model = nn.Sequential(
+            nn.Conv2d(1, 3, 3, padding=1),
+            nn.Tanh(),
+            nn.Conv2d(3, 4, 3, stride=2),
+            nn.Tanh(),
+            nn.Flatten(),
+            nn.Dropout(0.3),
+            nn.Linear(16, 3),
+        )
         shape = (1, 6, 6)
     else:  # KFAC weight + bias blocks sharing G, and exact diagonal blocks (a module called twice)
         model, shape = _perturbed(_TinyFixup()), (1, 6, 6)
@@ -281,8 +302,13 @@ def _one_pass_reference(net, x, y, log_prec, batch_size, n_data, gen):
     for xb, yb in zip(x.split(batch_size), y.split(batch_size)):
         nll_b, blocks_b = kfac_factors(net, xb, yb, 3, gen, n_total=x.shape[0])
         nll = nll + nll_b
-        blocks = blocks_b if blocks is None else [
-            Block(b.param, b.kind, [f + g for f, g in zip(b.factors, c.factors)]) for b, c in zip(blocks, blocks_b)]
+        blocks = (
+            blocks_b
+            if blocks is None
+            else [
+                Block(b.param, b.kind, [f + g for f, g in zip(b.factors, c.factors)]) for b, c in zip(blocks, blocks_b)
+            ]
+        )
     lml = log_marginal_likelihood_from_factors(nll, blocks, log_prec.exp(), n_data / x.shape[0])
     return lml, torch.autograd.grad(lml, [net.augmentation.maxima, log_prec])
 
@@ -296,8 +322,9 @@ def test_two_pass_gradient_equals_one_pass_over_three_batches(arch):
     rng_ref = torch.random.get_rng_state()
     torch.manual_seed(11)
     gen = torch.Generator().manual_seed(5)
-    value, (h_aug, h_prec) = log_marginal_likelihood_and_grads(net, x, y, log_prec.exp(), [net.augmentation.maxima,
-                                                               log_prec], 3, gen, n_data=100, batch_size=5)
+    value, (h_aug, h_prec) = log_marginal_likelihood_and_grads(
+        net, x, y, log_prec.exp(), [net.augmentation.maxima, log_prec], 3, gen, n_data=100, batch_size=5
+    )
     assert float(value) == pytest.approx(float(ref.detach()), rel=1e-12)
     assert g_aug.abs().min() > 0 and g_prec.abs().min() > 0
     torch.testing.assert_close(h_aug, g_aug, rtol=1e-8, atol=1e-10)
@@ -318,7 +345,7 @@ def test_several_batches_without_augmentation_randomness_equal_one_batch_and_lap
     net = AugmentedModel(model, frozen, 3)
     log_prec = torch.linspace(-0.5, 1.0, len(list(model.parameters()))).requires_grad_()
     one = laplace_log_marginal_likelihood(net, x, y, log_prec.exp())
-    g_one, = torch.autograd.grad(one, log_prec)
+    (g_one,) = torch.autograd.grad(one, log_prec)
     value, (g,) = log_marginal_likelihood_and_grads(net, x, y, log_prec.exp(), [log_prec], batch_size=15)
     assert float(value) == pytest.approx(float(one.detach()), rel=1e-5)
     assert float(value) == pytest.approx(_reference(model, x, y, log_prec.detach().exp(), 15), rel=1e-5, abs=1e-4)
@@ -367,12 +394,16 @@ def test_graph_memory_does_not_grow_with_the_number_of_batches():
         return probe.peak
 
     def two_pass(n):
-        return peak(lambda: log_marginal_likelihood_and_grads(net, x[:7 * n], y[:7 * n], log_prec.exp(), wrt, 3,
-                                                              torch.Generator().manual_seed(5), 100, batch_size=7))
+        return peak(
+            lambda: log_marginal_likelihood_and_grads(
+                net, x[: 7 * n], y[: 7 * n], log_prec.exp(), wrt, 3, torch.Generator().manual_seed(5), 100, batch_size=7
+            )
+        )
 
     def kept(n):
-        return peak(lambda: _one_pass_reference(net, x[:7 * n], y[:7 * n], log_prec, 7, 100,
-                                                torch.Generator().manual_seed(5)))
+        return peak(
+            lambda: _one_pass_reference(net, x[: 7 * n], y[: 7 * n], log_prec, 7, 100, torch.Generator().manual_seed(5))
+        )
 
     one_batch = two_pass(1)  # one batch: one pass with its graph
     assert one_batch > 0
@@ -393,9 +424,20 @@ def _method(seed_init=0, n_steps=6):
     torch.manual_seed(seed_init)
     cnn = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64, 3))
     net = SeededAugmentedModel(cnn, SchwobelAffine(0.0), 2, make_generator(7))
-    return DiffLaplaceTraining(net, _task(), OptimConfig(batch_size=16), n_steps, seed=0, burnin=2, marglik_every=2,
-                               marglik_steps=2, marglik_batches=2, marglik_batch_size=8, n_aug_marglik=3,
-                               eval_samples=2)
+    return DiffLaplaceTraining(
+        net,
+        _task(),
+        OptimConfig(batch_size=16),
+        n_steps,
+        seed=0,
+        burnin=2,
+        marglik_every=2,
+        marglik_steps=2,
+        marglik_batches=2,
+        marglik_batch_size=8,
+        n_aug_marglik=3,
+        eval_samples=2,
+    )
 
 
 def test_hyper_rounds_follow_burnin_and_frequency():

@@ -50,12 +50,23 @@ def link_from_mirror(shared: str, served: Path, *relpaths: str) -> None:
 # ------------------------------------------------------------------------------------ in-process
 
 
-def test_url_mirror_is_fetched_in_mirror_layout_before_the_official_source(shared_data, http_dir, tmp_path,
-                                                                           monkeypatch):
+def test_url_mirror_is_fetched_in_mirror_layout_before_the_official_source(
+    shared_data, http_dir, tmp_path, monkeypatch
+):
     served, url = http_dir
-    link_from_mirror(shared_data, served, *(f"MNIST/raw/{f}" for f in (
-        "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-        "t10k-labels-idx1-ubyte.gz")))
+    link_from_mirror(
+        shared_data,
+        served,
+        *(
+            f"MNIST/raw/{f}"
+            for f in (
+                "train-images-idx3-ubyte.gz",
+                "train-labels-idx1-ubyte.gz",
+                "t10k-images-idx3-ubyte.gz",
+                "t10k-labels-idx1-ubyte.gz",
+            )
+        ),
+    )
     fakes.point_spec(monkeypatch, "mnist", urls=(dead_url() + "/",))  # the official source would fail
     cache = tmp_path / "cache"
     status = mirrors.fetch_status("mnist", [str(tmp_path / "empty"), url], cache, download=True)
@@ -93,8 +104,7 @@ def test_download_off_says_so(tmp_path):
     assert not status["available"] and "data.download: false" in status["reason"]
 
 
-def test_corrupted_served_file_is_a_checksum_error_naming_file_and_url(shared_data, http_dir, tmp_path,
-                                                                       monkeypatch):
+def test_corrupted_served_file_is_a_checksum_error_naming_file_and_url(shared_data, http_dir, tmp_path, monkeypatch):
     served, url = http_dir
     rel = "UCI/yacht/data.txt"
     link_from_mirror(shared_data, served, *(f"UCI/yacht/{p.name}" for p in (Path(shared_data) / "UCI/yacht").iterdir()))
@@ -112,11 +122,25 @@ def test_fetch_command_fails_on_a_corrupted_file_and_records_a_failed_download(s
     rel = "UCI-classification/magic/magic04.data"
     (served / rel).parent.mkdir(parents=True)
     (served / rel).write_bytes(b"not the magic data\n")
-    ctx = {"mirrors": [url], "cache_dir": str(tmp_path / "cache"), "variants_dir": str(tmp_path / "v"),
-           "download": True}
+    ctx = {
+        "mirrors": [url],
+        "cache_dir": str(tmp_path / "cache"),
+        "variants_dir": str(tmp_path / "v"),
+        "download": True,
+    }
     out = tmp_path / "status" / "magic.json"
-    cmd = [sys.executable, "-m", "reprokit.cell", "fetch", "--dataset", "magic", "--out", str(out),
-           "--context", json.dumps(ctx)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "reprokit.cell",
+        "fetch",
+        "--dataset",
+        "magic",
+        "--out",
+        str(out),
+        "--context",
+        json.dumps(ctx),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode != 0 and "checksum mismatch" in res.stderr and rel in res.stderr
     assert not out.exists()
@@ -136,9 +160,13 @@ def test_nested_config_overrides_are_typed_as_snakemake_delivers_them():
 
     from reprokit.config import load_pipeline_config
 
-    over = parse_config(["data={download: false, mirrors: [http://127.0.0.1:8/m, /tmp/m]}",
-                         "run={checkpoint_every: 100, deterministic: yes}",
-                         "experiments={fig2a: {grid: {seed: [0, 1]}, settings: {lr: 0.01, hidden: [8, 8]}}}"])
+    over = parse_config(
+        [
+            "data={download: false, mirrors: [http://127.0.0.1:8/m, /tmp/m]}",
+            "run={checkpoint_every: 100, deterministic: yes}",
+            "experiments={fig2a: {grid: {seed: [0, 1]}, settings: {lr: 0.01, hidden: [8, 8]}}}",
+        ]
+    )
     assert over["data"]["download"] == "false" and over["run"]["checkpoint_every"] == "100"  # BaseLoader
     cfg = load_pipeline_config(REPO, over)
     assert cfg["data"]["download"] is False and cfg["data"]["mirrors"] == ["http://127.0.0.1:8/m", "/tmp/m"]
@@ -170,8 +198,17 @@ def test_strings_the_schema_types_as_strings_stay_strings():
 
 def test_snakemake_accepts_the_readme_nested_overrides(tmp_path):
     work = make_workdir(tmp_path)
-    res = snakemake(work, "-n", "--config", "data={download: true}", "run={checkpoint_every: 100}", "scale=test",
-                    "--", "results/test/fig2b.csv", timeout=300)
+    res = snakemake(
+        work,
+        "-n",
+        "--config",
+        "data={download: true}",
+        "run={checkpoint_every: 100}",
+        "scale=test",
+        "--",
+        "results/test/fig2b.csv",
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout[-3000:]
 
 
@@ -191,8 +228,17 @@ def _official_sources_unreachable() -> bool:
 # Every dataset the project fetches, then one real cell on each family of them: fetching is what this test is
 # for (whole artefacts are built from the mirror folder by tests/test_artefacts_build.py and
 # tests/test_invariance_tables.py, so building them here again only doubled CI's longest test).
-FETCHED = ("mnist", "fashion_mnist", "cifar10", "tinyimagenet", "uci_yacht", "uci_protein", "spambase", "magic",
-           "cdc_diabetes")
+FETCHED = (
+    "mnist",
+    "fashion_mnist",
+    "cifar10",
+    "tinyimagenet",
+    "uci_yacht",
+    "uci_protein",
+    "spambase",
+    "magic",
+    "cdc_diabetes",
+)
 LOOPBACK_CELLS = [
     "fig3b/dataset~cifar10/rotated~false/method~baseline/n_train~1000/seed~0",
     "fig3c/dataset~tinyimagenet/rotated~false/method~baseline/n_train~48/seed~0",
@@ -206,17 +252,24 @@ LOOPBACK_CELLS = [
 def test_test_scale_cells_from_a_url_mirror_only(shared_data, http_dir, tmp_path):
     served, url = http_dir
     shared = Path(shared_data)
-    rels = [str(p.relative_to(shared)) for sub in ("MNIST", "FashionMNIST", "UCI", "UCI-classification")
-            for p in (shared / sub).rglob("*") if p.is_file()]
+    rels = [
+        str(p.relative_to(shared))
+        for sub in ("MNIST", "FashionMNIST", "UCI", "UCI-classification")
+        for p in (shared / sub).rglob("*")
+        if p.is_file()
+    ]
     link_from_mirror(shared_data, served, *rels)
     # as many examples as the test scale's subsets ask for (CIFAR-10 1000 train, Tiny ImageNet 48)
     sums = fakes.checksums_of(fakes.make_fake_cifar10(served, n_per_batch=200, n_test=60, archive=True))
     tiny = fakes.make_fake_tinyimagenet(served, n_classes=4, n_train_per_class=12, n_val=60, archive=True)
-    checksums = {"cifar-10-python.tar.gz": sums["cifar-10-python.tar.gz"],
-                 **{k: v for k, v in sums.items() if k.startswith("cifar-10-batches-py/")},
-                 "tiny-imagenet-200.zip": tiny["tiny-imagenet-200.zip"]}
-    work = make_workdir(tmp_path, data={"mirrors": [url], "download": True, "cache_dir": "data/cache",
-                                        "checksums": checksums})
+    checksums = {
+        "cifar-10-python.tar.gz": sums["cifar-10-python.tar.gz"],
+        **{k: v for k, v in sums.items() if k.startswith("cifar-10-batches-py/")},
+        "tiny-imagenet-200.zip": tiny["tiny-imagenet-200.zip"],
+    }
+    work = make_workdir(
+        tmp_path, data={"mirrors": [url], "download": True, "cache_dir": "data/cache", "checksums": checksums}
+    )
     targets = [f"data/cache/status/{name}.json" for name in FETCHED]
     targets += [f"results/test/{cell}/metrics.json" for cell in LOOPBACK_CELLS]
     res = snakemake(work, "--cores", "2", *targets, "--config", "scale=test", timeout=1200)
@@ -237,8 +290,16 @@ def test_dead_server_gives_na_rows_with_the_reason_and_the_run_finishes(tmp_path
     if not _official_sources_unreachable():
         pytest.skip("this machine reaches the official sources: a dead mirror would fall back to them")
     work = make_workdir(tmp_path, data={"mirrors": [dead_url()], "download": True})
-    res = snakemake(work, "--cores", "2", "results/test/bali_uci.csv", "results/test/table4_cifar.csv",
-                    "--config", "scale=test", timeout=900)
+    res = snakemake(
+        work,
+        "--cores",
+        "2",
+        "results/test/bali_uci.csv",
+        "results/test/table4_cifar.csv",
+        "--config",
+        "scale=test",
+        timeout=900,
+    )
     assert res.returncode == 0, res.stdout[-4000:]
     import pandas as pd
 

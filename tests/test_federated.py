@@ -19,9 +19,15 @@ from reprokit.plan.federated import FederatedSettings
 
 
 def _settings(method: str, **kw) -> FederatedSettings:
-    return FederatedSettings(dataset="mnist", method=method, n_train=40, seed=0, rounds=4, eval_every=1,
-                             **{"clients_per_round": 2, "batch_size": 8, "aug_samples": 2, "eval_aug_samples": 2,
-                                "n_clients": 4, **kw})
+    return FederatedSettings(
+        dataset="mnist",
+        method=method,
+        n_train=40,
+        seed=0,
+        rounds=4,
+        eval_every=1,
+        **{"clients_per_round": 2, "batch_size": 8, "aug_samples": 2, "eval_aug_samples": 2, "n_clients": 4, **kw},
+    )
 
 
 def _data(n: int = 40, n_clients: int = 4) -> FedData:
@@ -80,8 +86,11 @@ def test_partitioned_client_changes_and_uploads_only_partitions_k_to_c(k):
         assert torch.equal(covered, (m.assign[n] >= k).to(covered.dtype)), n
     n_up = sum(int((a >= k).sum()) for a in m.assign.values())
     n_psi = sum(p.numel() for p in m.hyper.values())
-    assert msg["upload_bytes"] == 4 * (n_up + n_psi) == message_bytes(
-        [v for _, _, v in msg["upload"]] + list(msg["psi_grad"].values()))
+    assert (
+        msg["upload_bytes"]
+        == 4 * (n_up + n_psi)
+        == message_bytes([v for _, _, v in msg["upload"]] + list(msg["psi_grad"].values()))
+    )
     assert msg["upload_bytes"] < m.weight_bytes()
     # a round whose clients are all of chunk k leaves partitions < k of the server bit-identical
     m.train_step(0)
@@ -145,8 +154,7 @@ def test_vmap_clients_give_the_loops_server_weights(method, grad_x, monkeypatch)
         client = torch.tensor([0] * 3 + [1] * 9 + [2] * 17 + [3] * 11)
         runs = {}
         for batching in ("loop", "vmap"):
-            m = _method(method, FedData(x, y, client, x[:16], y[:16], 4), client_batching=batching,
-                        clients_per_round=4)
+            m = _method(method, FedData(x, y, client, x[:16], y[:16], 4), client_batching=batching, clients_per_round=4)
             if method == "partitioned":
                 m.client_chunk = [2, 1, 3, 2]
             outs = [m.train_step(s) for s in range(2)]
@@ -157,8 +165,12 @@ def test_vmap_clients_give_the_loops_server_weights(method, grad_x, monkeypatch)
         for (n, p), q in zip(a.net.state_dict().items(), b.net.state_dict().values()):
             assert p.dtype == torch.float64 or not p.is_floating_point()
             torch.testing.assert_close(p, q, rtol=0, atol=1e-10, msg=n)
-        moved = [n for n, p in a.net.state_dict().items() if p.is_floating_point() and not torch.equal(
-            p, _method(method, FedData(x, y, client, x[:16], y[:16], 4)).net.state_dict()[n])]
+        moved = [
+            n
+            for n, p in a.net.state_dict().items()
+            if p.is_floating_point()
+            and not torch.equal(p, _method(method, FedData(x, y, client, x[:16], y[:16], 4)).net.state_dict()[n])
+        ]
         assert len(moved) >= 10  # the weights (and psi) did move
         assert a.comm == b.comm
         for oa, ob in zip(out_a, out_b):
@@ -182,8 +194,9 @@ def test_partitioned_group_norm_affines_are_per_partition_vectors():
     model = build_model("resnet9_gn", dropout=0.1, learnable_dropout=True)
     g = torch.Generator().manual_seed(0)
     x, y = torch.rand(8, 3, 32, 32, generator=g), torch.randint(0, 10, (8,), generator=g)
-    m = FederatedTraining(FedNet(model, None, 1), FedData(x, y, torch.arange(8) % 2, x[:4], y[:4], 2),
-                          FedConfig.from_settings(st), 0)
+    m = FederatedTraining(
+        FedNet(model, None, 1), FedData(x, y, torch.arange(8) % 2, x[:4], y[:4], 2), FedConfig.from_settings(st), 0
+    )
     norms = [n for n in m.weight_names if ".norm." in n]
     assert norms and set(norms) == set(m.stacked)
     for n in norms:

@@ -54,23 +54,43 @@ def legend_labels(fig) -> set[str]:
 
 def plotted_labels(axes) -> set[str]:
     """The labels of every line drawn with data in `axes`."""
-    return {ln.get_label() for ax in np.ravel(axes) for ln in ax.get_lines()
-            if len(ln.get_xdata()) and not ln.get_label().startswith("_")}
+    return {
+        ln.get_label()
+        for ax in np.ravel(axes)
+        for ln in ax.get_lines()
+        if len(ln.get_xdata()) and not ln.get_label().startswith("_")
+    }
 
 
 # ---------------------------------------------------------------------------------------------- Figs. 5-8
 
+
 def sensitivity_table(chunks: int, cells: dict) -> pd.DataFrame:
     """cells: {(param proportions, chunk proportions): accuracy}."""
-    return pd.DataFrame([{"scale": "quick", "seed": 0, "param_proportions": str(list(p)),
-                          "chunk_proportions": str(list(c)), "status": "completed", "note": "", "test_acc": acc,
-                          "n_steps": 100, "n_train": 60000, "n_test": 1000, "aug_rotation": 0.1}
-                         for (p, c), acc in cells.items()])
+    return pd.DataFrame(
+        [
+            {
+                "scale": "quick",
+                "seed": 0,
+                "param_proportions": str(list(p)),
+                "chunk_proportions": str(list(c)),
+                "status": "completed",
+                "note": "",
+                "test_acc": acc,
+                "n_steps": 100,
+                "n_train": 60000,
+                "n_test": 1000,
+                "aug_rotation": 0.1,
+            }
+            for (p, c), acc in cells.items()
+        ]
+    )
 
 
 def test_sensitivity_heatmaps_put_parameter_proportions_on_x_and_share_one_colour_scale():
-    two = sensitivity_table(2, {((8, 1), (8, 1)): 0.979, ((1, 8), (8, 1)): 0.981,
-                                ((8, 1), (1, 8)): 0.970, ((1, 8), (1, 8)): 0.983})
+    two = sensitivity_table(
+        2, {((8, 1), (8, 1)): 0.979, ((1, 8), (8, 1)): 0.981, ((8, 1), (1, 8)): 0.970, ((1, 8), (1, 8)): 0.983}
+    )
     three = sensitivity_table(3, {((8, 1, 1), (8, 1, 1)): 0.983})
     four = sensitivity_table(4, {((8, 1, 1, 1), (8, 1, 1, 1)): 0.988})
     fig, axes = invariance.sensitivity_figure([two, three, four])
@@ -108,22 +128,44 @@ def test_colour_limits_widen_a_narrow_range_about_its_middle():
 
 # ---------------------------------------------------------------------------------------------- BALI Fig. 2, Fig. 7
 
+
 def cls_frames():
     rows, curves = [], []
     for d in ("spambase", "magic"):
         for m in ("bali", "dropout", "map"):
-            for seed in ((0, 1) if d == "magic" else (0,)):
-                rows.append({"scale": "quick", "dataset": d, "method": m, "seed": seed, "status": "completed",
-                             "note": "", "eval_every": 60, "eval_doubling_until": 60, "eval_samples": 16,
-                             "n_train": 100, "n_test": 20})
+            for seed in (0, 1) if d == "magic" else (0,):
+                rows.append(
+                    {
+                        "scale": "quick",
+                        "dataset": d,
+                        "method": m,
+                        "seed": seed,
+                        "status": "completed",
+                        "note": "",
+                        "eval_every": 60,
+                        "eval_doubling_until": 60,
+                        "eval_samples": 16,
+                        "n_train": 100,
+                        "n_test": 20,
+                    }
+                )
                 for step in (0, 1, 2, 4, 8, 16, 32, 60, 120):
                     # DO and MAP identical: one must still be visible over the other
                     nll = 1.0 / (1 + step) ** (0.5 if m == "bali" else 0.3)
-                    curves.append({"dataset": d, "method": m, "seed": seed, "step": step, "test_nll": nll + 0.1,
-                                   "train_nll": nll})
+                    curves.append(
+                        {"dataset": d, "method": m, "seed": seed, "step": step, "test_nll": nll + 0.1, "train_nll": nll}
+                    )
     for d in ("mnist", "fashion_mnist", "cdc_diabetes"):
-        rows.append({"scale": "quick", "dataset": d, "method": "bali", "seed": 0, "status": "unavailable",
-                     "note": f"dataset unavailable: {d}"})
+        rows.append(
+            {
+                "scale": "quick",
+                "dataset": d,
+                "method": "bali",
+                "seed": 0,
+                "status": "unavailable",
+                "note": f"dataset unavailable: {d}",
+            }
+        )
     return pd.DataFrame(rows), pd.DataFrame(curves)
 
 
@@ -161,8 +203,16 @@ def test_bali_fig7_names_both_variants_and_draws_bali_w_under_bali_l(tmp_path):
     rows = []
     for variant in ("BALI-W", "BALI-L"):
         for step in (0, 1, 2, 4, 8, 60):
-            rows.append({"dataset": "spambase", "variant": variant, "seed": 0, "step": step,
-                         "test_nll": 0.5 / (1 + step), "train_nll": 0.4 / (1 + step)})
+            rows.append(
+                {
+                    "dataset": "spambase",
+                    "variant": variant,
+                    "seed": 0,
+                    "step": step,
+                    "test_nll": 0.5 / (1 + step),
+                    "train_nll": 0.4 / (1 + step),
+                }
+            )
     fig, axes, datasets = bc.variant_figure(pd.DataFrame(rows), {"spambase": "Spambase"})
     assert datasets == ["spambase"]
     assert {"BALI-W test", "BALI-W train", "BALI-L test", "BALI-L train"} <= legend_labels(fig)
@@ -176,15 +226,36 @@ def test_bali_fig7_names_both_variants_and_draws_bali_w_under_bali_l(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- Fig. 10
 
+
 def test_fig10_names_every_method_in_a_legend_clear_of_the_curves(tmp_path):
     cells, curves = [], []
     for n, rounds in ((1250, 40), (5000, 20)):
         for m in ("fedavg", "augerino", "partitioned"):
-            cells.append({"scale": "quick", "rotated": False, "method": m, "n_train": n, "seed": 0,
-                          "status": "completed", "note": "", "n_evaluations_last": 3, "rounds": rounds})
+            cells.append(
+                {
+                    "scale": "quick",
+                    "rotated": False,
+                    "method": m,
+                    "n_train": n,
+                    "seed": 0,
+                    "status": "completed",
+                    "note": "",
+                    "n_evaluations_last": 3,
+                    "rounds": rounds,
+                }
+            )
             for step in range(0, rounds + 1, 5):
-                curves.append({"rotated": False, "method": m, "n_train": n, "seed": 0, "step": step,
-                               "val_acc": 0.1 + step / 100, "comm_bytes": 1e8 * step})
+                curves.append(
+                    {
+                        "rotated": False,
+                        "method": m,
+                        "n_train": n,
+                        "seed": 0,
+                        "step": step,
+                        "val_acc": 0.1 + step / 100,
+                        "comm_bytes": 1e8 * step,
+                    }
+                )
     inputs = write_csvs(tmp_path, {"table4_mnist": pd.DataFrame(cells), "table4_mnist_curves": pd.DataFrame(curves)})
     g = run_notebook("fig10.py", inputs, tmp_path)
     fig, axes = g["fig"], g["axes"]
@@ -197,21 +268,66 @@ def test_fig10_names_every_method_in_a_legend_clear_of_the_curves(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- Fig. 3
 
+
 def fig3_frames(b_rows: bool = True):
     a = []
     for rot in (False, True):
         for m in ("baseline", "partitioned"):
             for n in (1000, 10000):
-                a.append({"scale": "quick", "rotated": rot, "method": m, "n_train": n, "seed": 0,
-                          "status": "completed", "note": "", "test_acc": 0.9, "n_test": 100, "n_steps": 10,
-                          "aug_rotation": 0.5})
-    b = [{"scale": "quick", "rotated": rot, "method": m, "n_train": 1000, "seed": 0, "status": "unavailable",
-          "note": NOTE} for rot in (False, True) for m in ("baseline", "partitioned")] if b_rows else []
+                a.append(
+                    {
+                        "scale": "quick",
+                        "rotated": rot,
+                        "method": m,
+                        "n_train": n,
+                        "seed": 0,
+                        "status": "completed",
+                        "note": "",
+                        "test_acc": 0.9,
+                        "n_test": 100,
+                        "n_steps": 10,
+                        "aug_rotation": 0.5,
+                    }
+                )
+    b = (
+        [
+            {
+                "scale": "quick",
+                "rotated": rot,
+                "method": m,
+                "n_train": 1000,
+                "seed": 0,
+                "status": "unavailable",
+                "note": NOTE,
+            }
+            for rot in (False, True)
+            for m in ("baseline", "partitioned")
+        ]
+        if b_rows
+        else []
+    )
     cols = ["scale", "rotated", "method", "n_train", "seed", "status", "note"]
-    plain = pd.DataFrame([{"scale": "quick", "rotated": False, "method": "augerino", "n_train": 1000, "seed": 0,
-                           "status": "diverged", "note": "", "aug_rotation": np.nan}])
-    return {"fig3a": pd.DataFrame(a), "fig3b": pd.DataFrame(b, columns=cols), "fig3c": pd.DataFrame(columns=cols),
-            "fig3a_augerino_plain": plain, "fig3a_augerino_plain_reg1": plain}
+    plain = pd.DataFrame(
+        [
+            {
+                "scale": "quick",
+                "rotated": False,
+                "method": "augerino",
+                "n_train": 1000,
+                "seed": 0,
+                "status": "diverged",
+                "note": "",
+                "aug_rotation": np.nan,
+            }
+        ]
+    )
+    return {
+        "fig3a": pd.DataFrame(a),
+        "fig3b": pd.DataFrame(b, columns=cols),
+        "fig3c": pd.DataFrame(columns=cols),
+        "fig3a_augerino_plain": plain,
+        "fig3a_augerino_plain_reg1": plain,
+    }
 
 
 def test_fig3_prints_the_na_text_once_a_figure(tmp_path):
@@ -231,8 +347,16 @@ def test_fig3_prints_the_na_text_once_a_figure(tmp_path):
 def test_fig3_points_other_na_panels_to_the_one_text(tmp_path):
     frames = fig3_frames()
     b = frames["fig3b"]
-    ran = {"scale": "quick", "rotated": False, "method": "baseline", "n_train": 1000, "seed": 0, "status": "completed",
-           "note": "", "test_acc": 0.5}
+    ran = {
+        "scale": "quick",
+        "rotated": False,
+        "method": "baseline",
+        "n_train": 1000,
+        "seed": 0,
+        "status": "completed",
+        "note": "",
+        "test_acc": 0.5,
+    }
     frames["fig3b"] = pd.concat([b[b["rotated"]], pd.DataFrame([ran])])  # (b): CIFAR10 ran, RotCIFAR10 did not
     inputs = write_csvs(tmp_path, frames)
     fig = run_notebook("fig3.py", inputs, tmp_path)["fig"]
@@ -243,13 +367,28 @@ def test_fig3_points_other_na_panels_to_the_one_text(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- Fig. 2
 
+
 def test_fig2_titles_describe_and_the_panels_are_labelled(tmp_path):
     a = []
     for m, obj in (("partitioned", "lml"), ("laplace", "laplace_lml")):
         for k in range(1, 31):
-            a.append({"scale": "quick", "method": m, "n_inputs": k, "seed": 0, "status": "completed", "note": "",
-                      obj: -abs(k - 15) - 1.0, "train_acc": 0.9, "test_acc": 0.9, "train_ll": -0.2, "test_ll": -0.3,
-                      "n_train": 300, "n_test": 100})
+            a.append(
+                {
+                    "scale": "quick",
+                    "method": m,
+                    "n_inputs": k,
+                    "seed": 0,
+                    "status": "completed",
+                    "note": "",
+                    obj: -abs(k - 15) - 1.0,
+                    "train_acc": 0.9,
+                    "test_acc": 0.9,
+                    "train_ll": -0.2,
+                    "test_ll": -0.3,
+                    "n_train": 300,
+                    "n_test": 100,
+                }
+            )
     probs = {f"p_keep_{i:02d}": 0.9 for i in range(30)}
     b = pd.DataFrame([{"scale": "quick", "seed": 0, "kept_inputs": "1 2 3", **probs}])
     curves = pd.DataFrame([{"seed": 0, "step": s, **probs} for s in (0, 10, 20)])
@@ -275,15 +414,30 @@ def test_fig2_titles_describe_and_the_panels_are_labelled(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- BALI Figs. 4-6
 
+
 def bbb_rows(dataset: str, task: str):
     from reprokit.data import registry
 
     bundle = registry.load(dataset, seed=0)
     rows = []
     for kl, train_nll in ((1.0, 0.5), (0.01, 0.1)):
-        row = {"scale": "quick", "dataset": dataset, "method": "bbb", "seed": 0, "kl_factor": kl, "task": task,
-               "status": "completed", "note": "", "data_kwargs": json.dumps({"seed": 0}), "n_steps": 10, "lr": 0.001,
-               "prior_sigma": 1.0, "final_samples": 4, "train_nll": train_nll, "test_nll": train_nll + 0.1}
+        row = {
+            "scale": "quick",
+            "dataset": dataset,
+            "method": "bbb",
+            "seed": 0,
+            "kl_factor": kl,
+            "task": task,
+            "status": "completed",
+            "note": "",
+            "data_kwargs": json.dumps({"seed": 0}),
+            "n_steps": 10,
+            "lr": 0.001,
+            "prior_sigma": 1.0,
+            "final_samples": 4,
+            "train_nll": train_nll,
+            "test_nll": train_nll + 0.1,
+        }
         if task == "regression":
             fg = bundle.meta["f_grid"].numpy().ravel()
             row.update(grid_mean=" ".join(f"{v:.4g}" for v in fg), grid_sd=" ".join("0.1" for _ in fg))
@@ -314,6 +468,7 @@ def test_bbb_pages_show_the_training_nll_label_their_axes_and_name_the_likelihoo
 
 
 # ---------------------------------------------------------------------------------------------- footers
+
 
 def test_wrap_note_fits_the_figure_and_footer_room_grows_with_the_lines():
     fig = plt.figure(figsize=(6, 4))

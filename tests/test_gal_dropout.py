@@ -32,8 +32,12 @@ def test_tau_log_likelihood_matches_numpy():
 
 
 def test_select_best_picks_the_highest_validation_ll_first_on_ties():
-    results = [{"p": 0.005, "tau": 0.25, "val_ll": -2.0}, {"p": 0.01, "tau": 0.5, "val_ll": -1.1},
-               {"p": 0.05, "tau": 0.5, "val_ll": -1.1}, {"p": 0.1, "tau": 0.75, "val_ll": float("nan")}]
+    results = [
+        {"p": 0.005, "tau": 0.25, "val_ll": -2.0},
+        {"p": 0.01, "tau": 0.5, "val_ll": -1.1},
+        {"p": 0.05, "tau": 0.5, "val_ll": -1.1},
+        {"p": 0.1, "tau": 0.75, "val_ll": float("nan")},
+    ]
     assert gd.select_best(results) == results[1]
     assert gd.select_best([{"p": 0.1, "tau": 1.0, "val_ll": float("nan")}])["p"] == 0.1
 
@@ -50,8 +54,17 @@ def test_grid_search_picks_the_known_best_tau():
     log-likelihood ~ -1 on validation rows, 1e-4 scores ~ -5.5 whatever the fit (the log tau term) and 1e4
     ~ -1e3 or worse (the error term); the protocol must choose 2 and retrain with it."""
     data = _toy(n_train=120, n_test=40)
-    m = gd.GalDropoutProtocol(data, [16], rates=[0.01], taus=[1e-4, 2.0, 1e4], epochs=150, seed=0, batch_size=32,
-                              predictive_samples=64, eval_samples=8)
+    m = gd.GalDropoutProtocol(
+        data,
+        [16],
+        rates=[0.01],
+        taus=[1e-4, 2.0, 1e4],
+        epochs=150,
+        seed=0,
+        batch_size=32,
+        predictive_samples=64,
+        eval_samples=8,
+    )
     run_loop(m, LoopConfig(n_steps=m.n_steps, eval_every=0))
     lls = [r["val_ll"] for r in m.results]
     assert len(lls) == 3 and int(np.argmax(lls)) == 1, lls
@@ -66,8 +79,18 @@ def test_streamed_scores_equal_scoring_all_passes_at_once(caplog, monkeypatch):
     (7 chunks, the last one short) it must give what the T passes held at once give, and draw the same
     passes (same generator order). A long scoring logs its progress (here: after every chunk)."""
     data = _toy(n_train=60, n_test=20)
-    m = gd.GalDropoutProtocol(data, [8], rates=[0.1], taus=[2.0], epochs=3, seed=0, batch_size=16,
-                              predictive_samples=20, eval_samples=4, sample_chunk=3)
+    m = gd.GalDropoutProtocol(
+        data,
+        [8],
+        rates=[0.1],
+        taus=[2.0],
+        epochs=3,
+        seed=0,
+        batch_size=16,
+        predictive_samples=20,
+        eval_samples=4,
+        sample_chunk=3,
+    )
     run_loop(m, LoopConfig(n_steps=m.n_steps, eval_every=0))
     x, y = data.x_test, data.y_test
     s = m.sample_outputs(x, 20, torch.Generator().manual_seed(5))
@@ -118,8 +141,15 @@ def test_protocol_steps_follow_n_and_batch_size():
     assert m.n_steps == 4 * 9 + 12
     # the plan's count (torch-free, for the cost model) agrees with the method's for the configured grids
     from reprokit.plan.uci_regression import UciDropoutBlock
-    block = UciDropoutBlock(standardize_x=True, standardize_y=True, prior_lengthscale=0.01, lr=1e-3, batch_size=128,
-                            taus={"uci_yacht": [0.25, 0.5, 0.75]})
+
+    block = UciDropoutBlock(
+        standardize_x=True,
+        standardize_y=True,
+        prior_lengthscale=0.01,
+        lr=1e-3,
+        batch_size=128,
+        taus={"uci_yacht": [0.25, 0.5, 0.75]},
+    )
     assert block.total_steps("uci_yacht") == 12 * 8000 + 12000
     # Keras' fit: every row once per epoch, the last batch smaller
     s = EpochSampler(50, 16, torch.Generator().manual_seed(0), keep_last=True)
@@ -133,8 +163,15 @@ def test_weight_reg_is_gals():
 
 def test_resumes_bit_identically_inside_the_grid(tmp_path):
     data = _toy(n_train=40, n_test=10)
-    kw = {"rates": [0.05, 0.1], "taus": [1.0, 5.0], "epochs": 2, "seed": 3, "batch_size": 16, "predictive_samples": 16,
-          "eval_samples": 4}
+    kw = {
+        "rates": [0.05, 0.1],
+        "taus": [1.0, 5.0],
+        "epochs": 2,
+        "seed": 3,
+        "batch_size": 16,
+        "predictive_samples": 16,
+        "eval_samples": 4,
+    }
     ref = gd.GalDropoutProtocol(data, [8], **kw)
     run_loop(ref, LoopConfig(n_steps=ref.n_steps, eval_every=0))
     ckpt = tmp_path / "ckpt.pt"
@@ -150,8 +187,16 @@ def test_resumes_bit_identically_inside_the_grid(tmp_path):
 
 
 def _grid_kw(**kw):
-    return {"rates": [0.0, 0.05, 0.1], "taus": [1.0, 5.0], "epochs": 6, "seed": 3, "batch_size": 32,
-            "predictive_samples": 32, "eval_samples": 4, **kw}
+    return {
+        "rates": [0.0, 0.05, 0.1],
+        "taus": [1.0, 5.0],
+        "epochs": 6,
+        "seed": 3,
+        "batch_size": 32,
+        "predictive_samples": 32,
+        "eval_samples": 4,
+        **kw,
+    }
 
 
 def test_parallel_grid_trains_the_same_networks_as_the_sequential_grid():
@@ -173,8 +218,16 @@ def test_parallel_grid_trains_the_same_networks_as_the_sequential_grid():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     # the plan counts the parallel grid's steps like the method
     from reprokit.plan.uci_regression import UciDropoutBlock
-    block = UciDropoutBlock(standardize_x=True, standardize_y=True, prior_lengthscale=0.01, lr=1e-3, batch_size=128,
-                            taus={"uci_yacht": [0.25, 0.5, 0.75]}, parallel_grid=True)
+
+    block = UciDropoutBlock(
+        standardize_x=True,
+        standardize_y=True,
+        prior_lengthscale=0.01,
+        lr=1e-3,
+        batch_size=128,
+        taus={"uci_yacht": [0.25, 0.5, 0.75]},
+        parallel_grid=True,
+    )
     assert block.total_steps("uci_yacht") == 8000 + 12000
 
 

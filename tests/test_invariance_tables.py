@@ -33,12 +33,33 @@ from reprokit.plan.affine_invariance import PLAN
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "config" / "papers" / "partitioned.yaml"
 
-CIFAR = {"model": "fixup_resnet8", "optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "lr_schedule": "cosine",
-         "weight_decay": 1e-4, "wd_scaling": "sqrt", "augmentation": "augerino", "dataset": "cifar10", "n_train": 48,
-         "batch_size": 12, "n_steps": 4, "lr_cosine_steps": 3, "validation_opt": {"finetune_epochs": 1}, "chunk_proportions": [0.5, 0.5],
-         "eval_every": 2}
-WRN = {**CIFAR, "model": "wrn20_gn", "psi": "feature_extractor", "aug_samples": 1, "eval_aug_samples": 1,
-       "validation_opt": {"finetune_epochs": 0}, "n_steps": 2}
+CIFAR = {
+    "model": "fixup_resnet8",
+    "optimizer": "sgd",
+    "lr": 0.1,
+    "momentum": 0.9,
+    "lr_schedule": "cosine",
+    "weight_decay": 1e-4,
+    "wd_scaling": "sqrt",
+    "augmentation": "augerino",
+    "dataset": "cifar10",
+    "n_train": 48,
+    "batch_size": 12,
+    "n_steps": 4,
+    "lr_cosine_steps": 3,
+    "validation_opt": {"finetune_epochs": 1},
+    "chunk_proportions": [0.5, 0.5],
+    "eval_every": 2,
+}
+WRN = {
+    **CIFAR,
+    "model": "wrn20_gn",
+    "psi": "feature_extractor",
+    "aug_samples": 1,
+    "eval_aug_samples": 1,
+    "validation_opt": {"finetune_epochs": 0},
+    "n_steps": 2,
+}
 
 
 @pytest.fixture
@@ -75,6 +96,7 @@ def test_validation_opt_uses_the_split_of_the_partitioned_cell_with_the_same_pro
 def test_a_diverged_validation_opt_cell_is_nan_in_both_rows_not_a_crash(monkeypatch, tmp_path):
     ctx = fake_image_context(monkeypatch, tmp_path, "cifar10", (3, 32, 32), 48, 20)
     from reprokit.data import registry
+
     load = registry.load
 
     def poisoned(*args, **kw):  # NaN images (the variants read uint8 copies): the first loss is NaN
@@ -157,8 +179,15 @@ def cell_rows(experiment, scale, dataset, entries, **fixed):
     """Aggregate rows: entries = [(coords, status, metrics)]."""
     rows = []
     for coords, status, metrics in entries:
-        row = {"scale": scale, "experiment": experiment, "dataset": dataset, **fixed, **coords, "status": status,
-               "note": f"dataset unavailable: {dataset}" if status == "unavailable" else ""}
+        row = {
+            "scale": scale,
+            "experiment": experiment,
+            "dataset": dataset,
+            **fixed,
+            **coords,
+            "status": status,
+            "note": f"dataset unavailable: {dataset}" if status == "unavailable" else "",
+        }
         if status != "unavailable":
             row.update({"n_steps": 40, "n_test": 100, **metrics})
         rows.append(row)
@@ -185,21 +214,46 @@ def table1_inputs(tmp_path, scale="quick"):
     for rotated in (False, True):
         for seed, acc in enumerate((0.80, 0.82, 0.84)):
             for method in ("baseline", "augerino", "partitioned"):
-                b.append(({"rotated": rotated, "method": method, "n_train": 50000, "seed": seed}, "completed",
-                          {"test_acc": acc}))
-                b.append(({"rotated": rotated, "method": method, "n_train": 1000, "seed": seed}, "completed",
-                          {"test_acc": 0.1}))  # a smaller subset: not Table 1's
+                b.append(
+                    (
+                        {"rotated": rotated, "method": method, "n_train": 50000, "seed": seed},
+                        "completed",
+                        {"test_acc": acc},
+                    )
+                )
+                b.append(
+                    (
+                        {"rotated": rotated, "method": method, "n_train": 1000, "seed": seed},
+                        "completed",
+                        {"test_acc": 0.1},
+                    )
+                )  # a smaller subset: not Table 1's
             # Diff. Laplace: out of memory on one seed (not rotated), diverged on one (rotated)
             status = ("oom" if not rotated else "diverged") if seed == 1 else "completed"
-            b.append(({"rotated": rotated, "method": "diff_laplace", "n_train": 50000, "seed": seed}, status,
-                      {"test_acc": float("nan") if status != "completed" else acc}))
-    c = [({"rotated": r, "method": m, "n_train": 100000, "seed": 0}, "unavailable", {})
-         for r in (False, True) for m in ("baseline", "augerino", "diff_laplace", "partitioned")]
-    r14 = [({"rotated": False, "method": m, "n_train": 50000, "seed": 0}, "completed", {"test_acc": 0.9})
-           for m in ("baseline", "augerino", "diff_laplace", "partitioned")]
-    return write(tmp_path, {"fig3b": cell_rows("fig3b", scale, "cifar10", b),
-                            "fig3c": cell_rows("fig3c", scale, "tinyimagenet", c),
-                            "table1_resnet14": cell_rows("table1_resnet14", scale, "cifar10", r14)})
+            b.append(
+                (
+                    {"rotated": rotated, "method": "diff_laplace", "n_train": 50000, "seed": seed},
+                    status,
+                    {"test_acc": float("nan") if status != "completed" else acc},
+                )
+            )
+    c = [
+        ({"rotated": r, "method": m, "n_train": 100000, "seed": 0}, "unavailable", {})
+        for r in (False, True)
+        for m in ("baseline", "augerino", "diff_laplace", "partitioned")
+    ]
+    r14 = [
+        ({"rotated": False, "method": m, "n_train": 50000, "seed": 0}, "completed", {"test_acc": 0.9})
+        for m in ("baseline", "augerino", "diff_laplace", "partitioned")
+    ]
+    return write(
+        tmp_path,
+        {
+            "fig3b": cell_rows("fig3b", scale, "cifar10", b),
+            "fig3c": cell_rows("fig3c", scale, "tinyimagenet", c),
+            "table1_resnet14": cell_rows("table1_resnet14", scale, "cifar10", r14),
+        },
+    )
 
 
 def test_table1_notebook_ours_next_to_the_cited_paper_with_oom_nan_and_na(tmp_path):
@@ -218,7 +272,11 @@ def test_table1_notebook_ours_next_to_the_cited_paper_with_oom_nan_and_na(tmp_pa
     assert (ours.loc[("TinyImagenet", "ResNet-50 GN"), list(ns["METHODS"].values())] == "n/a").all()  # unavailable
     # the paper's numbers, in their own rows, cited
     assert list(cited.loc[1, ["Baseline", "Augerino", "Diff. Laplace", "Partitioned"]]) == [
-        "74.1 ± 0.5", "79.0 ± 1.0", "84.2 ± 0.8", "86.1 ± 0.4"]
+        "74.1 ± 0.5",
+        "79.0 ± 1.0",
+        "84.2 ± 0.8",
+        "86.1 ± 0.4",
+    ]
     assert cited.loc[3, "Diff. Laplace"] == "OOM" and cited.loc[4, "Partitioned"] == "48.6 ± 0.0"
     tex = out.read_text()
     assert "paper (cited)" in tex and "Mlodozeniec, Reisser, Louizos (ICLR 2023), Table 1" in tex
@@ -231,13 +289,25 @@ def table2_inputs(tmp_path, scale="quick"):
     for props in ([0.3, 0.7], [0.9, 0.1]):
         for seed in (0, 1):
             crashed = props == [0.3, 0.7] and seed == 1
-            entries.append(({"method": "partitioned", "chunk_proportions": str(props), "seed": seed}, "completed",
-                            {"test_acc": 0.83, "lr_cosine_steps": 30}))
-            entries.append(({"method": "validation_opt", "chunk_proportions": str(props), "seed": seed},
-                            "diverged" if crashed else "completed",
-                            {"test_acc": float("nan") if crashed else 0.8 + 0.01 * seed,
-                             "finetune_test_acc": float("nan") if crashed else 0.9, "finetune_steps": 16,
-                             "lr_cosine_steps": 30}))
+            entries.append(
+                (
+                    {"method": "partitioned", "chunk_proportions": str(props), "seed": seed},
+                    "completed",
+                    {"test_acc": 0.83, "lr_cosine_steps": 30},
+                )
+            )
+            entries.append(
+                (
+                    {"method": "validation_opt", "chunk_proportions": str(props), "seed": seed},
+                    "diverged" if crashed else "completed",
+                    {
+                        "test_acc": float("nan") if crashed else 0.8 + 0.01 * seed,
+                        "finetune_test_acc": float("nan") if crashed else 0.9,
+                        "finetune_steps": 16,
+                        "lr_cosine_steps": 30,
+                    },
+                )
+            )
     df = cell_rows("table2_valopt", scale, "cifar10", entries, rotated=False, n_train=20000)
     return write(tmp_path, {"table2_valopt": df})
 
@@ -265,13 +335,22 @@ def test_table2_notebook_nan_for_a_crashed_run_and_finetune_from_the_same_cells(
 
 
 def test_table3_notebook_and_the_test_scale_mark(tmp_path):
-    entries = [({"method": "validation_opt", "seed": s}, "completed", {"test_acc": 0.6, "split_sizes": "[45000, 5000]"})
-               for s in (0, 1)]
-    entries += [({"method": "partitioned", "seed": s}, "completed", {"test_acc": 0.87 + 0.01 * s,
-                                                                     "chunk_sizes": "[5000, 40000, 5000]"})
-                for s in (0, 1)]
-    inputs = write(tmp_path, {"table3_features": cell_rows("table3_features", "test", "cifar10", entries,
-                                                           rotated=False, n_train=50000)})
+    entries = [
+        ({"method": "validation_opt", "seed": s}, "completed", {"test_acc": 0.6, "split_sizes": "[45000, 5000]"})
+        for s in (0, 1)
+    ]
+    entries += [
+        (
+            {"method": "partitioned", "seed": s},
+            "completed",
+            {"test_acc": 0.87 + 0.01 * s, "chunk_sizes": "[5000, 40000, 5000]"},
+        )
+        for s in (0, 1)
+    ]
+    inputs = write(
+        tmp_path,
+        {"table3_features": cell_rows("table3_features", "test", "cifar10", entries, rotated=False, n_train=50000)},
+    )
     out = tmp_path / "table3.tex"
     ns = run_notebook("table3.py", inputs, {"tex": str(out)}, "test")
     t = ns["table"].set_index("Method")
@@ -306,8 +385,9 @@ def fake_data_workdir(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_tables_2_and_3_build_at_test_scale_from_fake_cifar(tmp_path, shared_data):
     work = fake_data_workdir(tmp_path)
-    res = snakemake(work, "--cores", "2", "figures/table2.tex", "figures/table3.tex", "--config", "scale=test",
-                    timeout=1500)
+    res = snakemake(
+        work, "--cores", "2", "figures/table2.tex", "figures/table3.tex", "--config", "scale=test", timeout=1500
+    )
     assert res.returncode == 0, res.stdout[-4000:]
     for name in ("table2", "table3"):
         tex = (work / "figures" / f"{name}.tex").read_text()

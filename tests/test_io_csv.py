@@ -9,9 +9,11 @@ from reprokit.io import rows_csv
 
 
 def test_rows_csv_reads_back_as_the_rows_frame(tmp_path):
-    rows = [{"step": 0, "test_acc": 0.1, "loss": math.nan},
-            {"step": 200, "test_acc": 0.9340000152587891, "loss": 0.058314159512519836, "mask_p": 0.25},
-            {"step": 400, "test_acc": 1e-12, "loss": -3.5, "status": "ok, \"quoted\""}]
+    rows = [
+        {"step": 0, "test_acc": 0.1, "loss": math.nan},
+        {"step": 200, "test_acc": 0.9340000152587891, "loss": 0.058314159512519836, "mask_p": 0.25},
+        {"step": 400, "test_acc": 1e-12, "loss": -3.5, "status": 'ok, "quoted"'},
+    ]
     (tmp_path / "c.csv").write_text(rows_csv(rows))
     got = pd.read_csv(tmp_path / "c.csv")
     want = pd.DataFrame(rows)

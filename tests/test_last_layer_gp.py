@@ -25,8 +25,14 @@ from reprokit.models.mnist_cnn import MnistCNN
 
 def _features(seed: int = 0, size: int = 16, dim: int = 8) -> nn.Module:
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(4 * (size // 2) ** 2, dim), nn.Tanh())
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(4 * (size // 2) ** 2, dim),
+        nn.Tanh(),
+    )
 
 
 def _blobs(n: int, size: int = 16, seed: int = 0) -> torch.Tensor:
@@ -111,8 +117,15 @@ def _toy_data(n_train: int = 64, n_test: int = 200) -> TaskData:
 def _method(data: TaskData, init: float = 0.05, head: nn.Module | None = None, **cfg) -> LastLayerGPTraining:
     settings = dict(n_inducing=16, orbit_size=4, eval_orbit_size=4, likelihood_samples=4, eval_likelihood_samples=8)
     settings.update(cfg)
-    return LastLayerGPTraining(_features(), SchwobelAffine(init), data, OptimConfig(batch_size=16),
-                               LastLayerGPConfig(**settings), seed=0, head=head)
+    return LastLayerGPTraining(
+        _features(),
+        SchwobelAffine(init),
+        data,
+        OptimConfig(batch_size=16),
+        LastLayerGPConfig(**settings),
+        seed=0,
+        head=head,
+    )
 
 
 def _staged(data: TaskData, **cfg) -> LastLayerGPTraining:
@@ -170,8 +183,9 @@ def test_resume_across_the_stage_boundaries_is_bit_identical():
 def test_elbo_gradients_reach_the_augmentation_the_cnn_and_the_gp():
     m = _method(_toy_data(), init=0.0)
     idx = torch.arange(16)
-    elbo, _, _ = m.elbo(m.data.x_train[idx], m.data.y_train[idx], torch.Generator().manual_seed(0),
-                        torch.Generator().manual_seed(1))
+    elbo, _, _ = m.elbo(
+        m.data.x_train[idx], m.data.y_train[idx], torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
+    )
     (-elbo).backward()
     assert m.augmentation.maxima.grad is not None and (m.augmentation.maxima.grad.abs() > 0).all()
     assert m.model.features[0].weight.grad.abs().sum() > 0
@@ -192,10 +206,16 @@ def test_learns_the_rotation_invariance_of_a_toy_task():
     """Two classes (bar / cross at a uniformly random orientation), 32 training images, fixed pixel features
     (van der Wilk et al.'s setting): the ELBO widens the rotation range (to ~pi/2, the cross's symmetry)."""
     data = _toy_data(n_train=32)
-    m = LastLayerGPTraining(nn.Sequential(nn.AvgPool2d(2), nn.Flatten()), SchwobelAffine({"rotation": 0.05}), data,
-                            OptimConfig(batch_size=16),
-                            LastLayerGPConfig(n_inducing=16, orbit_size=8, likelihood_samples=4,
-                                              eval_likelihood_samples=8, aug_lr=0.02, gp_lr=0.02), seed=0)
+    m = LastLayerGPTraining(
+        nn.Sequential(nn.AvgPool2d(2), nn.Flatten()),
+        SchwobelAffine({"rotation": 0.05}),
+        data,
+        OptimConfig(batch_size=16),
+        LastLayerGPConfig(
+            n_inducing=16, orbit_size=8, likelihood_samples=4, eval_likelihood_samples=8, aug_lr=0.02, gp_lr=0.02
+        ),
+        seed=0,
+    )
     assert m.opt is None  # no trainable feature weights: no network optimiser
     for step in range(80):
         assert math.isfinite(m.train_step(step)["loss"])

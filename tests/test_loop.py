@@ -121,7 +121,9 @@ def _bad_numpy_state(path):
     torch.save(ckpt, path)
 
 
-@pytest.mark.parametrize("spoil", [_truncated, _garbage, _without_curve, _method_state_without_sampler, _bad_numpy_state])
+@pytest.mark.parametrize(
+    "spoil", [_truncated, _garbage, _without_curve, _method_state_without_sampler, _bad_numpy_state]
+)
 def test_an_unreadable_checkpoint_is_moved_aside_and_the_run_starts_afresh(tmp_path, caplog, spoil):
     """The run ends as an uninterrupted one would: whatever was loaded before the error is undone."""
     ref = ToyRegression()

@@ -34,9 +34,13 @@ from reprokit.runtime import generator as make_generator
 
 def tiny_task(n=60, n_test=20, shape=(1, 8, 8), classes=3, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return TaskData(torch.rand(n, *shape, generator=g), torch.randint(0, classes, (n,), generator=g),
-                    torch.rand(n_test, *shape, generator=g), torch.randint(0, classes, (n_test,), generator=g),
-                    n_classes=classes)
+    return TaskData(
+        torch.rand(n, *shape, generator=g),
+        torch.randint(0, classes, (n,), generator=g),
+        torch.rand(n_test, *shape, generator=g),
+        torch.randint(0, classes, (n_test,), generator=g),
+        n_classes=classes,
+    )
 
 
 def mlp(in_features=64, classes=3):
@@ -87,8 +91,9 @@ def test_ensemble_hyper_step_moves_psi_not_networks():
     aug = SchwobelAffine(0.1)
     gen = make_generator(0)
     nets = [SeededAugmentedModel(mlp(784), aug, 2, gen) for _ in range(3)]
-    m = PartitionedEnsembleTraining(nets, list(aug.parameters()), data, chunk_ids(), OptimConfig(batch_size=8), 5,
-                                    seed=0, hyper_lr=0.05)
+    m = PartitionedEnsembleTraining(
+        nets, list(aug.parameters()), data, chunk_ids(), OptimConfig(batch_size=8), 5, seed=0, hyper_lr=0.05
+    )
     before = [copy.deepcopy(n.model.state_dict()) for n in nets]
     psi = aug.maxima.detach().clone()
     m.hyper_step()
@@ -168,8 +173,9 @@ def _ens(seed_init):
     aug = SchwobelAffine(0.05)
     gen = make_generator(7)
     nets = [SeededAugmentedModel(mlp(784), aug, 2, gen) for _ in range(3)]
-    return PartitionedEnsembleTraining(nets, list(aug.parameters()), data, chunk_ids(), OptimConfig(batch_size=8),
-                                       8, seed=0, hyper_lr=0.01)
+    return PartitionedEnsembleTraining(
+        nets, list(aug.parameters()), data, chunk_ids(), OptimConfig(batch_size=8), 8, seed=0, hyper_lr=0.01
+    )
 
 
 def _augerino(seed_init):
@@ -223,15 +229,29 @@ def fake_mnist(monkeypatch, tmp_path):
     return fake_image_context(monkeypatch, tmp_path, "mnist", (1, 28, 28), 120, 30)
 
 
-SETTINGS = dict(model="mnist_cnn", lr=1e-3, batch_size=8, n_steps=2, eval_every=1, aug_samples=2, eval_aug_samples=2,
-                hyper_lr=1e-3, augmentation="schwobel", chunk_proportions=[8, 1, 1], n_test=None, dataset="mnist",
-                n_train=60, rotated=False)
+SETTINGS = dict(
+    model="mnist_cnn",
+    lr=1e-3,
+    batch_size=8,
+    n_steps=2,
+    eval_every=1,
+    aug_samples=2,
+    eval_aug_samples=2,
+    hyper_lr=1e-3,
+    augmentation="schwobel",
+    chunk_proportions=[8, 1, 1],
+    n_test=None,
+    dataset="mnist",
+    n_train=60,
+    rotated=False,
+)
 
 
 def make_cell(ctx, method, extra=None, **coords):
     settings = {**SETTINGS, **(extra or {})}
-    cell = Cell("test", "t", tuple({"method": method, "seed": 0, **coords}.items()), settings, "affine_invariance",
-                ("mnist",))
+    cell = Cell(
+        "test", "t", tuple({"method": method, "seed": 0, **coords}.items()), settings, "affine_invariance", ("mnist",)
+    )
     for name, (ds, fn) in PLAN.required_variants(cell).items():
         path = variant_path(ctx.variants_dir, ds, fn)
         if not path.exists():
@@ -241,13 +261,15 @@ def make_cell(ctx, method, extra=None, **coords):
     return cell
 
 
-SMALL = {"diff_laplace": {"diff_laplace": {"marglik_every": 1, "n_aug_marglik": 2}},  # the defaults are paper scale
-         "last_layer_ml": {"last_layer_ml": {"n_inducing": 8, "orbit_size": 2, "lik_samples": 2,
-                                             "eval_lik_samples": 2}}}
+SMALL = {
+    "diff_laplace": {"diff_laplace": {"marglik_every": 1, "n_aug_marglik": 2}},  # the defaults are paper scale
+    "last_layer_ml": {"last_layer_ml": {"n_inducing": 8, "orbit_size": 2, "lik_samples": 2, "eval_lik_samples": 2}},
+}
 
 
-@pytest.mark.parametrize("method", ["baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned",
-                                    "partitioned_ens", "random"])
+@pytest.mark.parametrize(
+    "method", ["baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned", "partitioned_ens", "random"]
+)
 def test_every_method_runs_and_reports_ranges(fake_mnist, tmp_path, method):
     extra = SMALL.get(method)
     cell = make_cell(fake_mnist, method, sample=3) if method == "random" else make_cell(fake_mnist, method, extra)
@@ -283,17 +305,27 @@ def test_retrain_cell_uses_the_found_ranges(fake_mnist, tmp_path):
 
 def test_retrain_of_a_diverged_source_is_nan_not_a_crash(fake_mnist, tmp_path):
     src = tmp_path / "metrics.json"
-    src.write_text(json.dumps({"status": "diverged", "metrics": {f"aug_{n}": float("nan") for n in SchwobelAffine.names}}))
+    src.write_text(
+        json.dumps({"status": "diverged", "metrics": {f"aug_{n}": float("nan") for n in SchwobelAffine.names}})
+    )
     cell = make_cell(fake_mnist, "retrain", {"source_experiment": "x", "_inputs": {"found": str(src)}})
     record = run_cell(cell, fake_mnist, tmp_path / "out", None)
     assert record["status"] == "diverged" and math.isnan(record["metrics"]["test_acc"])
 
 
 def test_required_cells_point_retrain_at_its_source():
-    coords = (("dataset", "mnist"), ("rotated", True), ("method", "retrain"), ("param_proportions", [8, 1]),
-              ("chunk_proportions", [1, 8]), ("seed", 1))
-    cell = Cell("quick", "retrain_x", coords, {**SETTINGS, "source_experiment": "sens_x"}, "affine_invariance", ("mnist",))
-    (name, (exp, src)), = PLAN.required_cells(cell).items()
+    coords = (
+        ("dataset", "mnist"),
+        ("rotated", True),
+        ("method", "retrain"),
+        ("param_proportions", [8, 1]),
+        ("chunk_proportions", [1, 8]),
+        ("seed", 1),
+    )
+    cell = Cell(
+        "quick", "retrain_x", coords, {**SETTINGS, "source_experiment": "sens_x"}, "affine_invariance", ("mnist",)
+    )
+    ((name, (exp, src)),) = PLAN.required_cells(cell).items()
     assert name == "found" and exp == "sens_x"
     assert src == {**dict(coords), "method": "partitioned"}
     other = Cell("quick", "x", (("method", "partitioned"), ("seed", 0)), SETTINGS, "affine_invariance", ("mnist",))
@@ -306,8 +338,14 @@ def test_random_ranges_are_in_range_and_fixed_per_sample():
     names = SchwobelAffine.names
     draws = []
     for sample in range(50):
-        cell = Cell("test", "t", (("method", "random"), ("sample", sample), ("seed", 0)),
-                    {**SETTINGS, "random_ranges": {"rotation": math.pi, "default": 0.5}}, "affine_invariance", ("mnist",))
+        cell = Cell(
+            "test",
+            "t",
+            (("method", "random"), ("sample", sample), ("seed", 0)),
+            {**SETTINGS, "random_ranges": {"rotation": math.pi, "default": 0.5}},
+            "affine_invariance",
+            ("mnist",),
+        )
         st = PLAN.settings(cell)
         r = affine_invariance.random_ranges(st, names)
         assert r == affine_invariance.random_ranges(st, names)
@@ -320,9 +358,22 @@ def test_cifar_settings_of_fig3b_build_and_run(monkeypatch, tmp_path):
     """Fig. 3b/3c cells are n/a here (no data); their settings (fixup ResNet, SGD + cosine, sqrt weight
     decay scaling, Immer et al. generators) still build and train on a fake CIFAR-shaped set."""
     ctx = fake_image_context(monkeypatch, tmp_path, "cifar10", (3, 32, 32), 40, 20)
-    extra = dict(model="fixup_resnet8", optimizer="sgd", lr=0.1, momentum=0.9, lr_schedule="cosine",
-                 weight_decay=1e-4, wd_scaling="sqrt", augmentation="immer", n_train=40, dataset="cifar10",
-                 rotated=True, rotation_seed=0, n_steps=2, rotated_steps_factor=2)
+    extra = dict(
+        model="fixup_resnet8",
+        optimizer="sgd",
+        lr=0.1,
+        momentum=0.9,
+        lr_schedule="cosine",
+        weight_decay=1e-4,
+        wd_scaling="sqrt",
+        augmentation="immer",
+        n_train=40,
+        dataset="cifar10",
+        rotated=True,
+        rotation_seed=0,
+        n_steps=2,
+        rotated_steps_factor=2,
+    )
     cell = make_cell(ctx, "partitioned", extra)
     record = run_cell(cell, ctx, tmp_path / "out", None)
     assert record["status"] == "completed" and record["steps"] == 4  # doubled for rotated data

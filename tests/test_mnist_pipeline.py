@@ -32,8 +32,13 @@ def test_retrain_cell_depends_on_its_source_cell(tmp_path):
     coords = "dataset~mnist/rotated~true/method~{}/param_proportions~1-8/chunk_proportions~8-1/seed~0"
     target = f"results/test/retrain_rotmnist_c2/{coords.format('retrain')}/metrics.json"
     source = f"results/test/sens_rotmnist_c2/{coords.format('partitioned')}/metrics.json"
-    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", target, "--config", "scale=test"],
-                         cwd=work, capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-p", target, "--config", "scale=test"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     jobs = {out: job for job in dry_run_jobs(res.stdout) for out in job["output"]}
     assert jobs[source]["rule"] == "cell"  # the source cell is a job of this run ...

@@ -53,7 +53,15 @@ def test_describe_architecture_mnist_cnn_matches_table9():
     m = MnistCNN()
     rows = describe_architecture(m, input_shape=(1, 28, 28))
     assert [(r["layer"], r["spec"]) for r in rows] == TABLE9
-    assert [r["output_shape"] for r in rows] == [(20, 28, 28), (20, 14, 14), (50, 14, 14), (50, 7, 7), (500,), (50,), (10,)]
+    assert [r["output_shape"] for r in rows] == [
+        (20, 28, 28),
+        (20, 14, 14),
+        (50, 14, 14),
+        (50, 7, 7),
+        (500,),
+        (50,),
+        (10,),
+    ]
     assert sum(r["params"] for r in rows) == n_params(m)
     assert [r["name"] for r in rows] == ["conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3"]
     # without input shape: no shapes, and the model's mode is untouched
@@ -162,7 +170,7 @@ def test_fixup_init_scaling():
     L = 6  # residual branches; m = 2 layers per branch -> factor L^{-1/(2m-2)} = L^{-1/2}
     blk = net.layer3[1]
     w = blk.conv1.weight
-    target = math.sqrt(2.0 / (w.shape[0] * 9)) * L ** -0.5
+    target = math.sqrt(2.0 / (w.shape[0] * 9)) * L**-0.5
     assert float(w.detach().std()) == pytest.approx(target, rel=0.05)
     assert all(torch.count_nonzero(b.conv2.weight) == 0 for b in net.blocks())
     assert torch.count_nonzero(net.fc.weight) == 0 and torch.count_nonzero(net.fc.bias) == 0
@@ -232,11 +240,15 @@ def test_resnet9_gn_count_dropout_slots_and_shapes():
     net = ResNet9GN()
     gn = lambda c: 2 * c  # noqa: E731
     expected = (
-        conv(3, 64, 3) + gn(64)
-        + conv(64, 128, 3) + gn(128)
+        conv(3, 64, 3)
+        + gn(64)
+        + conv(64, 128, 3)
+        + gn(128)
         + 2 * (conv(128, 128, 3) + gn(128))
-        + conv(128, 256, 3) + gn(256)
-        + conv(256, 512, 3) + gn(512)
+        + conv(128, 256, 3)
+        + gn(256)
+        + conv(256, 512, 3)
+        + gn(512)
         + 2 * (conv(512, 512, 3) + gn(512))
         + fc(512, 10)
     )
@@ -278,4 +290,8 @@ def test_registry_mlp():
     assert m(torch.randn(5, 30)).shape == (5, 2)
     assert n_params(m) == fc(30, 256) + fc(256, 256) + fc(256, 2)
     rows = describe_architecture(m)
-    assert [r["spec"] for r in rows] == ["units=256, activation=GELU", "units=256, activation=GELU", "units=2, activation=Softmax"]
+    assert [r["spec"] for r in rows] == [
+        "units=256, activation=GELU",
+        "units=256, activation=GELU",
+        "units=2, activation=Softmax",
+    ]

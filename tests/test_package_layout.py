@@ -55,7 +55,7 @@ def _cycle(graph: dict[str, set[str]], within: str) -> list[str] | None:
         stack.append(m)
         for n in sorted(graph[m] & nodes):
             if state.get(n) == 1:
-                return stack[stack.index(n):] + [n]
+                return stack[stack.index(n) :] + [n]
             if n not in state:
                 found = visit(n)
                 if found:
@@ -82,9 +82,11 @@ def test_report_modules_import_each_other_without_a_loop():
     assert cycle is None, " -> ".join(cycle)
 
 
-@pytest.mark.parametrize("module", sorted(
-    _module_name(p) for p in (SRC / "report").glob("*.py")) + ["reprokit.plan", "reprokit.plan.job", "reprokit.config",
-                                                             "reprokit.budget"])
+@pytest.mark.parametrize(
+    "module",
+    sorted(_module_name(p) for p in (SRC / "report").glob("*.py"))
+    + ["reprokit.plan", "reprokit.plan.job", "reprokit.config", "reprokit.budget"],
+)
 def test_module_imports_no_torch(module):
     code = f"import sys, {module}; print('torch' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
@@ -93,8 +95,10 @@ def test_module_imports_no_torch(module):
 
 
 # notebooks that draw the library itself, not results: they need it, torch included
-LIBRARY_FIGURES = {"fig4.py": "the masks of a real partitioned nn.Linear (reprokit.partition.partition)",
-                   "table9.py": "the CNN's layers, read from the model definition (reprokit.models.registry)"}
+LIBRARY_FIGURES = {
+    "fig4.py": "the masks of a real partitioned nn.Linear (reprokit.partition.partition)",
+    "table9.py": "the CNN's layers, read from the model definition (reprokit.models.registry)",
+}
 
 
 def test_artefact_notebooks_import_only_torch_free_package_code():
@@ -108,13 +112,15 @@ def test_artefact_notebooks_import_only_torch_free_package_code():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("reprokit"):
                 wanted.append((nb.name, node.module))
     assert wanted
-    code = ("import importlib, sys, json\n"
-            f"for nb, mod in {wanted!r}:\n"
-            "    importlib.import_module(mod)\n"
-            "    if 'torch' in sys.modules:\n"
-            "        print('TORCH', nb, mod); break\n"
-            "else:\n"
-            "    print('CLEAN')\n")
+    code = (
+        "import importlib, sys, json\n"
+        f"for nb, mod in {wanted!r}:\n"
+        "    importlib.import_module(mod)\n"
+        "    if 'torch' in sys.modules:\n"
+        "        print('TORCH', nb, mod); break\n"
+        "else:\n"
+        "    print('CLEAN')\n"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert res.returncode == 0, res.stderr[-1500:]
     assert res.stdout.strip() == "CLEAN", res.stdout
@@ -129,8 +135,13 @@ PIPELINE = ("config", "plan", "builders", "cell", "loop", "budget", "report")
 def _library_imports_of_pipeline(graph) -> list[str]:
     lib = tuple(f"reprokit.{d}" for d in LIBRARY)
     pipe = tuple(f"reprokit.{d}" for d in PIPELINE)
-    return sorted(f"{m} -> {i}" for m, deps in graph.items() if m.startswith(lib)
-                  for i in deps if any(i == p or i.startswith(p + ".") for p in pipe))
+    return sorted(
+        f"{m} -> {i}"
+        for m, deps in graph.items()
+        if m.startswith(lib)
+        for i in deps
+        if any(i == p or i.startswith(p + ".") for p in pipe)
+    )
 
 
 def test_library_folders_import_no_pipeline_stage():
@@ -140,6 +151,9 @@ def test_library_folders_import_no_pipeline_stage():
 
 
 def test_the_layering_check_sees_a_library_module_importing_the_plan():
-    planted = {"reprokit.methods.x": {"reprokit.plan.uci_regression"}, "reprokit.plan.uci_regression": set(),
-               "reprokit.bali.y": {"reprokit.data.task", "reprokit.metrics"}}
+    planted = {
+        "reprokit.methods.x": {"reprokit.plan.uci_regression"},
+        "reprokit.plan.uci_regression": set(),
+        "reprokit.bali.y": {"reprokit.data.task", "reprokit.metrics"},
+    }
     assert _library_imports_of_pipeline(planted) == ["reprokit.methods.x -> reprokit.plan.uci_regression"]

@@ -19,8 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cost(i, minutes, device="gpu", experiment="e", shared=None):
-    return CellCost(f"paper/{experiment}/c~{i}", experiment, device, minutes * 60, minutes * 60, 100.0,
-                    shared or {})
+    return CellCost(f"paper/{experiment}/c~{i}", experiment, device, minutes * 60, minutes * 60, 100.0, shared or {})
 
 
 def test_long_cells_stay_alone_and_short_ones_fill_jobs_of_30_to_120_minutes():
@@ -58,7 +57,9 @@ def test_gpu_and_cpu_cells_never_share_a_job_and_cpu_cells_run_side_by_side():
 
 def test_measured_sharing_rows_shorten_a_gpu_job():
     plain = plan([cost(i, 3) for i in range(20)], Settings(cells_per_gpu=4))
-    shared = plan([cost(i, 3, shared={4: 6 * 60}) for i in range(20)], Settings(cells_per_gpu=4))  # 4 at once: 6 min each
+    shared = plan(
+        [cost(i, 3, shared={4: 6 * 60}) for i in range(20)], Settings(cells_per_gpu=4)
+    )  # 4 at once: 6 min each
     assert sum(j.wall_s for j in shared) == pytest.approx(sum(j.wall_s for j in plain) - 20 * 1.5 * 60)
 
 
@@ -118,8 +119,15 @@ def _in(tmp, job):
 
 
 def _runner(argv, pack, env):
-    return subprocess.run([sys.executable, "-m", "reprokit.packing", "run", "--pack", pack, *argv], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "reprokit.packing", "run", "--pack", pack, *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.mark.slow
@@ -141,11 +149,19 @@ def test_runner_in_a_slurm_job_runs_the_group_and_the_others_install_their_resul
         assert not Path(e["out"], "metrics.json").exists()
         assert Path(e["checkpoint"]).parent.joinpath("packed", "metrics.json").exists()
     second = _runner(entries[1]["argv"], str(manifest), env)
-    assert second.returncode == 0 and "finished earlier in SLURM job 4242 of this run" in second.stderr, second.stderr[-2000:]
+    assert second.returncode == 0 and "finished earlier in SLURM job 4242 of this run" in second.stderr, second.stderr[
+        -2000:
+    ]
     got = json.loads(Path(entries[1]["out"], "metrics.json").read_text())
     # the same cell run on its own gives the same metrics
-    alone = subprocess.run([sys.executable, "-m", "reprokit.cell", "run", *_in(tmp_path / "alone", jobs[1])[0]],
-                           cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    alone = subprocess.run(
+        [sys.executable, "-m", "reprokit.cell", "run", *_in(tmp_path / "alone", jobs[1])[0]],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert alone.returncode == 0, alone.stderr[-2000:]
     ref = json.loads(Path(_in(tmp_path / "alone", jobs[1])[1], "metrics.json").read_text())
     assert got["metrics"] == ref["metrics"]
@@ -170,6 +186,12 @@ def test_runner_outside_slurm_or_alone_is_the_plain_cell_command(tmp_path):
 
 
 def test_packing_imports_no_torch():
-    res = subprocess.run([sys.executable, "-c", "import sys, reprokit.packing; print('torch' in sys.modules)"],
-                         cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", "import sys, reprokit.packing; print('torch' in sys.modules)"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert res.returncode == 0 and res.stdout.strip() == "False", res.stderr[-1000:]

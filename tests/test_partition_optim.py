@@ -33,14 +33,21 @@ def train(pm, opt, ks):
 
 def snapshot(opt):
     """State of every parameter, with state tensors in the parameter's own shape."""
-    return {id(p): {key: opt.state_in_param_layout(p, key).clone() for key in opt.state[p]}
-            for g in opt.param_groups for p in g["params"]}
+    return {
+        id(p): {key: opt.state_in_param_layout(p, key).clone() for key in opt.state[p]}
+        for g in opt.param_groups
+        for p in g["params"]
+    }
 
 
 OPTS = [
     ("sgd", lambda pm: PartitionedSGD(pm, lr=0.05, momentum=0.9, weight_decay=1e-2, chunk_sizes=[5, 3, 2])),
-    ("nesterov", lambda pm: PartitionedSGD(pm, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-2,
-                                           chunk_sizes=[5, 3, 2], wd_scaling="sqrt")),
+    (
+        "nesterov",
+        lambda pm: PartitionedSGD(
+            pm, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-2, chunk_sizes=[5, 3, 2], wd_scaling="sqrt"
+        ),
+    ),
     ("adam", lambda pm: PartitionedAdam(pm, lr=0.01, weight_decay=1e-2, chunk_sizes=[5, 3, 2])),
 ]
 
@@ -113,8 +120,9 @@ def test_single_partition_matches_torch_exactly(kind):
     else:
         nest = kind == "nesterov"
         opt = PartitionedSGD(pm, lr=0.05, momentum=0.9, nesterov=nest, weight_decay=1e-2, chunk_sizes=[100])
-        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9, nesterov=nest, weight_decay=1e-2,
-                                  foreach=False)
+        ref_opt = torch.optim.SGD(
+            ref.parameters(), lr=0.05, momentum=0.9, nesterov=nest, weight_decay=1e-2, foreach=False
+        )
     scheds = [torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=8) for o in (opt, ref_opt)]
     for _ in range(8):
         for o, m, s in ((opt, pm, scheds[0]), (ref_opt, ref, scheds[1])):

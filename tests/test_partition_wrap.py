@@ -151,8 +151,11 @@ def test_node_scheme_matches_explicit_element_masks():
             rows = a.reshape(a.shape[0], -1)
             assert (rows == rows[:, :1]).all(), name
     # same weights, assignments given explicitly as element masks through the random-scheme path
-    elementwise = {n: a.clone() for n, p, a in pm_node.named_partitioned_parameters()
-                   if not isinstance(_param_module(pm_node, n), AffinePartition)}
+    elementwise = {
+        n: a.clone()
+        for n, p, a in pm_node.named_partitioned_parameters()
+        if not isinstance(_param_module(pm_node, n), AffinePartition)
+    }
     pm_el, _ = make(scheme="random", assignments=elementwise)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():

@@ -98,15 +98,24 @@ def test_hyper_update_gradient_is_subnetwork_k_minus_1_only():
 def test_train_step_hyper_batch_comes_from_one_chunk_k_at_least_2():
     torch.manual_seed(0)
     n = 60
-    data = TaskData(torch.randn(n, 6), torch.randint(0, 3, (n,)), torch.randn(10, 6), torch.randint(0, 3, (10,)),
-                    n_classes=3)
+    data = TaskData(
+        torch.randn(n, 6), torch.randint(0, 3, (n,)), torch.randn(10, 6), torch.randint(0, 3, (10,)), n_classes=3
+    )
     model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
     pmodel = partition(model, [0.5, 0.25, 0.25], seed=0)
     hyper = InputScale(6)
     net = nn.Sequential(hyper, pmodel)
     chunk_ids = torch.tensor([0] * 30 + [1] * 15 + [2] * 15)
-    m = PartitionedTraining(net, pmodel, [hyper.psi], data, chunk_ids, PartitionedConfig(
-        [0.5, 0.25, 0.25], OptimConfig(optimizer="adam", lr=1e-2, batch_size=8)), n_steps=10, seed=0)
+    m = PartitionedTraining(
+        net,
+        pmodel,
+        [hyper.psi],
+        data,
+        chunk_ids,
+        PartitionedConfig([0.5, 0.25, 0.25], OptimConfig(optimizer="adam", lr=1e-2, batch_size=8)),
+        n_steps=10,
+        seed=0,
+    )
     seen = []
     real_hyper_step = m.schedule.hyper_step
 

@@ -49,8 +49,15 @@ def edit_fig2_config(work: Path, edit) -> dict:
 
 def snakemake(work: Path, *args, timeout=900, env=None):
     """Run snakemake; its messages (stdout and stderr together) are in `.stdout`."""
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def env_without_slurm_probe_wait(tmp_path: Path) -> dict | None:
@@ -120,11 +127,18 @@ def paper_dag_plan(tmp_path_factory):
     """One paper-scale dry run over every experiment, instrumented (see _PLAN_PROBE)."""
     tmp_path = tmp_path_factory.mktemp("paper_dag")
     work = make_workdir(tmp_path)
-    res = subprocess.run([sys.executable, "-c", _PLAN_PROBE], cwd=work, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, timeout=300, env=env_without_slurm_probe_wait(tmp_path))
+    res = subprocess.run(
+        [sys.executable, "-c", _PLAN_PROBE],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        env=env_without_slurm_probe_wait(tmp_path),
+    )
     line = next((ln for ln in res.stdout.splitlines() if ln.startswith("PROBE")), None)
     assert line is not None, res.stdout[-3000:]
-    plan = json.loads(line[len("PROBE"):])
+    plan = json.loads(line[len("PROBE") :])
     assert plan["exit"] == 0, res.stdout[-3000:]
     return plan
 
@@ -176,7 +190,9 @@ def test_misspelled_key_fails_before_any_job(tmp_path):
 
 def test_cell_outside_grid_is_named(tmp_path):
     work = make_workdir(tmp_path)
-    res = snakemake(work, "-n", "results/test/fig2a/method~partitioned/n_inputs~7/seed~0/metrics.json", "--config", "scale=test")
+    res = snakemake(
+        work, "-n", "results/test/fig2a/method~partitioned/n_inputs~7/seed~0/metrics.json", "--config", "scale=test"
+    )
     assert res.returncode != 0
     assert "n_inputs='7'" in res.stdout
 
@@ -199,7 +215,9 @@ def test_fig2_at_test_scale_end_to_end(tmp_path):
     # re-running one cell: ask for its file
     cell = "results/test/fig2a/method~laplace/n_inputs~1/seed~0/metrics.json"
     before = json.loads((work / cell).read_text())
-    res = snakemake(work, "--cores", "1", "--forcerun", "cell", "--allowed-rules", "cell", "--config", "scale=test", "--", cell)
+    res = snakemake(
+        work, "--cores", "1", "--forcerun", "cell", "--allowed-rules", "cell", "--config", "scale=test", "--", cell
+    )
     assert res.returncode == 0, res.stdout[-3000:]
     assert "1 of 1 steps" in res.stdout or "(100%) done" in res.stdout
     after = json.loads((work / cell).read_text())
@@ -214,16 +232,33 @@ def _cell_args(work: Path, out: Path, ckpt: Path, n_steps: int):
     sys.path.insert(0, str(REPO / "src"))
     from reprokit.config import experiment
 
-    cfg = edit_fig2_config(work, lambda c: c["experiments"]["fig2a"]["scales"]["test"]["settings"].__setitem__("n_steps", n_steps))
+    cfg = edit_fig2_config(
+        work, lambda c: c["experiments"]["fig2a"]["scales"]["test"]["settings"].__setitem__("n_steps", n_steps)
+    )
     cell = experiment(cfg, "fig2a", "test").parse("method~partitioned/n_inputs~15/seed~0")
     from reprokit.data.variant_names import variant_path
     from reprokit.plan import kind
 
     ctx = {"mirrors": [str(SHARED_DATA)], "cache_dir": None, "variants_dir": str(work / "variants"), "download": False}
-    paths = {name: str(variant_path(work / "variants", ds, fn)) for name, (ds, fn) in
-             kind(cell.kind).required_variants(cell).items()}  # what the rule passes the cell
-    return ["run", "--cell", json.dumps(cell.to_dict()), "--context", json.dumps(ctx), "--variants", json.dumps(paths),
-            "--out", str(out), "--checkpoint", str(ckpt), "--checkpoint-every", "25"], cell
+    paths = {
+        name: str(variant_path(work / "variants", ds, fn))
+        for name, (ds, fn) in kind(cell.kind).required_variants(cell).items()
+    }  # what the rule passes the cell
+    return [
+        "run",
+        "--cell",
+        json.dumps(cell.to_dict()),
+        "--context",
+        json.dumps(ctx),
+        "--variants",
+        json.dumps(paths),
+        "--out",
+        str(out),
+        "--checkpoint",
+        str(ckpt),
+        "--checkpoint-every",
+        "25",
+    ], cell
 
 
 @pytest.mark.slow
@@ -234,8 +269,12 @@ def test_sigterm_then_restart_gives_bit_identical_metrics(tmp_path):
     work = make_workdir(tmp_path)
     ref_out, ckpt = tmp_path / "ref", tmp_path / "ckpt" / "c.pt"
     args, cell = _cell_args(work, ref_out, ckpt, n_steps=1500)
-    dataset, filename = ("input_selection", variants.variant_filename(
-        "chunks", n=cell.settings["n_train"], proportions=cell.settings["chunk_proportions"], seed=0))
+    dataset, filename = (
+        "input_selection",
+        variants.variant_filename(
+            "chunks", n=cell.settings["n_train"], proportions=cell.settings["chunk_proportions"], seed=0
+        ),
+    )
     vpath = work / "variants" / dataset / filename
     variants.build_variant(dataset, filename, vpath, [str(SHARED_DATA)])
     assert cell_main(args) == 0

@@ -47,13 +47,20 @@ def _with(cell, **settings):
     return dataclasses.replace(cell, settings={k: v for k, v in merged.items() if v is not None})
 
 
-@pytest.mark.parametrize("experiment_name,settings,where", [
-    ("bali_uci", {"bali": {"alpha": -0.3}}, "experiments.bali_uci.settings.bali.alpha"),
-    ("bali_uci", {"bali": {"wishart_n": "n_train"}}, "experiments.bali_uci.settings.bali.wishart_n"),
-    ("bali_synthetic", {"bbb": {"lr": 0}}, "experiments.bali_synthetic.settings.bbb.lr"),
-    ("bali_cls_uci", {"activation": "sigmoid"}, "experiments.bali_cls_uci.settings.activation"),
-    ("bali_cls_uci", {"per_dataset": {"spambsae": {"n_steps": 3}}}, "experiments.bali_cls_uci.settings.per_dataset"),
-])
+@pytest.mark.parametrize(
+    "experiment_name,settings,where",
+    [
+        ("bali_uci", {"bali": {"alpha": -0.3}}, "experiments.bali_uci.settings.bali.alpha"),
+        ("bali_uci", {"bali": {"wishart_n": "n_train"}}, "experiments.bali_uci.settings.bali.wishart_n"),
+        ("bali_synthetic", {"bbb": {"lr": 0}}, "experiments.bali_synthetic.settings.bbb.lr"),
+        ("bali_cls_uci", {"activation": "sigmoid"}, "experiments.bali_cls_uci.settings.activation"),
+        (
+            "bali_cls_uci",
+            {"per_dataset": {"spambsae": {"n_steps": 3}}},
+            "experiments.bali_cls_uci.settings.per_dataset",
+        ),
+    ],
+)
 def test_the_config_is_held_to_the_model_before_any_cell_exists(experiment_name, settings, where):
     """The kind's schema, generated from its model, rejects a bad value (or a per-dataset block of a dataset the
     kind does not know) in a settings block at load time, naming where it is."""
@@ -92,15 +99,22 @@ def test_every_configured_cell_builds_typed_settings(config, name):
     assert n > 0
 
 
-@pytest.mark.parametrize("name,cell_coords,settings,bad", [
-    ("bali_uci", {"method": "bali"}, {"n_evalz": 3}, "n_evalz"),
-    ("bali_uci", {"method": "dropout"}, {"dropout": {"p": 0.05, "dropout_inptu": False}}, "dropout_inptu"),
-    ("bali_synthetic", {"dataset": "sinc"}, {"final_sampels": 4}, "final_sampels"),
-    ("bali_synthetic", {"dataset": "sinc"}, {"regression": {"sigma_init": 3.0, "sigma_r": 80.0, "sigma_u2": 1.0}},
-     "sigma_u2"),
-    ("bali_cls_uci", {"method": "map"}, {"standardise": True}, "standardise"),
-    ("bali_cls_uci", {"method": "bali"}, {"bali": {"n_eff_divisr": 4}}, "n_eff_divisr"),
-])
+@pytest.mark.parametrize(
+    "name,cell_coords,settings,bad",
+    [
+        ("bali_uci", {"method": "bali"}, {"n_evalz": 3}, "n_evalz"),
+        ("bali_uci", {"method": "dropout"}, {"dropout": {"p": 0.05, "dropout_inptu": False}}, "dropout_inptu"),
+        ("bali_synthetic", {"dataset": "sinc"}, {"final_sampels": 4}, "final_sampels"),
+        (
+            "bali_synthetic",
+            {"dataset": "sinc"},
+            {"regression": {"sigma_init": 3.0, "sigma_r": 80.0, "sigma_u2": 1.0}},
+            "sigma_u2",
+        ),
+        ("bali_cls_uci", {"method": "map"}, {"standardise": True}, "standardise"),
+        ("bali_cls_uci", {"method": "bali"}, {"bali": {"n_eff_divisr": 4}}, "n_eff_divisr"),
+    ],
+)
 def test_a_misspelled_key_is_named(config, name, cell_coords, settings, bad):
     cell = _with(_test_cell(config, name, **cell_coords), **settings)
     with pytest.raises(ConfigError, match=bad):
@@ -142,7 +156,9 @@ def test_bali_classification_defaults(config):
     # eval_every overrides eval_every_epochs; without either the missing key is named
     assert st.eval_every_steps(4096) == cell.settings["eval_every"]
     epochs = kind(cell.kind).settings(_with(cell, eval_every=None))
-    assert epochs.eval_every_steps(4096) == round(cell.settings["eval_every_epochs"] * 4096 / cell.settings["batch_size"])
+    assert epochs.eval_every_steps(4096) == round(
+        cell.settings["eval_every_epochs"] * 4096 / cell.settings["batch_size"]
+    )
     with pytest.raises(ConfigError, match="eval_every_epochs"):
         kind(cell.kind).settings(_with(cell, eval_every=None, eval_every_epochs=None)).eval_every_steps(4096)
     with pytest.raises(ConfigError, match="dropout_p"):
@@ -155,6 +171,7 @@ def test_every_wishart_n_the_config_may_hold_runs_in_the_library_with_its_own_co
     builds a BaliConfig that counts its own N (n: the training-set size, n_eff: N_eff)."""
     from reprokit.bali.config import BaliConfig
     from reprokit.plan.bali_blocks import BaliPriors
+
     assert BaliPriors.model_fields["wishart_n"].is_required()
     for name, block in (("uci_regression", "bali"), ("bali_classification", "bali")):
         schema = _block_schema(name, block)
@@ -164,11 +181,14 @@ def test_every_wishart_n_the_config_may_hold_runs_in_the_library_with_its_own_co
         assert counts == {"n": 500.0, "n_eff": 10.0}
 
 
-@pytest.mark.parametrize("name,coords,value", [
-    ("bali_uci", {"method": "bali"}, {"method": "mcmc"}),
-    ("bali_synthetic", {"dataset": "sinc"}, {"dataset": "spirals"}),
-    ("bali_cls_uci", {"method": "map"}, {"dataset": "cifar10"}),
-])
+@pytest.mark.parametrize(
+    "name,coords,value",
+    [
+        ("bali_uci", {"method": "bali"}, {"method": "mcmc"}),
+        ("bali_synthetic", {"dataset": "sinc"}, {"dataset": "spirals"}),
+        ("bali_cls_uci", {"method": "map"}, {"dataset": "cifar10"}),
+    ],
+)
 def test_unknown_method_or_dataset_is_named(config, name, coords, value):
     cell = _test_cell(config, name, **coords)
     cell = dataclasses.replace(cell, coords=tuple((a, value.get(a, v)) for a, v in cell.coords))

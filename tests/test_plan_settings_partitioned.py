@@ -17,8 +17,11 @@ from reprokit.plan.input_selection import InputSelectionSettings
 from reprokit.plan.update_timing import UpdateTimingSettings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KINDS = {"input_selection": InputSelectionSettings, "update_timing": UpdateTimingSettings,
-         "federated": FederatedSettings}
+KINDS = {
+    "input_selection": InputSelectionSettings,
+    "update_timing": UpdateTimingSettings,
+    "federated": FederatedSettings,
+}
 
 
 def _config() -> dict:
@@ -32,12 +35,24 @@ def _cells(cfg: dict, name: str):
                 yield from experiment(cfg, exp, scale).cells()
 
 
-@pytest.mark.parametrize("exp,settings,where,what", [
-    ("fig2a", {"activation": "swish"}, "experiments.fig2a.settings.activation", "swish"),
-    ("table8_timing", {"per_model": {"mnist_cnn": {"bach_size": 3}}},
-     "experiments.table8_timing.settings.per_model.mnist_cnn", "bach_size"),
-    ("table4_mnist", {"client_batching": "batched"}, "experiments.table4_mnist.settings.client_batching", "batched"),
-])
+@pytest.mark.parametrize(
+    "exp,settings,where,what",
+    [
+        ("fig2a", {"activation": "swish"}, "experiments.fig2a.settings.activation", "swish"),
+        (
+            "table8_timing",
+            {"per_model": {"mnist_cnn": {"bach_size": 3}}},
+            "experiments.table8_timing.settings.per_model.mnist_cnn",
+            "bach_size",
+        ),
+        (
+            "table4_mnist",
+            {"client_batching": "batched"},
+            "experiments.table4_mnist.settings.client_batching",
+            "batched",
+        ),
+    ],
+)
 def test_the_config_is_held_to_the_model_at_load_time(exp, settings, where, what):
     """A bad value or key in a settings block fails when the config loads, naming where it is and what."""
     with pytest.raises(ConfigError, match=where.replace(".", r"\.") + ".*" + what):
@@ -96,7 +111,21 @@ def test_input_selection_default_and_the_settings_a_method_needs():
 
 def test_unknown_method_is_named():
     with pytest.raises(ConfigError, match="'lapalce'"):
-        InputSelectionSettings.from_dict({"method": "lapalce", "seed": 0, "n_inputs": 1, "n_train": 10, "n_test": 10,
-                                          "data_seed": 0, "hidden": [4], "activation": "gelu", "lr": 0.1,
-                                          "batch_size": 4, "weight_decay": 0.0, "n_steps": 1, "eval_every": 0,
-                                          "laplace_prior_steps": 1})
+        InputSelectionSettings.from_dict(
+            {
+                "method": "lapalce",
+                "seed": 0,
+                "n_inputs": 1,
+                "n_train": 10,
+                "n_test": 10,
+                "data_seed": 0,
+                "hidden": [4],
+                "activation": "gelu",
+                "lr": 0.1,
+                "batch_size": 4,
+                "weight_decay": 0.0,
+                "n_steps": 1,
+                "eval_every": 0,
+                "laplace_prior_steps": 1,
+            }
+        )

@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def committed_records() -> list[Path]:
-    out = subprocess.run(["git", "ls-files", f"figures/*{provenance.SUFFIX}"], cwd=REPO, capture_output=True,
-                         text=True, check=False)
+    out = subprocess.run(
+        ["git", "ls-files", f"figures/*{provenance.SUFFIX}"], cwd=REPO, capture_output=True, text=True, check=False
+    )
     return [REPO / p for p in out.stdout.split()] if out.returncode == 0 else []
 
 
@@ -59,7 +60,8 @@ def test_a_config_change_changes_the_fingerprint():
     cfg["experiments"]["fig2a"]["settings"]["lr"] = 0.5
     assert provenance.fingerprint(cfg, "fig2", "quick") != before
     assert provenance.fingerprint(cfg, "table8", "quick") == provenance.fingerprint(
-        load_pipeline_config(REPO, {"scale": "quick"}), "table8", "quick")
+        load_pipeline_config(REPO, {"scale": "quick"}), "table8", "quick"
+    )
 
 
 @pytest.mark.parametrize("name", ["table5", "bali_table1"])
@@ -92,8 +94,7 @@ def test_no_committed_file_sits_at_a_pipeline_output_path():
     at_top = [p for p in out.stdout.split() if Path(p).parent == Path("figures")]
     assert at_top == ["figures/README.md"], at_top
     assert committed_records(), "no committed build under figures/<scale>/"
-    assert all(p.parent.parent == REPO / "figures" and p.parent.name in ("quick", "paper")
-               for p in committed_records())
+    assert all(p.parent.parent == REPO / "figures" and p.parent.name in ("quick", "paper") for p in committed_records())
 
 
 def _fake_build(src: Path, scale: str) -> None:

@@ -39,8 +39,12 @@ def _config() -> dict:
     return load_pipeline_config(REPO)
 
 
-def render_caption(text: str, config: dict, categories=("Partitioned networks", "BALI", "Reproduction report"),
-                   files=("fig2.pdf", "table5.html")) -> tuple[str, list[tuple[str, int, str]]]:
+def render_caption(
+    text: str,
+    config: dict,
+    categories=("Partitioned networks", "BALI", "Reproduction report"),
+    files=("fig2.pdf", "table5.html"),
+) -> tuple[str, list[tuple[str, int, str]]]:
     """(HTML body, docutils messages) of a caption, as snakemake renders it: the caption plus its link
     targets through jinja2 (trim/lstrip blocks, as snakemake's Environment; undefined names fail here),
     then docutils' publish_parts with the html writer. Messages of every level are collected."""
@@ -53,18 +57,26 @@ def render_caption(text: str, config: dict, categories=("Partitioned networks", 
     stream = io.StringIO()
     with warnings.catch_warnings():  # docutils >= 0.22 deprecates writer_name, which snakemake still passes
         warnings.simplefilter("ignore", PendingDeprecationWarning)
-        body = publish_parts(rst, writer_name="html",
-                             settings_overrides={"report_level": 1, "halt_level": 5, "warning_stream": stream})["body"]
+        body = publish_parts(
+            rst, writer_name="html", settings_overrides={"report_level": 1, "halt_level": 5, "warning_stream": stream}
+        )["body"]
     return body, [(name, int(level), text) for name, level, text in MESSAGE.findall(stream.getvalue())]
 
 
-def own_messages(messages, categories=("Partitioned networks", "BALI", "Reproduction report"),
-                 files=("fig2.pdf", "table5.html")):
+def own_messages(
+    messages, categories=("Partitioned networks", "BALI", "Reproduction report"), files=("fig2.pdf", "table5.html")
+):
     """Messages about the caption itself: not the INFO that snakemake's own appended targets go unused."""
     appended = {n.lower() for n in ("Workflow", "Statistics", *categories, *files)}
-    return [m for m in messages
-            if not (m[0] == "INFO" and (t := re.fullmatch(r'Hyperlink target "(.*)" is not referenced\.', m[2]))
-                    and t[1] in appended)]
+    return [
+        m
+        for m in messages
+        if not (
+            m[0] == "INFO"
+            and (t := re.fullmatch(r'Hyperlink target "(.*)" is not referenced\.', m[2]))
+            and t[1] in appended
+        )
+    ]
 
 
 def test_the_check_sees_what_docutils_reports():
@@ -92,7 +104,9 @@ def test_every_artefact_and_the_reproduction_report_have_a_caption():
 
 def test_write_table_writes_an_html_rendering_beside_the_tex(tmp_path):
     df = pd.DataFrame({"Method": ["A & B", "<C>"], "acc": ["91.2 ± 0.3", None]})
-    write_table(df, tmp_path / "table0.tex", "Accuracy (%)", "test", "test scale; 1 seed(s)", footnotes=["n/a: no cell"])
+    write_table(
+        df, tmp_path / "table0.tex", "Accuracy (%)", "test", "test scale; 1 seed(s)", footnotes=["n/a: no cell"]
+    )
     page = (tmp_path / "table0.html").read_text()
     assert "TEST DATA" in page and "Accuracy (%) (test scale; 1 seed(s))" in page
     assert "<td>A &amp; B</td>" in page and "<td>&lt;C&gt;</td>" in page and "<td>n/a</td>" in page
@@ -119,8 +133,10 @@ def test_the_report_holds_the_tables(tmp_path):
     assert "Adding table5.html" in res.stdout
     assert not re.search(r"\((WARNING|ERROR|SEVERE)/\d\)|Undefined substitution", res.stdout), res.stdout[-3000:]
     report = (work / "report.html").read_text()
-    items = {m[1]: base64.b64decode(m[2]).decode() for m in
-             re.finditer(r"data:text/html;charset=utf8;filename=([^;]+);base64,([A-Za-z0-9+/=]+)", report)}
+    items = {
+        m[1]: base64.b64decode(m[2]).decode()
+        for m in re.finditer(r"data:text/html;charset=utf8;filename=([^;]+);base64,([A-Za-z0-9+/=]+)", report)
+    }
     assert "table5.html" in items, sorted(items)
     assert "<table" in items["table5.html"] and "Number of datapoints" in items["table5.html"]
     assert "Table 5 of the partitioned-networks paper" in report  # its caption

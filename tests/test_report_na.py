@@ -21,8 +21,12 @@ NOTE = "dataset unavailable: mnist (not in the mirrors (/nowhere) or data/cache,
 
 
 def unavailable(n: int = 2, note: str = NOTE, **coords) -> pd.DataFrame:
-    return pd.DataFrame([{"scale": "test", "experiment": "e", "seed": s, **coords, "status": "unavailable",
-                          "note": note} for s in range(n)])
+    return pd.DataFrame(
+        [
+            {"scale": "test", "experiment": "e", "seed": s, **coords, "status": "unavailable", "note": note}
+            for s in range(n)
+        ]
+    )
 
 
 def pdf_subject(data: bytes) -> str:
@@ -57,8 +61,10 @@ def test_an_na_panel_without_unavailable_cells_says_why_and_no_download_hint():
     ran = pd.DataFrame([{"scale": "test", "seed": 0, "status": "diverged", "note": ""}])
     assert style.na_panel(ax, ran, otherwise="no cell completed") == "n/a: no cell completed"
     _, ax2 = plt.subplots()
-    assert style.na_panel(ax2, pd.DataFrame(), otherwise="no cell in this scale's grid") == \
-        "n/a: no cell in this scale's grid"
+    assert (
+        style.na_panel(ax2, pd.DataFrame(), otherwise="no cell in this scale's grid")
+        == "n/a: no cell in this scale's grid"
+    )
     plt.close("all")
 
 
@@ -81,15 +87,24 @@ def test_na_footnotes_quote_the_notes_and_say_how_to_get_the_data(tmp_path):
     assert fn.startswith("n/a: " + NOTE + "; dataset unavailable: cifar10") and fn.endswith(style.GET_DATA + ".")
     assert style.na_footnotes(unavailable(), notes=False) == [style.GET_DATA + "."]
     out = tmp_path / "t.tex"
-    write_table(pd.DataFrame({"Dataset": ["MNIST"], "acc": ["n/a"]}), out, "demo", "test", "note",
-                footnotes=style.na_footnotes(unavailable(note="dataset unavailable: uci_yacht")))
+    write_table(
+        pd.DataFrame({"Dataset": ["MNIST"], "acc": ["n/a"]}),
+        out,
+        "demo",
+        "test",
+        "note",
+        footnotes=style.na_footnotes(unavailable(note="dataset unavailable: uci_yacht")),
+    )
     tex = out.read_text()
     assert "MNIST & n/a" in tex and r"n/a: dataset unavailable: uci\_yacht" in tex and r"data.cache\_dir" in tex
 
 
 def test_a_curves_csv_without_rows_reads_back_as_a_table_with_the_grid_axes(tmp_path):
-    spec = {"kind": "input_selection", "grid": {"dataset": ["mnist"], "method": ["a", "b"], "seed": [0]},
-            "settings": {}}
+    spec = {
+        "kind": "input_selection",
+        "grid": {"dataset": ["mnist"], "method": ["a", "b"], "seed": [0]},
+        "settings": {},
+    }
     cells = list(ExperimentGrid("t", spec, "test").cells())
     table_csv, curves_csv = tmp_path / "t.csv", tmp_path / "t_curves.csv"
     aggregate.write_aggregate(cells, tmp_path, table_csv, curves_csv, {c.rel_dir: ["mnist"] for c in cells})
@@ -107,8 +122,11 @@ def _sensitivity(chunks: int, note=None, acc=None) -> pd.DataFrame:
     rows = []
     for p in (props, str([1] * (chunks - 1) + [8])):
         row = {"scale": "test", "dataset": "mnist", "param_proportions": p, "chunk_proportions": props, "seed": 0}
-        rows.append({**row, "status": "unavailable", "note": note} if note else
-                    {**row, "status": "completed", "note": "", "test_acc": acc})
+        rows.append(
+            {**row, "status": "unavailable", "note": note}
+            if note
+            else {**row, "status": "completed", "note": "", "test_acc": acc}
+        )
     return pd.DataFrame(rows)
 
 
@@ -124,10 +142,18 @@ def test_sensitivity_figure_draws_na_panels_for_chunk_counts_without_cells():
 
 def test_bali_uci_tables_without_data_have_na_rows_and_name_the_dataset(tmp_path):
     for name, datasets in (("bali_uci", ["uci_yacht", "uci_energy"]), ("bali_uci_protein", ["uci_protein"])):
-        pd.concat([unavailable(1, f"dataset unavailable: {d} (not in the mirrors)", dataset=d, method=m)
-                   for d in datasets for m in ("bali", "dropout")]).to_csv(tmp_path / f"{name}.csv", index=False)
-    inputs = {"bali_uci": tmp_path / "bali_uci.csv", "bali_uci_protein": tmp_path / "bali_uci_protein.csv",
-              "paper_numbers": REPO / "config" / "papers" / "bali.yaml"}
+        pd.concat(
+            [
+                unavailable(1, f"dataset unavailable: {d} (not in the mirrors)", dataset=d, method=m)
+                for d in datasets
+                for m in ("bali", "dropout")
+            ]
+        ).to_csv(tmp_path / f"{name}.csv", index=False)
+    inputs = {
+        "bali_uci": tmp_path / "bali_uci.csv",
+        "bali_uci_protein": tmp_path / "bali_uci_protein.csv",
+        "paper_numbers": REPO / "config" / "papers" / "bali.yaml",
+    }
     table, _ = bali_regression.uci_artefact(inputs, tmp_path / "t1.tex", "rmse")
     assert list(table["Dataset"]) == ["Yacht", "Energy", "Protein"] and set(table["BALI (ours)"]) == {"n/a"}
     tex = (tmp_path / "t1.tex").read_text()
@@ -143,12 +169,12 @@ def test_bali_uci_tables_without_data_have_na_rows_and_name_the_dataset(tmp_path
 def test_reproduction_report_names_the_missing_datasets(tmp_path):
     (tmp_path / "quick").mkdir()
     rows = unavailable(1, NOTE, dataset="mnist", method="bali")
-    rows.assign(scale="quick", experiment="bali_cls_image").to_csv(tmp_path / "quick" / "bali_cls_image.csv",
-                                                                   index=False)
+    rows.assign(scale="quick", experiment="bali_cls_image").to_csv(
+        tmp_path / "quick" / "bali_cls_image.csv", index=False
+    )
     (tmp_path / "quick" / "bali_cls_image_curves.csv").write_text("\n")  # an older empty curves file
     _, artefacts = reproduction.pipeline_config(REPO, "quick")
-    text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="",
-                                     artefacts=artefacts)
+    text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
     missing = text.split("## Missing datasets")[1].split("\n## ")[0]
     assert f"- {NOTE}: `bali_cls_image`" in missing and style.GET_DATA in missing
     section = text.split("### bali_fig3")[1].split("###")[0]

@@ -47,15 +47,18 @@ def test_grouped_mean_se_drops_nan_and_gives_one_value_zero_se():
 def test_write_table_caption_scale_note_footnotes_and_escapes(tmp_path):
     df = pd.DataFrame({"σ_r²": ["a_b", "50%"], "x": [1.5, np.nan]})
     out = tmp_path / "t.tex"
-    write_table(df, out, "Caption with R_0 & 60%", "test", "quick_scale; 2 seed(s)", footnotes=["U_0 = σ_u² I"],
-                label="tab:t")
+    write_table(
+        df, out, "Caption with R_0 & 60%", "test", "quick_scale; 2 seed(s)", footnotes=["U_0 = σ_u² I"], label="tab:t"
+    )
     tex = out.read_text()
     lines = tex.splitlines()
     # the first line names the packages beyond booktabs (graphicx: \resizebox; xcolor: the TEST DATA mark)
     assert lines[0] == r"% needs: \usepackage{booktabs,graphicx,xcolor}"
     assert lines[1:3] == [r"\begin{table}[t]", r"\centering"] and lines[-1] == r"\end{table}"
-    assert lines[3] == (r"\caption{\textcolor{red}{\textbf{TEST DATA}} Caption with R\_0 \& 60\% "
-                        r"(quick\_scale; 2 seed(s))}")
+    assert lines[3] == (
+        r"\caption{\textcolor{red}{\textbf{TEST DATA}} Caption with R\_0 \& 60\% "
+        r"(quick\_scale; 2 seed(s))}"
+    )
     assert lines[4] == r"\label{tab:t}"
     assert r"\toprule" in tex and r"\ensuremath{\sigma}\_r\ensuremath{^2} & x \\" in tex
     assert r"a\_b & 1.500000 \\" in tex and r"50\% & n/a \\" in tex
@@ -71,8 +74,9 @@ def test_write_table_caption_scale_note_footnotes_and_escapes(tmp_path):
 
 def test_tables_are_pure_ascii_latex_in_text_and_in_math(tmp_path):
     out = tmp_path / "t.tex"
-    write_table(pd.DataFrame({"ACC ↑": ["0.95 ± 0.01"], "ECE ↓": ["$β = 0.1$"]}), out, "α sweep", "quick", "n = 3",
-                escape=False)
+    write_table(
+        pd.DataFrame({"ACC ↑": ["0.95 ± 0.01"], "ECE ↓": ["$β = 0.1$"]}), out, "α sweep", "quick", "n = 3", escape=False
+    )
     tex = out.read_text()
     assert tex.isascii()
     assert r"ACC \ensuremath{\uparrow} & ECE \ensuremath{\downarrow}" in tex
@@ -84,9 +88,11 @@ def test_tables_are_pure_ascii_latex_in_text_and_in_math(tmp_path):
 def test_one_split_prints_no_standard_error():
     from reprokit.report import bali_regression
 
-    rows = [{"dataset": "uci_protein", "method": "bali", "status": "completed", "seed": 0, "test_rmse": 4.5},
-            {"dataset": "uci_yacht", "method": "bali", "status": "completed", "seed": 0, "test_rmse": 0.6},
-            {"dataset": "uci_yacht", "method": "bali", "status": "completed", "seed": 1, "test_rmse": 0.8}]
+    rows = [
+        {"dataset": "uci_protein", "method": "bali", "status": "completed", "seed": 0, "test_rmse": 4.5},
+        {"dataset": "uci_yacht", "method": "bali", "status": "completed", "seed": 0, "test_rmse": 0.6},
+        {"dataset": "uci_yacht", "method": "bali", "status": "completed", "seed": 1, "test_rmse": 0.8},
+    ]
     paper = {"rmse": {"uci_protein": {}, "uci_yacht": {}}}
     table, _ = bali_regression.uci_table(pd.DataFrame(rows), paper, "rmse")
     entries = dict(zip(table["Dataset"], table["BALI (ours)"]))
@@ -95,6 +101,7 @@ def test_one_split_prints_no_standard_error():
 
 def test_the_figure_legend_names_every_plotted_method():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -118,12 +125,12 @@ def test_start_log_writes_inputs_scale_outputs_and_warnings_to_the_rule_log(tmp_
     code = f"""
 import types, warnings
 from reprokit.report import style
-smk = types.SimpleNamespace(input={{"table": {str(data)!r}}}, output={{"tex": {str(tmp_path / 'out.tex')!r}}},
+smk = types.SimpleNamespace(input={{"table": {str(data)!r}}}, output={{"tex": {str(tmp_path / "out.tex")!r}}},
                             log=[{str(log)!r}], params={{"scale": "test"}}, config={{}}, rule="artefact_x")
 log = style.start_log(smk)
 log.info("own line")
 warnings.warn("careful")
-open({str(tmp_path / 'out.tex')!r}, "w").write("done")
+open({str(tmp_path / "out.tex")!r}, "w").write("done")
 raise SystemExit(0)
 """
     subprocess.run([sys.executable, "-c", code], check=True)

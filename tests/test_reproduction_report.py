@@ -20,22 +20,43 @@ PAPERS = sorted((REPO / "config" / "papers").glob("*.yaml"))
 
 def write_csv(root: Path, experiment: str, rows: list[dict], scale: str = "quick") -> None:
     (root / scale).mkdir(parents=True, exist_ok=True)
-    df = pd.DataFrame([{"scale": scale, "experiment": experiment, "note": "FAKE synthetic test data", **r} for r in rows])
+    df = pd.DataFrame(
+        [{"scale": scale, "experiment": experiment, "note": "FAKE synthetic test data", **r} for r in rows]
+    )
     df.to_csv(root / scale / f"{experiment}.csv", index=False)
 
 
 def write_cell(root: Path, experiment: str, coords: dict, metrics: dict, scale: str = "quick") -> None:
     folder = root / scale / experiment / "/".join(f"{k}~{v}" for k, v in coords.items())
     folder.mkdir(parents=True)
-    (folder / "metrics.json").write_text(json.dumps({
-        "coords": coords, "scale": scale, "status": "completed", "metrics": metrics, "experiment": experiment,
-        "info": {"note": "FAKE"}, "provenance": {"device": "cuda", "device_name": "FAKE GPU"}}))
+    (folder / "metrics.json").write_text(
+        json.dumps(
+            {
+                "coords": coords,
+                "scale": scale,
+                "status": "completed",
+                "metrics": metrics,
+                "experiment": experiment,
+                "info": {"note": "FAKE"},
+                "provenance": {"device": "cuda", "device_name": "FAKE GPU"},
+            }
+        )
+    )
 
 
 def table8_rows(param_ratio: float) -> list[dict]:
-    return [{"model": m, "seed": s, "status": "completed", "param_ratio": param_ratio + 0.01 * s,
-             "hyper_ratio": 1.05, "device": "cpu (x86_64)"}
-            for m in ("mnist_cnn", "fixup_resnet8", "fixup_resnet14") for s in (0, 1, 2)]
+    return [
+        {
+            "model": m,
+            "seed": s,
+            "status": "completed",
+            "param_ratio": param_ratio + 0.01 * s,
+            "hyper_ratio": 1.05,
+            "device": "cpu (x86_64)",
+        }
+        for m in ("mnist_cnn", "fixup_resnet8", "fixup_resnet14")
+        for s in (0, 1, 2)
+    ]
 
 
 def report(root: Path, expected=None) -> str:
@@ -67,10 +88,32 @@ def test_paper_files_load_and_every_claim_names_a_known_check():
 
 def test_report_shows_paper_ours_n_and_z(tmp_path):
     # FAKE: Table 4 MNIST 1.25k, FedAvg + Partitioned at 0.960, 0.970, 0.980 -> 97.0 ± 0.577 (n 3)
-    rows = [{"dataset": "mnist", "rotated": False, "method": "partitioned", "n_train": 1250, "seed": s,
-             "status": "completed", "val_acc_last": v, "upload_pct": 80.0} for s, v in enumerate((0.96, 0.97, 0.98))]
-    rows += [{"dataset": "mnist", "rotated": False, "method": "fedavg", "n_train": 1250, "seed": s,
-              "status": "completed", "val_acc_last": 0.9, "upload_pct": 100.0} for s in range(3)]
+    rows = [
+        {
+            "dataset": "mnist",
+            "rotated": False,
+            "method": "partitioned",
+            "n_train": 1250,
+            "seed": s,
+            "status": "completed",
+            "val_acc_last": v,
+            "upload_pct": 80.0,
+        }
+        for s, v in enumerate((0.96, 0.97, 0.98))
+    ]
+    rows += [
+        {
+            "dataset": "mnist",
+            "rotated": False,
+            "method": "fedavg",
+            "n_train": 1250,
+            "seed": s,
+            "status": "completed",
+            "val_acc_last": 0.9,
+            "upload_pct": 100.0,
+        }
+        for s in range(3)
+    ]
     write_csv(tmp_path, "table4_mnist", rows)
     text = report(tmp_path)
     line = line_of(text, "| mnist_1250 | FedAvg + Partitioned |")
@@ -112,15 +155,23 @@ def test_lml_peak_claim_flips(tmp_path):
 
     for peak, verdict in ((15, "holds"), (20, "does not hold")):
         root = tmp_path / str(peak)
-        write_csv(root, "fig2a", [{"method": "partitioned", "n_inputs": k, "seed": 0, "status": "completed",
-                                   "lml": lml(k, peak)} for k in range(1, 31)])
+        write_csv(
+            root,
+            "fig2a",
+            [
+                {"method": "partitioned", "n_inputs": k, "seed": 0, "status": "completed", "lml": lml(k, peak)}
+                for k in range(1, 31)
+            ],
+        )
         assert f"**{verdict}**" in line_of(report(root), "fig2a_lml_peak")
 
 
 def test_partial_experiment_shows_its_n(tmp_path):
     # two of the grid's cells finished (metrics.json only, no aggregate CSV yet)
     for seed, auroc in ((0, 0.995), (1, 0.999)):
-        write_cell(tmp_path, "bali_cls_image", {"dataset": "mnist", "method": "bali", "seed": seed}, {"ood_auroc": auroc})
+        write_cell(
+            tmp_path, "bali_cls_image", {"dataset": "mnist", "method": "bali", "seed": seed}, {"ood_auroc": auroc}
+        )
     text = report(tmp_path, expected={"bali_cls_image": 18})
     claim = line_of(text, "bali_fig3_mnist_ood_almost_perfect")
     assert "**holds**" in claim and "| 2 |" in claim
@@ -141,12 +192,28 @@ def test_one_cell_prints_no_standard_error(tmp_path):
 def test_cli_writes_the_report(tmp_path):
     write_csv(tmp_path, "table8_timing", table8_rows(1.1))
     out = tmp_path / "figures" / "reproduction.md"
-    assert reproduction.main(["--scale", "quick", "--results", str(tmp_path), "--out", str(out), "--root", "",
-                              "--papers", *map(str, PAPERS)]) == 0
+    assert (
+        reproduction.main(
+            [
+                "--scale",
+                "quick",
+                "--results",
+                str(tmp_path),
+                "--out",
+                str(out),
+                "--root",
+                "",
+                "--papers",
+                *map(str, PAPERS),
+            ]
+        )
+        == 0
+    )
     assert out.read_text().startswith("# Reproduction report: quick scale")
 
 
 # -- every artefact of the pipeline gets a section; the readings of the paper's words hold on its own numbers --
+
 
 def test_every_pipeline_artefact_has_a_section(tmp_path):
     _, artefacts = reproduction.pipeline_config(REPO, "quick")
@@ -190,6 +257,7 @@ def test_table_claims_hold_on_the_papers_own_numbers(tmp_path):
 
 # -- verdicts that cannot flatter: noise, pairing, baselines far from the paper's -------------------------------
 
+
 def fig2a_rows(margin: float, spread: float) -> list[dict]:
     """FAKE Fig. 2a cells, 3 seeds: the LML peaks at K = 15 and K = 16 trails it by `margin`, each seed shifted by
     up to `spread` at K = 16 only (so the paired difference varies by that much)."""
@@ -201,8 +269,9 @@ def fig2a_rows(margin: float, spread: float) -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize("margin, spread, verdict", [(0.5, 0.05, "holds"), (0.02, 0.2, "inconclusive"),
-                                                     (-0.5, 0.05, "does not hold")])
+@pytest.mark.parametrize(
+    "margin, spread, verdict", [(0.5, 0.05, "holds"), (0.02, 0.2, "inconclusive"), (-0.5, 0.05, "does not hold")]
+)
 def test_a_peak_inside_the_noise_is_inconclusive(tmp_path, margin, spread, verdict):
     write_csv(tmp_path, "fig2a", fig2a_rows(margin, spread))
     line = line_of(report(tmp_path), "| partitioned | fig2a_lml_peak |")
@@ -213,14 +282,22 @@ def test_a_peak_inside_the_noise_is_inconclusive(tmp_path, margin, spread, verdi
 def uci_cells(root: Path, dataset: str, bali: list[float], do: list[float]) -> None:
     for seed, (b, d) in enumerate(zip(bali, do)):
         for method, value in (("bali", b), ("dropout", d)):
-            write_cell(root, "bali_uci", {"dataset": dataset, "method": method, "seed": seed}, {"test_rmse": value},
-                       scale="paper")
+            write_cell(
+                root,
+                "bali_uci",
+                {"dataset": dataset, "method": method, "seed": seed},
+                {"test_rmse": value},
+                scale="paper",
+            )
 
 
 def table1_verdict(root: Path) -> tuple[str, str]:
     ctx = reproduction.Context(root, "paper", [papers.load(p) for p in PAPERS])
-    v = claims.check(ctx, "beats", {"artefact": "bali_table1", "better": "BALI", "worse": ["DO"],
-                                    "lower_is_better": True, "over": ["uci_yacht"]})
+    v = claims.check(
+        ctx,
+        "beats",
+        {"artefact": "bali_table1", "better": "BALI", "worse": ["DO"], "lower_is_better": True, "over": ["uci_yacht"]},
+    )
     return v.status, v.measured
 
 
@@ -267,6 +344,7 @@ def test_the_report_opens_with_a_summary_per_paper_and_a_z_figure(tmp_path):
 
 # -- each new check's verdict flips with the (FAKE) data -------------------------------------------------------
 
+
 @pytest.mark.parametrize("scale, finding", [("quick", False), ("paper", False), ("paper", True)])
 def test_a_failing_claim_says_why_below_paper_scale_and_is_flagged_otherwise(tmp_path, scale, finding):
     """A claim that does not hold shows its `below_paper_scale` reason at a smaller scale; at paper scale its
@@ -274,13 +352,16 @@ def test_a_failing_claim_says_why_below_paper_scale_and_is_flagged_otherwise(tmp
     recorded, it is flagged UNEXPLAINED (counted in the summary); one that did not run is not flagged."""
     doc = (REPO / "config" / "papers" / "partitioned.yaml").read_text()
     assert "id: table8_partitioned_overhead\n" in doc and "id: table8_less_overhead_than_laplace\n" in doc
-    doc = doc.replace("id: table8_partitioned_overhead\n",
-                      "id: table8_partitioned_overhead\n    below_paper_scale: FAKE reason, a tiny timing run\n"
-                      + ("    at_paper_scale: FAKE finding, within the paired s.e.\n" if finding else ""))
+    doc = doc.replace(
+        "id: table8_partitioned_overhead\n",
+        "id: table8_partitioned_overhead\n    below_paper_scale: FAKE reason, a tiny timing run\n"
+        + ("    at_paper_scale: FAKE finding, within the paired s.e.\n" if finding else ""),
+    )
     (tmp_path / "partitioned.yaml").write_text(doc)
     write_csv(tmp_path, "table8_timing", table8_rows(1.50), scale=scale)  # FAKE timings: over the 1.21x bound
-    text = reproduction.write_report(tmp_path / "out.md", tmp_path, scale, [tmp_path / "partitioned.yaml"],
-                                     generated="")
+    text = reproduction.write_report(
+        tmp_path / "out.md", tmp_path, scale, [tmp_path / "partitioned.yaml"], generated=""
+    )
     row = line_of(text, "| table8_partitioned_overhead |")
     assert "**does not hold**" in row
     explained = scale == "quick" or finding
@@ -322,17 +403,36 @@ def _verdict(root, claim_id):
 def test_similar_flips(tmp_path, do_acc, verdict):
     # "similar accuracy": within 1 point (bali_table2_similar_accuracy), on every dataset of both experiments
     for exp, datasets in (("bali_cls_uci", ("spambase", "magic", "cdc_diabetes")), ("bali_cls_image", ("mnist",))):
-        _cells(exp, [{"dataset": d, "method": m, "test_acc": acc} for d in datasets
-                     for m, acc in (("bali", 0.9), ("dropout", do_acc))], tmp_path)
+        _cells(
+            exp,
+            [
+                {"dataset": d, "method": m, "test_acc": acc}
+                for d in datasets
+                for m, acc in (("bali", 0.9), ("dropout", do_acc))
+            ],
+            tmp_path,
+        )
     assert _verdict(tmp_path, "bali_table2_similar_accuracy") == verdict
 
 
-@pytest.mark.parametrize("sizes, llml_small, verdict", [((1000,), 0.99, "not run"), ((1000, 60000), 0.99, "holds"),
-                                                        ((1000, 60000), 0.5, "does not hold")])
+@pytest.mark.parametrize(
+    "sizes, llml_small, verdict",
+    [((1000,), 0.99, "not run"), ((1000, 60000), 0.99, "holds"), ((1000, 60000), 0.5, "does not hold")],
+)
 def test_regime_comparison_needs_two_sizes_and_flips(tmp_path, sizes, llml_small, verdict):
-    rows = [{"dataset": "mnist", "rotated": False, "method": "partitioned", "n_train": n, "test_acc": 0.9} for n in sizes]
-    rows += [{"dataset": "mnist", "rotated": False, "method": "last_layer_ml", "n_train": n,
-              "test_acc": llml_small if n == min(sizes) else 0.8} for n in sizes]
+    rows = [
+        {"dataset": "mnist", "rotated": False, "method": "partitioned", "n_train": n, "test_acc": 0.9} for n in sizes
+    ]
+    rows += [
+        {
+            "dataset": "mnist",
+            "rotated": False,
+            "method": "last_layer_ml",
+            "n_train": n,
+            "test_acc": llml_small if n == min(sizes) else 0.8,
+        }
+        for n in sizes
+    ]
     _cells("fig3a", rows, tmp_path)
     assert _verdict(tmp_path, "fig3a_llml_low_data") == verdict
 
@@ -346,8 +446,11 @@ def _curve_csv(root, exp, rows):
 def test_convergence_from_curves_flips(tmp_path, bali_rate, verdict):
     # FAKE NLL curves exp(-rate * step / 100): BALI at `bali_rate`, DO and MAP at 0.5
     for exp, dataset in (("bali_cls_uci", "spambase"), ("bali_cls_image", "mnist")):
-        rows = [{"dataset": dataset, "method": m, "seed": 0, "step": step, "test_nll": 0.1 + math.exp(-rate * step / 100)}
-                for m, rate in (("bali", bali_rate), ("dropout", 0.5), ("map", 0.5)) for step in range(0, 2001, 100)]
+        rows = [
+            {"dataset": dataset, "method": m, "seed": 0, "step": step, "test_nll": 0.1 + math.exp(-rate * step / 100)}
+            for m, rate in (("bali", bali_rate), ("dropout", 0.5), ("map", 0.5))
+            for step in range(0, 2001, 100)
+        ]
         _curve_csv(tmp_path, exp, rows)
         _cells(exp, [{"dataset": dataset, "method": m} for m in ("bali", "dropout", "map")], tmp_path)
         # only the UCI set has curves: the claim cannot be decided yet
@@ -360,8 +463,11 @@ def test_convergence_below_the_curves_resolution_is_inconclusive(tmp_path):
     # FAKE NLL curves: every method makes 90% of its improvement by the first evaluation after the start (the
     # paper-scale MNIST cells do, evaluated every 10 epochs); one step later DO would have lost
     for exp, dataset in (("bali_cls_uci", "spambase"), ("bali_cls_image", "mnist")):
-        rows = [{"dataset": dataset, "method": m, "seed": 0, "step": step, "test_nll": 0.1 + math.exp(-rate * step / 100)}
-                for m, rate in (("bali", 60.0), ("dropout", 50.0), ("map", 50.0)) for step in range(0, 2001, 100)]
+        rows = [
+            {"dataset": dataset, "method": m, "seed": 0, "step": step, "test_nll": 0.1 + math.exp(-rate * step / 100)}
+            for m, rate in (("bali", 60.0), ("dropout", 50.0), ("map", 50.0))
+            for step in range(0, 2001, 100)
+        ]
         _curve_csv(tmp_path, exp, rows)
         _cells(exp, [{"dataset": dataset, "method": m} for m in ("bali", "dropout", "map")], tmp_path)
     assert _verdict(tmp_path, "bali_fig2_converges_faster") == "inconclusive"
@@ -375,16 +481,34 @@ def test_sensitivity_spread_and_trend(tmp_path, spread, verdict):
     def acc(p, c):  # worse with more parameters / fewer data in the later partition
         x = p[1] / sum(p) - c[1] / sum(c)
         return 0.95 - spread * (x + 1) / 2
-    _cells("sens_mnist_c2", [{"method": "partitioned", "param_proportions": str(p), "chunk_proportions": str(c),
-                               "test_acc": acc(p, c)} for p, c in grid], tmp_path)
+
+    _cells(
+        "sens_mnist_c2",
+        [
+            {"method": "partitioned", "param_proportions": str(p), "chunk_proportions": str(c), "test_acc": acc(p, c)}
+            for p, c in grid
+        ],
+        tmp_path,
+    )
     assert _verdict(tmp_path, "fig5_mnist_robust") == verdict
     assert _verdict(tmp_path, "fig5_mnist_imbalance_worse") == "holds"
 
 
 def test_imbalance_trend_flips(tmp_path):
     grid = [([8, 1], [8, 1]), ([8, 1], [1, 8]), ([1, 8], [8, 1])]
-    _cells("sens_rotmnist_c2", [{"method": "partitioned", "param_proportions": str(p), "chunk_proportions": str(c),
-                                  "test_acc": 0.9 + 0.01 * (p[1] / sum(p) - c[1] / sum(c))} for p, c in grid], tmp_path)
+    _cells(
+        "sens_rotmnist_c2",
+        [
+            {
+                "method": "partitioned",
+                "param_proportions": str(p),
+                "chunk_proportions": str(c),
+                "test_acc": 0.9 + 0.01 * (p[1] / sum(p) - c[1] / sum(c)),
+            }
+            for p, c in grid
+        ],
+        tmp_path,
+    )
     assert _verdict(tmp_path, "fig6_rotmnist_imbalance_worse") == "does not hold"
 
 
@@ -394,15 +518,27 @@ def test_retrained_and_random_search_flip(tmp_path, retrain, verdict):
     _cells("sens_mnist_c2", [{"method": "partitioned", **cfg, "test_acc": 0.95}], tmp_path)
     _cells("retrain_mnist_c2", [{"method": "retrain", **cfg, "test_acc": retrain}], tmp_path)
     assert _verdict(tmp_path, "fig7_mnist_retrained_good") == verdict
-    _cells("fig9_random", [{"method": "random", "sample": i, "test_acc": a} for i, a in enumerate((0.8, 0.93))], tmp_path)
+    _cells(
+        "fig9_random", [{"method": "random", "sample": i, "test_acc": a} for i, a in enumerate((0.8, 0.93))], tmp_path
+    )
     _cells("fig9_retrain", [{"method": "retrain", "n_train": 60000, "test_acc": retrain}], tmp_path)
     assert _verdict(tmp_path, "fig9_retrained_beat_random") == verdict
 
 
 @pytest.mark.parametrize("late, verdict", [(0.9, "holds"), (0.6, "does not hold"), (0.7, "inconclusive")])
 def test_still_improving_flips(tmp_path, late, verdict):
-    rows = [{"dataset": "mnist", "rotated": False, "method": "partitioned", "n_train": 1250, "seed": 0, "step": s,
-             "val_acc": 0.5 + 0.2 * min(s, 500) / 500 + (late - 0.7) * max(0, s - 500) / 500} for s in range(10, 1001, 10)]
+    rows = [
+        {
+            "dataset": "mnist",
+            "rotated": False,
+            "method": "partitioned",
+            "n_train": 1250,
+            "seed": 0,
+            "step": s,
+            "val_acc": 0.5 + 0.2 * min(s, 500) / 500 + (late - 0.7) * max(0, s - 500) / 500,
+        }
+        for s in range(10, 1001, 10)
+    ]
     _curve_csv(tmp_path, "table4_mnist", rows)
     _cells("table4_mnist", [{"dataset": "mnist", "rotated": False, "method": "partitioned", "n_train": 1250}], tmp_path)
     assert _verdict(tmp_path, "fig10_low_data_not_converged") == verdict
@@ -411,34 +547,73 @@ def test_still_improving_flips(tmp_path, late, verdict):
 @pytest.mark.parametrize("local_gap, verdict", [(0.5, "holds"), (0.05, "does not hold")])
 def test_overfitting_gap_flips(tmp_path, local_gap, verdict):
     _cells("bali_cls_uci", [{"dataset": "magic", "method": "bali", "test_nll": 0.4, "train_nll": 0.3}], tmp_path)
-    _cells("bali_fig7_local", [{"dataset": "magic", "method": "bali", "test_nll": 0.3 + local_gap, "train_nll": 0.3}],
-           tmp_path)
+    _cells(
+        "bali_fig7_local",
+        [{"dataset": "magic", "method": "bali", "test_nll": 0.3 + local_gap, "train_nll": 0.3}],
+        tmp_path,
+    )
     assert _verdict(tmp_path, "bali_fig7_local_overfits") == verdict
 
 
 @pytest.mark.parametrize("train15, verdict", [(0.9, "holds"), (0.99, "does not hold")])
 def test_input_selection_readings_flip(tmp_path, train15, verdict):
-    rows = [{"method": "partitioned", "n_inputs": k, "lml": -abs(k - 15), "test_ll": -abs(k - 15) / 10,
-             "train_acc": train15 if k == 15 else 0.95} for k in range(10, 21)]
+    rows = [
+        {
+            "method": "partitioned",
+            "n_inputs": k,
+            "lml": -abs(k - 15),
+            "test_ll": -abs(k - 15) / 10,
+            "train_acc": train15 if k == 15 else 0.95,
+        }
+        for k in range(10, 21)
+    ]
     _cells("fig2a", rows, tmp_path)
     assert _verdict(tmp_path, "fig2a_train_acc_ambiguous") == verdict
     assert _verdict(tmp_path, "fig2a_lml_tracks_test") == "holds"
 
 
-@pytest.mark.parametrize("statuses, verdict", [(("diverged", "diverged"), "holds"), (("diverged", "completed"), "does not hold")])
+@pytest.mark.parametrize(
+    "statuses, verdict", [(("diverged", "diverged"), "holds"), (("diverged", "completed"), "does not hold")]
+)
 def test_divergence_claim_flips(tmp_path, statuses, verdict):
     # FAKE: App. E, Augerino without the safe switch at lambda = 1
-    write_csv(tmp_path, "fig3a_augerino_plain_reg1",
-              [{"dataset": "mnist", "rotated": False, "method": "augerino", "n_train": 1000, "seed": s, "status": st,
-                "test_acc": float("nan") if st == "diverged" else 0.9} for s, st in enumerate(statuses)])
+    write_csv(
+        tmp_path,
+        "fig3a_augerino_plain_reg1",
+        [
+            {
+                "dataset": "mnist",
+                "rotated": False,
+                "method": "augerino",
+                "n_train": 1000,
+                "seed": s,
+                "status": st,
+                "test_acc": float("nan") if st == "diverged" else 0.9,
+            }
+            for s, st in enumerate(statuses)
+        ],
+    )
     assert _verdict(tmp_path, "appE_large_lambda_diverges") == verdict
     assert _verdict(tmp_path, "appE_augerino_plain_diverges") == "not run"
 
 
 def test_a_column_of_ours_only_sits_in_its_row_without_a_paper_number(tmp_path):
     # FAKE: BALI with standardised targets (not a column of the paper) on yacht, 2 splits at 0.5 and 0.7
-    write_csv(tmp_path, "bali_uci", [{"method": "bali_ystd", "dataset": "uci_yacht", "seed": s, "status": "completed",
-                                      "test_rmse": v, "test_ll": -1.0} for s, v in enumerate((0.5, 0.7))])
+    write_csv(
+        tmp_path,
+        "bali_uci",
+        [
+            {
+                "method": "bali_ystd",
+                "dataset": "uci_yacht",
+                "seed": s,
+                "status": "completed",
+                "test_rmse": v,
+                "test_ll": -1.0,
+            }
+            for s, v in enumerate((0.5, 0.7))
+        ],
+    )
     lines = report(tmp_path).splitlines()
     cells = [c.strip() for c in line_of("\n".join(lines), "| Yacht | BALI std-y |").strip("|").split("|")]
     assert cells[2] == "not in the paper" and cells[3] == "0.6 ± 0.1" and cells[4] == "2"
@@ -459,8 +634,18 @@ def test_an_ours_column_named_like_a_paper_column_is_an_error(tmp_path):
 
 def test_a_claim_testable_only_at_paper_scale_is_not_testable_below_it(tmp_path):
     # FAKE federated cells where FedAvg beats Partitioned (as after 60 quick rounds)
-    rows = [{"method": m, "rotated": False, "n_train": 1250, "seed": s, "status": "completed", "val_acc_last": acc + s * 1e-3}
-            for s in range(2) for m, acc in (("fedavg", 0.81), ("partitioned", 0.58), ("augerino", 0.80))]
+    rows = [
+        {
+            "method": m,
+            "rotated": False,
+            "n_train": 1250,
+            "seed": s,
+            "status": "completed",
+            "val_acc_last": acc + s * 1e-3,
+        }
+        for s in range(2)
+        for m, acc in (("fedavg", 0.81), ("partitioned", 0.58), ("augerino", 0.80))
+    ]
     for scale in ("quick", "paper"):
         write_csv(tmp_path, "table4_mnist", [{**r, "scale": scale} for r in rows], scale=scale)
     docs = [papers.load(p) for p in PAPERS]
@@ -471,18 +656,50 @@ def test_a_claim_testable_only_at_paper_scale_is_not_testable_below_it(tmp_path)
     assert claims.verdict(reproduction.Context(tmp_path, "paper", docs), claim).status == "does not hold"
 
 
-@pytest.mark.parametrize("accs, status", [((0.975, 0.98), "met"), ((0.975, 0.96), "missed"), ((), "not run"),
-                                          ((0.99, math.nan), "missed")])
+@pytest.mark.parametrize(
+    "accs, status", [((0.975, 0.98), "met"), ((0.975, 0.96), "missed"), ((), "not run"), ((0.99, math.nan), "missed")]
+)
 def test_a_target_is_met_only_when_every_cell_it_names_reaches_it(tmp_path, accs, status):
     # FAKE cells of a sensitivity grid: the target names the main setting ([8, 1] x [8, 1]) only
-    rows = [{"dataset": "mnist", "param_proportions": "[8, 1]", "chunk_proportions": "[8, 1]", "seed": s,
-             "status": "completed", "test_acc": a} for s, a in enumerate(accs)]
-    rows += [{"dataset": "mnist", "param_proportions": "[1, 8]", "chunk_proportions": "[8, 1]", "seed": 0,
-              "status": "completed", "test_acc": 0.5}]  # another setting: not named, its 0.5 does not count
+    rows = [
+        {
+            "dataset": "mnist",
+            "param_proportions": "[8, 1]",
+            "chunk_proportions": "[8, 1]",
+            "seed": s,
+            "status": "completed",
+            "test_acc": a,
+        }
+        for s, a in enumerate(accs)
+    ]
+    rows += [
+        {
+            "dataset": "mnist",
+            "param_proportions": "[1, 8]",
+            "chunk_proportions": "[8, 1]",
+            "seed": 0,
+            "status": "completed",
+            "test_acc": 0.5,
+        }
+    ]  # another setting: not named, its 0.5 does not count
     write_csv(tmp_path, "sens_mnist_c2", rows)
-    artefacts = {"fig5": {"paper": "partitioned", "experiments": ["sens_mnist_c2"], "targets": {"quick": [
-        {"experiments": ["sens_mnist_c2"], "where": {"param_proportions": [8, 1], "chunk_proportions": [8, 1]},
-         "metric": "test_acc", "at_least": 0.97, "why": "FAKE: the paper's accuracy level"}]}}}
+    artefacts = {
+        "fig5": {
+            "paper": "partitioned",
+            "experiments": ["sens_mnist_c2"],
+            "targets": {
+                "quick": [
+                    {
+                        "experiments": ["sens_mnist_c2"],
+                        "where": {"param_proportions": [8, 1], "chunk_proportions": [8, 1]},
+                        "metric": "test_acc",
+                        "at_least": 0.97,
+                        "why": "FAKE: the paper's accuracy level",
+                    }
+                ]
+            },
+        }
+    }
     text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated="")
     line = line_of(text, "| fig5 | sens_mnist_c2 |")
     assert f"**{status}**" in line and "each >= 0.97" in line
@@ -496,37 +713,57 @@ def test_a_target_naming_another_artefacts_experiment_is_a_config_error(pipeline
     from reprokit.config import ConfigError, schema_path, validate_config
 
     cfg = pipeline_config({"scale": "quick"})
-    cfg["artefacts"]["fig5"]["targets"] = {"quick": [{"experiments": ["fig3a"], "metric": "test_acc",
-                                                       "at_least": 0.9, "why": "FAKE"}]}
+    cfg["artefacts"]["fig5"]["targets"] = {
+        "quick": [{"experiments": ["fig3a"], "metric": "test_acc", "at_least": 0.9, "why": "FAKE"}]
+    }
     with pytest.raises(ConfigError, match=r"artefacts\.fig5\.targets\.quick\[0\]\.experiments.*'fig3a'"):
         validate_config(cfg, schema_path(REPO))
-    cfg["artefacts"]["fig5"]["targets"] = {"quick": [{"experiments": ["sens_mnist_c2"], "metric": "test_acc",
-                                                       "why": "FAKE: no bound"}]}
+    cfg["artefacts"]["fig5"]["targets"] = {
+        "quick": [{"experiments": ["sens_mnist_c2"], "metric": "test_acc", "why": "FAKE: no bound"}]
+    }
     with pytest.raises(ConfigError, match=r"artefacts\.fig5\.targets\.quick\.0"):
         validate_config(cfg, schema_path(REPO))
 
 
 def test_a_mean_target_reads_the_mean_of_the_cells(tmp_path):
     # FAKE UCI cells: RMSE 1.0 and 2.0 over two splits; the bound 1.6 holds for the mean, not for each
-    write_csv(tmp_path, "bali_uci", [{"method": "bali", "dataset": "uci_yacht", "seed": s, "status": "completed",
-                                      "test_rmse": r} for s, r in enumerate((1.0, 2.0))])
-    target = {"experiments": ["bali_uci"], "where": {"method": "bali", "dataset": "uci_yacht"}, "metric": "test_rmse",
-              "at_most": 1.6, "why": "FAKE"}
+    write_csv(
+        tmp_path,
+        "bali_uci",
+        [
+            {"method": "bali", "dataset": "uci_yacht", "seed": s, "status": "completed", "test_rmse": r}
+            for s, r in enumerate((1.0, 2.0))
+        ],
+    )
+    target = {
+        "experiments": ["bali_uci"],
+        "where": {"method": "bali", "dataset": "uci_yacht"},
+        "metric": "test_rmse",
+        "at_most": 1.6,
+        "why": "FAKE",
+    }
     for of, status in (("mean", "met"), ("every", "missed")):
-        artefacts = {"bali_table1": {"paper": "bali", "experiments": ["bali_uci"], "targets": {"quick": [{**target, "of": of}]}}}
-        text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated="")
+        artefacts = {
+            "bali_table1": {"paper": "bali", "experiments": ["bali_uci"], "targets": {"quick": [{**target, "of": of}]}}
+        }
+        text = reproduction.write_report(
+            tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated=""
+        )
         line = line_of(text, "| bali_table1 | bali_uci |")
         assert f"**{status}**" in line and ("mean <= 1.6" if of == "mean" else "each <= 1.6") in line
 
 
-@pytest.mark.parametrize("fast, slow, ratio, expected", [
-    ((1, 2), (4, 8), 0.5, True),        # at most 2 against more than 4: below 0.5x whatever lies between rows
-    ((16, 32), (16, 32), 0.5, False),   # same row after doubling rows: the ratio is above 0.5 for sure
-    ((16, 32), (16, 32), 1.0, "inconclusive"),  # ... but may be on either side of 1
-    ((0, 100), (0, 100), 0.5, "inconclusive"),  # both at the first evaluation
-    ((30, 60), (60, 120), 0.5, "inconclusive"),  # 60 against 60-120: could be 0.5-1, could be 0.25
-    ((400, 500), (100, 200), 1.0, False),
-])
+@pytest.mark.parametrize(
+    "fast, slow, ratio, expected",
+    [
+        ((1, 2), (4, 8), 0.5, True),  # at most 2 against more than 4: below 0.5x whatever lies between rows
+        ((16, 32), (16, 32), 0.5, False),  # same row after doubling rows: the ratio is above 0.5 for sure
+        ((16, 32), (16, 32), 1.0, "inconclusive"),  # ... but may be on either side of 1
+        ((0, 100), (0, 100), 0.5, "inconclusive"),  # both at the first evaluation
+        ((30, 60), (60, 120), 0.5, "inconclusive"),  # 60 against 60-120: could be 0.5-1, could be 0.25
+        ((400, 500), (100, 200), 1.0, False),
+    ],
+)
 def test_convergence_crossings_are_read_between_evaluations(fast, slow, ratio, expected):
     from reprokit.report.claims import _faster
 
@@ -534,6 +771,7 @@ def test_convergence_crossings_are_read_between_evaluations(fast, slow, ratio, e
 
 
 # -- every check has a noise band (issue 51, item 3) ----------------------------------------------------------
+
 
 class FakeCtx:
     """FAKE results for one check: `cells` {experiment: rows}, `ours` {(row, column): Ours}."""
@@ -563,34 +801,52 @@ class FakeCtx:
         return []
 
 
-SENS_GRID = [("sens_rotmnist_c2", [8, 1], [8, 1]), ("sens_rotmnist_c2", [8, 1], [1, 8]),
-             ("sens_rotmnist_c2", [1, 8], [8, 1]), ("sens_rotmnist_c2", [1, 8], [1, 8]),
-             ("sens_rotmnist_c3", [8, 1, 1], [8, 1, 1]), ("sens_rotmnist_c4", [8, 1, 1, 1], [8, 1, 1, 1])]
+SENS_GRID = [
+    ("sens_rotmnist_c2", [8, 1], [8, 1]),
+    ("sens_rotmnist_c2", [8, 1], [1, 8]),
+    ("sens_rotmnist_c2", [1, 8], [8, 1]),
+    ("sens_rotmnist_c2", [1, 8], [1, 8]),
+    ("sens_rotmnist_c3", [8, 1, 1], [8, 1, 1]),
+    ("sens_rotmnist_c4", [8, 1, 1, 1], [8, 1, 1, 1]),
+]
 SENS_EXPS = ["sens_rotmnist_c2", "sens_rotmnist_c3", "sens_rotmnist_c4"]
 
 
 def _sens(accs):
     cells = {}
     for (exp, p, c), acc in zip(SENS_GRID, accs):
-        cells.setdefault(exp, []).append({"method": "partitioned", "param_proportions": str(p),
-                                          "chunk_proportions": str(c), "seed": 0, "test_acc": acc})
+        cells.setdefault(exp, []).append(
+            {
+                "method": "partitioned",
+                "param_proportions": str(p),
+                "chunk_proportions": str(c),
+                "seed": 0,
+                "test_acc": acc,
+            }
+        )
     return FakeCtx(cells)
 
 
 def test_a_correlation_of_zero_over_six_configurations_is_no_trend():
     # FAKE: the quick grid's 6 configurations (imbalance 0, -7/9, 7/9, 0, 0, 0), r = -0.005 (issue 51's
     # RotMNIST cells on another CPU): the old check called any r < 0 a hold
-    v = claims.check(_sens([0.920, 0.930, 0.92978, 0.940, 0.910, 0.950]), "imbalance_trend",
-                     {"experiments": SENS_EXPS, "metric": "test_acc"})
+    v = claims.check(
+        _sens([0.920, 0.930, 0.92978, 0.940, 0.910, 0.950]),
+        "imbalance_trend",
+        {"experiments": SENS_EXPS, "metric": "test_acc"},
+    )
     assert "= -0.005," in v.measured and "bootstrap interval" in v.measured
     assert v.status == "inconclusive"
 
 
-@pytest.mark.parametrize("accs, verdict", [
-    ([0.93, 0.95, 0.91, 0.94, 0.925, 0.935], "holds"),  # monotone in the imbalance: every resample's r < 0
-    ([0.93, 0.91, 0.95, 0.94, 0.925, 0.935], "does not hold"),  # monotone the other way
-    ([0.98, 0.956, 0.938, 0.978, 0.973, 0.982], "inconclusive"),  # both extremes below the middle (r = -0.33)
-])
+@pytest.mark.parametrize(
+    "accs, verdict",
+    [
+        ([0.93, 0.95, 0.91, 0.94, 0.925, 0.935], "holds"),  # monotone in the imbalance: every resample's r < 0
+        ([0.93, 0.91, 0.95, 0.94, 0.925, 0.935], "does not hold"),  # monotone the other way
+        ([0.98, 0.956, 0.938, 0.978, 0.973, 0.982], "inconclusive"),  # both extremes below the middle (r = -0.33)
+    ],
+)
 def test_an_imbalance_trend_holds_only_when_its_interval_excludes_zero(accs, verdict):
     v = claims.check(_sens(accs), "imbalance_trend", {"experiments": SENS_EXPS, "metric": "test_acc"})
     assert v.status == verdict, v.measured
@@ -601,41 +857,79 @@ def test_a_rank_correlation_straddling_its_bound_is_inconclusive(noise, verdict)
     # FAKE fig2a: test LL follows LML over 13 values of K, perturbed by `noise` x an alternating pattern
     # (0.6: rho about 0.7 against the bound 0.5, its interval reaching below it; -1: LML and test LL opposed)
     ks = list(range(10, 23))
-    rows = [{"method": "partitioned", "n_inputs": k, "seed": 0, "lml": float(k),
-             "test_ll": (float(k) if noise >= 0 else -float(k)) + noise * 8 * (-1) ** k} for k in ks]
-    v = claims.check(FakeCtx({"fig2a": rows}), "correlates", {"experiment": "fig2a", "where": {"method": "partitioned"},
-                                                            "axis": "n_inputs", "x": "lml", "y": "test_ll",
-                                                            "at_least": 0.5})
+    rows = [
+        {
+            "method": "partitioned",
+            "n_inputs": k,
+            "seed": 0,
+            "lml": float(k),
+            "test_ll": (float(k) if noise >= 0 else -float(k)) + noise * 8 * (-1) ** k,
+        }
+        for k in ks
+    ]
+    v = claims.check(
+        FakeCtx({"fig2a": rows}),
+        "correlates",
+        {
+            "experiment": "fig2a",
+            "where": {"method": "partitioned"},
+            "axis": "n_inputs",
+            "x": "lml",
+            "y": "test_ll",
+            "at_least": 0.5,
+        },
+    )
     assert v.status == verdict, v.measured
 
 
-@pytest.mark.parametrize("ours, min_gap, verdict", [
-    (0.906, -0.005, "inconclusive"),  # issue 51: 0.906 against the best draw's 0.905, one cell a side (was "holds")
-    (0.894, -0.005, "inconclusive"),  # 1.1 points below: within the n = 1 band (1 %) of the -0.5-point reading
-    (0.880, -0.005, "does not hold"),
-    (0.920, 0.0, "holds"),
-])
+@pytest.mark.parametrize(
+    "ours, min_gap, verdict",
+    [
+        (0.906, -0.005, "inconclusive"),  # issue 51: 0.906 against the best draw's 0.905, one cell a side (was "holds")
+        (0.894, -0.005, "inconclusive"),  # 1.1 points below: within the n = 1 band (1 %) of the -0.5-point reading
+        (0.880, -0.005, "does not hold"),
+        (0.920, 0.0, "holds"),
+    ],
+)
 def test_best_of_k_needs_the_noise_band(ours, min_gap, verdict):
-    ctx = FakeCtx({"fig3a": [{"method": "partitioned", "rotated": True, "n_train": 10000, "seed": 0, "test_acc": ours}],
-                   "fig9_random": [{"method": "random", "sample": i, "test_acc": a}
-                                   for i, a in enumerate((0.85, 0.905, 0.87, 0.90))]})
-    v = claims.check(ctx, "vs_best_of", {"experiment": "fig3a", "where": {"method": "partitioned", "rotated": True},
-                                         "largest": "n_train", "metric": "test_acc", "every": True, "min_gap": min_gap,
-                                         "reference": {"experiment": "fig9_random", "where": {"method": "random"}}})
+    ctx = FakeCtx(
+        {
+            "fig3a": [{"method": "partitioned", "rotated": True, "n_train": 10000, "seed": 0, "test_acc": ours}],
+            "fig9_random": [
+                {"method": "random", "sample": i, "test_acc": a} for i, a in enumerate((0.85, 0.905, 0.87, 0.90))
+            ],
+        }
+    )
+    v = claims.check(
+        ctx,
+        "vs_best_of",
+        {
+            "experiment": "fig3a",
+            "where": {"method": "partitioned", "rotated": True},
+            "largest": "n_train",
+            "metric": "test_acc",
+            "every": True,
+            "min_gap": min_gap,
+            "reference": {"experiment": "fig9_random", "where": {"method": "random"}},
+        },
+    )
     assert v.status == verdict, v.measured
     assert "noise band 0.009" in v.measured
 
 
-@pytest.mark.parametrize("check, args, values, verdict", [
-    # metric_at_least: one cell 0.5 points under 0.99 (band 1 %): was "does not hold"
-    ("metric_at_least", {"bound": 0.99}, [0.985], "inconclusive"),
-    ("metric_at_least", {"bound": 0.99}, [0.994, 0.996], "holds"),  # 0.995 ± 0.001: 2 s.e. = 0.002 < 0.005
-    ("metric_at_least", {"bound": 0.99}, [0.90], "does not hold"),
-    # near_value: pi ± 10 % (2.83-3.46); 2.85 lies 0.02 inside the edge, within the n = 1 band 0.031: was "holds"
-    ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [2.85], "inconclusive"),
-    ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [3.1], "holds"),
-    ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [2.2], "does not hold"),
-])
+@pytest.mark.parametrize(
+    "check, args, values, verdict",
+    [
+        # metric_at_least: one cell 0.5 points under 0.99 (band 1 %): was "does not hold"
+        ("metric_at_least", {"bound": 0.99}, [0.985], "inconclusive"),
+        ("metric_at_least", {"bound": 0.99}, [0.994, 0.996], "holds"),  # 0.995 ± 0.001: 2 s.e. = 0.002 < 0.005
+        ("metric_at_least", {"bound": 0.99}, [0.90], "does not hold"),
+        # near_value: pi ± 10 % (2.83-3.46); 2.85 lies 0.02 inside the edge, within the n = 1 band 0.031: was "holds"
+        ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [2.85], "inconclusive"),
+        ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [3.1], "holds"),
+        ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [2.2], "does not hold"),
+    ],
+)
 def test_a_threshold_within_the_noise_of_its_bound_is_inconclusive(check, args, values, verdict):
     rows = [{"method": "bali", "dataset": "mnist", "seed": s, "m": v} for s, v in enumerate(values)]
     v = claims.check(FakeCtx({"e": rows}), check, {"experiment": "e", "metric": "m", **args})
@@ -647,35 +941,56 @@ def test_an_entry_at_most_its_bound_has_a_noise_band(entry, verdict):
     from reprokit.report.results import Ours
 
     ctx = FakeCtx(ours={("Partitioned Param.", "mnist_cnn"): Ours(entry, 0.0, 1)})
-    v = claims.check(ctx, "at_most", {"artefact": "table8", "rows": ["Partitioned Param."], "columns": ["mnist_cnn"],
-                                      "bound": 1.21})
+    v = claims.check(
+        ctx, "at_most", {"artefact": "table8", "rows": ["Partitioned Param."], "columns": ["mnist_cnn"], "bound": 1.21}
+    )
     assert v.status == verdict, v.measured  # 1.215: was "does not hold"
 
 
 @pytest.mark.parametrize("low, verdict", [(0.929, "inconclusive"), (0.94, "holds"), (0.90, "does not hold")])
 def test_a_spread_within_the_noise_of_its_bound_is_inconclusive(low, verdict):
     # FAKE: the six configurations from 0.95 down to `low`: spread 0.021 against the 2-point bound, band 1 %
-    v = claims.check(_sens([0.95, low, 0.945, 0.94, 0.945, 0.94]), "spread_at_most",
-                     {"experiments": SENS_EXPS, "metric": "test_acc", "bound": 0.02})
+    v = claims.check(
+        _sens([0.95, low, 0.945, 0.94, 0.945, 0.94]),
+        "spread_at_most",
+        {"experiments": SENS_EXPS, "metric": "test_acc", "bound": 0.02},
+    )
     assert v.status == verdict, v.measured
 
 
 @pytest.mark.parametrize("local_gap, verdict", [(0.1005, "inconclusive"), (0.2, "holds")])
 def test_a_larger_gap_inside_the_noise_is_inconclusive(local_gap, verdict):
-    ctx = FakeCtx({"bali_cls_uci": [{"dataset": "magic", "method": "bali", "test_nll": 0.4, "train_nll": 0.3}],
-                   "bali_fig7_local": [{"dataset": "magic", "method": "bali", "test_nll": 0.3 + local_gap,
-                                        "train_nll": 0.3}]})
-    v = claims.check(ctx, "larger_gap", {"a": {"experiment": "bali_fig7_local", "where": {"method": "bali"}},
-                                         "b": {"experiment": "bali_cls_uci", "where": {"method": "bali"}},
-                                         "high": "test_nll", "low": "train_nll"})
+    ctx = FakeCtx(
+        {
+            "bali_cls_uci": [{"dataset": "magic", "method": "bali", "test_nll": 0.4, "train_nll": 0.3}],
+            "bali_fig7_local": [{"dataset": "magic", "method": "bali", "test_nll": 0.3 + local_gap, "train_nll": 0.3}],
+        }
+    )
+    v = claims.check(
+        ctx,
+        "larger_gap",
+        {
+            "a": {"experiment": "bali_fig7_local", "where": {"method": "bali"}},
+            "b": {"experiment": "bali_cls_uci", "where": {"method": "bali"}},
+            "high": "test_nll",
+            "low": "train_nll",
+        },
+    )
     assert v.status == verdict, v.measured
 
 
 def test_the_stated_rule_names_every_band():
     for words in ("best of k", "threshold", "bootstrap interval", "straddles"):
         assert words in claims.NOISE_RULE
-    for name in ("vs_best_of", "metric_at_least", "near_value", "at_most", "spread_at_most", "correlates",
-                 "imbalance_trend"):
+    for name in (
+        "vs_best_of",
+        "metric_at_least",
+        "near_value",
+        "at_most",
+        "spread_at_most",
+        "correlates",
+        "imbalance_trend",
+    ):
         assert name in claims.__doc__
 
 

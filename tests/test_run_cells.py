@@ -96,8 +96,24 @@ def test_size_cells_runs_a_cell_with_changed_settings_into_its_scratch_folder(sh
     """benchmarks/size_cells.py: the override reaches the cell (its step count and curve), the cell writes only
     under --out, and a bad override fails before any cell runs, naming the key."""
     mod = _size_cells()
-    mod.main(["--experiment", "bali_cls_uci", "--scale", "test", "--where", "method=map", "dataset=spambase",
-              "--set", "n_steps=4", "eval_every=2", "--metric", "test_nll", "--out", str(tmp_path / "scratch")])
+    mod.main(
+        [
+            "--experiment",
+            "bali_cls_uci",
+            "--scale",
+            "test",
+            "--where",
+            "method=map",
+            "dataset=spambase",
+            "--set",
+            "n_steps=4",
+            "eval_every=2",
+            "--metric",
+            "test_nll",
+            "--out",
+            str(tmp_path / "scratch"),
+        ]
+    )
     out = capsys.readouterr().out
     metrics = list((tmp_path / "scratch" / "results").rglob("metrics.json"))
     assert len(metrics) == 1 and json.loads(metrics[0].read_text())["steps"] == 4
@@ -105,8 +121,21 @@ def test_size_cells_runs_a_cell_with_changed_settings_into_its_scratch_folder(sh
     curve = [ln.split() for ln in out.splitlines() if len(ln.split()) == 2 and ln.split()[0].isdigit()]
     assert [step for step, _ in curve] == ["0", "2", "4"]  # the curve, evaluated every 2 of 4 steps
     with pytest.raises(Exception, match="n_stepz"):
-        mod.main(["--experiment", "bali_cls_uci", "--scale", "test", "--where", "method=map", "dataset=spambase",
-                  "--set", "n_stepz=4", "--out", str(tmp_path / "scratch2")])
+        mod.main(
+            [
+                "--experiment",
+                "bali_cls_uci",
+                "--scale",
+                "test",
+                "--where",
+                "method=map",
+                "dataset=spambase",
+                "--set",
+                "n_stepz=4",
+                "--out",
+                str(tmp_path / "scratch2"),
+            ]
+        )
     assert not (tmp_path / "scratch2" / "results").exists()
 
 

@@ -46,9 +46,13 @@ def test_no_seed_offsets_left_in_the_package():
 
     root = Path(seeds.__file__).parent
     offset = re.compile(r"seed\)?\s*\+\s*\d+|\d+\s*\+\s*\(?seed|manual_seed\((?:int\()?(?:self\.)?seed\b")
-    hits = [f"{p.relative_to(root)}:{i}: {line.strip()}" for folder in ("methods", "experiments")
-            for p in sorted((root / folder).glob("*.py")) for i, line in enumerate(p.read_text().splitlines(), 1)
-            if offset.search(line)]
+    hits = [
+        f"{p.relative_to(root)}:{i}: {line.strip()}"
+        for folder in ("methods", "experiments")
+        for p in sorted((root / folder).glob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if offset.search(line)
+    ]
     assert hits == []
 
 
@@ -59,8 +63,12 @@ def test_no_seed_offsets_in_the_benchmarks():
 
     offset = re.compile(r"seed[_-]offset|(?:seed|split)\)?\s*\+\s*(?:\d+|args\.)")
     bench = Path(__file__).resolve().parents[1] / "benchmarks"
-    hits = [f"{p.name}:{i}: {line.strip()}" for p in sorted(bench.glob("*.py"))
-            for i, line in enumerate(p.read_text().splitlines(), 1) if offset.search(line)]
+    hits = [
+        f"{p.name}:{i}: {line.strip()}"
+        for p in sorted(bench.glob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if offset.search(line)
+    ]
     assert hits == []
 
 

@@ -285,7 +285,8 @@ def _check_slurm_run(rc: int, log: str, wants_gpu=lambda cells: True) -> dict[st
         )
         for jobid, slurm_log in submitted.items():
             assert re.search(rf"/(rule_{CELL_RULE}|group_\S+_{CELL_RULE})/", slurm_log), (
-                f"SLURM job {jobid} is not a {CELL_RULE} job: {slurm_log}")
+                f"SLURM job {jobid} is not a {CELL_RULE} job: {slurm_log}"
+            )
             text = Path(slurm_log).read_text() if Path(slurm_log).is_file() else ""
             assert f"rule {CELL_RULE}:" in text and "--mode remote" in text, (
                 f"SLURM log {slurm_log} does not show {CELL_RULE} running inside the job:\n{text[-3000:]}"
@@ -300,7 +301,8 @@ def _check_slurm_run(rc: int, log: str, wants_gpu=lambda cells: True) -> dict[st
             has_gpu = bool(re.search(r"Tres(PerJob|PerNode|PerTask)=\S*gpu", show))
             cells = _job_cells(slurm_log)
             assert has_gpu == wants_gpu(cells), (
-                f"job {jobid} ({cells}) {'got' if has_gpu else 'did not get'} a GPU:\n{show}")
+                f"job {jobid} ({cells}) {'got' if has_gpu else 'did not get'} a GPU:\n{show}"
+            )
         return submitted
     except BaseException:
         if run_id:  # never leave jobs of a failed run behind
@@ -464,7 +466,9 @@ def test_slurm_packed_target(unpacked_run, slurm_node, tmp_path):
     assert {devices[c] for c in packed} == {"gpu", "cpu"}, "the target should have cells of both kinds"
     for rel, record in packed.items():
         assert record["status"] == unpacked[rel]["status"] == "completed", rel
-        assert record["metrics"] == unpacked[rel]["metrics"], f"{rel}: packed {record['metrics']} != {unpacked[rel]['metrics']}"
+        assert record["metrics"] == unpacked[rel]["metrics"], (
+            f"{rel}: packed {record['metrics']} != {unpacked[rel]['metrics']}"
+        )
     # the first cell of each job ran the others of its group, two at a time; they only installed their results
     logs = "".join(p.read_text() for p in (work / "logs" / "test").rglob("*.log"))
     assert "more of its group, 2 at a time" in logs, logs[-3000:]
@@ -482,11 +486,19 @@ def test_slurm_requeued_packed_job_resumes_each_cell(slurm_node, tmp_path):
     overlay = _write_overlay(tmp_path / "overlay.yaml", slurm_node, packed=True)
     # fig2a's four Laplace/partitioned cells at 1 and 15 inputs, long enough (1500 steps) to be caught
     # mid-run, checkpointing every 100 steps
-    (work / "slow.yaml").write_text(yaml.safe_dump({
-        "run": {"checkpoint_every": 100},
-        "experiments": {"fig2a": {"scales": {"test": {"settings": {"n_steps": 1500, "eval_every": 500}}}}}}))
-    targets = [f"results/test/fig2a/method~{m}/n_inputs~{n}/seed~0/metrics.json"
-               for m in ("laplace", "partitioned") for n in (1, 15)]
+    (work / "slow.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "run": {"checkpoint_every": 100},
+                "experiments": {"fig2a": {"scales": {"test": {"settings": {"n_steps": 1500, "eval_every": 500}}}}},
+            }
+        )
+    )
+    targets = [
+        f"results/test/fig2a/method~{m}/n_inputs~{n}/seed~0/metrics.json"
+        for m in ("laplace", "partitioned")
+        for n in (1, 15)
+    ]
     cmd = _snakemake_cmd(targets, overlay, ("--configfile", "slow.yaml"))
     log_path = tmp_path / "snakemake.log"
     with open(log_path, "w") as log:

@@ -36,8 +36,9 @@ def _train(prepare: bool, env_extra: dict | None = None) -> dict:
     import os
 
     env = {**os.environ, **(env_extra or {})}
-    out = subprocess.run([sys.executable, "-c", TRAIN.format(prepare=prepare)], capture_output=True, text=True,
-                         check=True, env=env).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", TRAIN.format(prepare=prepare)], capture_output=True, text=True, check=True, env=env
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -52,8 +52,10 @@ def pdflatex() -> str:
     exe = shutil.which("pdflatex")
     if exe:
         return exe
-    reason = ("pdflatex is not installed (Debian: apt-get install texlive-latex-base texlive-latex-recommended, "
-              "as .ci/run does)")
+    reason = (
+        "pdflatex is not installed (Debian: apt-get install texlive-latex-base texlive-latex-recommended, "
+        "as .ci/run does)"
+    )
     if os.environ.get("REPROKIT_REQUIRE_LATEX") == "1":
         pytest.fail(f"REPROKIT_REQUIRE_LATEX=1 but {reason}")
     pytest.skip(reason)
@@ -104,10 +106,12 @@ def test_table_source_is_ascii_names_its_packages_and_has_no_text_mode_angle_bra
 
 # -- write_table's layout --------------------------------------------------------------------------------
 
+
 def wide_frame(n_cols: int, n_rows: int = 4) -> pd.DataFrame:
-    return pd.DataFrame({"Dataset": [f"set {i}" for i in range(n_rows)]}
-                        | {f"Method {j} (quoted)": [f"{j}.{i}23 ± 0.0{i}5" for i in range(n_rows)]
-                           for j in range(n_cols)})
+    return pd.DataFrame(
+        {"Dataset": [f"set {i}" for i in range(n_rows)]}
+        | {f"Method {j} (quoted)": [f"{j}.{i}23 ± 0.0{i}5" for i in range(n_rows)] for j in range(n_cols)}
+    )
 
 
 def test_escape_covers_the_characters_ot1_misprints():
@@ -139,16 +143,29 @@ def test_a_wide_table_is_set_smaller_then_split_repeating_its_key_columns(tmp_pa
     assert tex.splitlines()[0] == r"% needs: \usepackage{booktabs,graphicx,xcolor}"  # xcolor: the TEST DATA mark
     assert "Method 11 (quoted)" in (tmp_path / "wide.html").read_text()  # the HTML page holds the whole table
     # explicit parts and keys
-    layout = write_table(wide_frame(4), out, "Parts", "quick", "n", parts=[["Method 0 (quoted)"],
-                                                                           ["Method 1 (quoted)", "Method 2 (quoted)",
-                                                                            "Method 3 (quoted)"]])
+    layout = write_table(
+        wide_frame(4),
+        out,
+        "Parts",
+        "quick",
+        "n",
+        parts=[["Method 0 (quoted)"], ["Method 1 (quoted)", "Method 2 (quoted)", "Method 3 (quoted)"]],
+    )
     assert layout.parts == [[0, 1], [0, 2, 3, 4]]
 
 
 def test_long_headers_wrap_onto_lines_and_cells_with_newlines_stack(tmp_path):
     df = pd.DataFrame({"k": ["a"], "a header long enough to wrap": ["1"], "b": ["two\nlines"]})
-    df = pd.concat([df] + [df.rename(columns={"b": f"b{i}", "a header long enough to wrap": f"long header {i} x y z"})
-                           .drop(columns="k") for i in range(8)], axis=1)
+    df = pd.concat(
+        [df]
+        + [
+            df.rename(columns={"b": f"b{i}", "a header long enough to wrap": f"long header {i} x y z"}).drop(
+                columns="k"
+            )
+            for i in range(8)
+        ],
+        axis=1,
+    )
     out = tmp_path / "h.tex"
     write_table(df, out, "Headers", "quick", "n")
     tex = out.read_text()
@@ -175,13 +192,21 @@ def test_n_per_entry_names_the_entries_off_the_common_count():
     assert n_per_entry({"a": 1, "b": 2}) == "n = 1 seed per entry except b (2)"  # a tie: the smaller n is common
 
 
-@pytest.mark.parametrize("n_cols,n_rows,min_factor", [(2, 3, 1.0), (6, 3, MIN_SHRINK - 0.1), (9, 8, MIN_SHRINK - 0.1),
-                                                      (14, 8, MIN_SHRINK - 0.1), (16, 40, 0.0)])
+@pytest.mark.parametrize(
+    "n_cols,n_rows,min_factor",
+    [(2, 3, 1.0), (6, 3, MIN_SHRINK - 0.1), (9, 8, MIN_SHRINK - 0.1), (14, 8, MIN_SHRINK - 0.1), (16, 40, 0.0)],
+)
 def test_write_tables_compile_and_fit(tmp_path, n_cols, n_rows, min_factor):
     """Synthetic tables from narrow to far too wide compile and fit; where write_table can split them, shrunk no more
     than its MIN_SHRINK (the estimate's error allowed for); too long to split (16 x 40), shrunk as far as it takes."""
     out = tmp_path / "t.tex"
-    write_table(wide_frame(n_cols, n_rows), out, "A caption with R_0 & 60% and p < 0.05", "test", "note; 2 seed(s)",
-                footnotes=["n/a: path config/experiments/some_file.yaml and https://example.org/~user/a_b.tar.gz"],
-                label="tab:t")
+    write_table(
+        wide_frame(n_cols, n_rows),
+        out,
+        "A caption with R_0 & 60% and p < 0.05",
+        "test",
+        "note; 2 seed(s)",
+        footnotes=["n/a: path config/experiments/some_file.yaml and https://example.org/~user/a_b.tar.gz"],
+        label="tab:t",
+    )
     assert_compiles_and_fits(out, tmp_path / "build", min_factor=min_factor)

@@ -24,10 +24,23 @@ SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def tiny_settings(**kw) -> UpdateTimingSettings:
-    s = {"model": "mnist_cnn", "seed": 0, "batch_size": 3, "n_aug_samples": 2, "input_shape": [1, 28, 28],
-         "n_classes": 10, "chunk_proportions": [0.8, 0.1, 0.1], "augmentation": "schwobel", "augmentation_init": 0.1,
-         "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "n_warmup": 1, "n_repeats": 3,
-         "diff_laplace": {"n_repeats": 1}}
+    s = {
+        "model": "mnist_cnn",
+        "seed": 0,
+        "batch_size": 3,
+        "n_aug_samples": 2,
+        "input_shape": [1, 28, 28],
+        "n_classes": 10,
+        "chunk_proportions": [0.8, 0.1, 0.1],
+        "augmentation": "schwobel",
+        "augmentation_init": 0.1,
+        "optimizer": "adam",
+        "lr": 1e-3,
+        "weight_decay": 0.0,
+        "n_warmup": 1,
+        "n_repeats": 3,
+        "diff_laplace": {"n_repeats": 1},
+    }
     s.update(kw)
     return UpdateTimingSettings.from_dict(s)
 
@@ -41,8 +54,17 @@ def test_kind_is_registered_and_needs_no_variants():
 def test_cell_reports_positive_ratios_and_per_repetition_times():
     curve, metrics = UpdateTiming(tiny_settings()).measure()  # a measurement, not a training loop
     assert metrics["n_repeats"] == 3  # the warm-up repetition is not counted
-    for key in ("param_ratio", "hyper_ratio", "param_ratio_cpu", "hyper_ratio_wall", "standard_ms", "augerino_ratio",
-                "dl_param_ratio", "dl_hyper_ratio", "dl_hyper_ms"):
+    for key in (
+        "param_ratio",
+        "hyper_ratio",
+        "param_ratio_cpu",
+        "hyper_ratio_wall",
+        "standard_ms",
+        "augerino_ratio",
+        "dl_param_ratio",
+        "dl_hyper_ratio",
+        "dl_hyper_ms",
+    ):
         assert np.isfinite(metrics[key]) and metrics[key] > 0, key
     # the curve gets one row per repetition with every update's time
     rows = [r for r in curve if "standard_cpu_s" in r]
@@ -51,7 +73,9 @@ def test_cell_reports_positive_ratios_and_per_repetition_times():
     # ... and the reported ratios are the quartiles of exactly those repetitions' ratios, warm-up left out
     ratios = [r["param_cpu_s"] / r["standard_cpu_s"] for r in rows[1:]]
     q25, q50, q75 = np.quantile(ratios, [0.25, 0.5, 0.75])
-    assert (metrics["param_ratio_q25"], metrics["param_ratio"], metrics["param_ratio_q75"]) == pytest.approx((q25, q50, q75))
+    assert (metrics["param_ratio_q25"], metrics["param_ratio"], metrics["param_ratio_q75"]) == pytest.approx(
+        (q25, q50, q75)
+    )
 
 
 def test_diff_laplace_hyper_update_is_measured_in_its_own_repetitions():
@@ -100,6 +124,7 @@ def test_all_updates_use_the_same_batch():
     def recorder(name):
         def hook(module, args):
             seen.setdefault(name, []).append(args[0])
+
         return hook
 
     m.standard_net.register_forward_pre_hook(recorder("standard"))
@@ -149,9 +174,20 @@ def test_summary_is_median_of_per_repetition_ratios_without_warmup():
     std = [1.0, 2.0, 1.0, 4.0, 1.0]
     par = [9.0, 2.2, 1.1, 4.8, 1.3]  # ratios 9 (warm-up), 1.1, 1.1, 1.2, 1.3
     for i, (s, p) in enumerate(zip(std, par)):
-        rows.append({"rep": i, "warmup": i == 0, "k_param": 1 + i % 2, "subnet_hyper": 1,
-                     "standard_cpu_s": s, "param_cpu_s": p, "hyper_cpu_s": s / 2,
-                     "standard_wall_s": 2 * s, "param_wall_s": 2 * p, "hyper_wall_s": s})
+        rows.append(
+            {
+                "rep": i,
+                "warmup": i == 0,
+                "k_param": 1 + i % 2,
+                "subnet_hyper": 1,
+                "standard_cpu_s": s,
+                "param_cpu_s": p,
+                "hyper_cpu_s": s / 2,
+                "standard_wall_s": 2 * s,
+                "param_wall_s": 2 * p,
+                "hyper_wall_s": s,
+            }
+        )
     out = summarize(rows, "cpu")
     assert out["n_repeats"] == 4
     assert out["param_ratio"] == pytest.approx(np.median([1.1, 1.1, 1.2, 1.3]))
@@ -228,21 +264,27 @@ def test_test_scale_cell_runs_through_the_cell_entry_point(tmp_path):
 
     grid = experiment(config(), "table8_timing", "test")
     cell = grid.parse("model~mnist_cnn/seed~0")
-    record = run_cell(cell, CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v")),
-                      tmp_path / "out", None)
+    record = run_cell(
+        cell, CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v")), tmp_path / "out", None
+    )
     assert record["status"] == "completed"
     assert record["metrics"]["param_ratio"] > 0 and record["metrics"]["hyper_ratio"] > 0
     assert record["metrics"]["dl_hyper_outcome"] == "measured" and record["metrics"]["dl_hyper_ratio"] > 1
-    assert record["metrics"]["dl_hyper_n"] == cell.settings["diff_laplace"]["n_repeats"] and record["metrics"]["augerino_ratio"] > 0
+    assert (
+        record["metrics"]["dl_hyper_n"] == cell.settings["diff_laplace"]["n_repeats"]
+        and record["metrics"]["augerino_ratio"] > 0
+    )
     assert record["info"]["batch_size"] == cell.settings["batch_size"]
     assert record["info"]["device"] == "cpu" and record["info"]["num_threads"] == 1
     curve = pd.read_csv(tmp_path / "out" / "curve.csv")
     assert (curve["warmup"].astype(str) == "False").sum() == cell.settings["n_repeats"]
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["steps"] == (
-        cell.settings["n_warmup"] + cell.settings["n_repeats"])
+        cell.settings["n_warmup"] + cell.settings["n_repeats"]
+    )
 
 
 # -- the notebook ---------------------------------------------------------------------------------
+
 
 def fake_results(tmp_path, dl_oom=("fixup_resnet14",)):
     """Aggregated CSVs as the pipeline writes them, with known per-repetition ratios; the Diff. Laplace hyper
@@ -252,18 +294,51 @@ def fake_results(tmp_path, dl_oom=("fixup_resnet14",)):
     dl = {"mnist_cnn": [12.0, 14.0], "fixup_resnet8": [16.0, 18.0], "fixup_resnet14": [20.0, 24.0]}
     for model, rs in ratios.items():
         oom = model in dl_oom
-        cells.append({"scale": "quick", "experiment": "table8_timing", "model": model, "seed": 0,
-                      "status": "completed", "timer": "cpu", "device_name": "Test CPU, 1 intra-op thread",
-                      "num_threads": 1, "batch_size": 20, "n_aug_samples": 20, "backward": "minimal",
-                      "param_ratio": np.median(rs), "dl_hyper_outcome": "oom" if oom else "measured",
-                      "dl_hyper_error": "CUDA out of memory. Tried to allocate 20.00 GiB" if oom else ""})
+        cells.append(
+            {
+                "scale": "quick",
+                "experiment": "table8_timing",
+                "model": model,
+                "seed": 0,
+                "status": "completed",
+                "timer": "cpu",
+                "device_name": "Test CPU, 1 intra-op thread",
+                "num_threads": 1,
+                "batch_size": 20,
+                "n_aug_samples": 20,
+                "backward": "minimal",
+                "param_ratio": np.median(rs),
+                "dl_hyper_outcome": "oom" if oom else "measured",
+                "dl_hyper_error": "CUDA out of memory. Tried to allocate 20.00 GiB" if oom else "",
+            }
+        )
         curves.append({"model": model, "seed": 0, "step": 0})
-        curves.append({"model": model, "seed": 0, "step": 1, "warmup": True, "standard_cpu_s": 1.0,
-                       "param_cpu_s": 50.0, "hyper_cpu_s": 50.0, "augerino_cpu_s": 50.0, "dl_param_cpu_s": 50.0,
-                       **({} if oom else {"dl_hyper_cpu_s": 500.0})})
+        curves.append(
+            {
+                "model": model,
+                "seed": 0,
+                "step": 1,
+                "warmup": True,
+                "standard_cpu_s": 1.0,
+                "param_cpu_s": 50.0,
+                "hyper_cpu_s": 50.0,
+                "augerino_cpu_s": 50.0,
+                "dl_param_cpu_s": 50.0,
+                **({} if oom else {"dl_hyper_cpu_s": 500.0}),
+            }
+        )
         for i, r in enumerate(rs):
-            row = {"model": model, "seed": 0, "step": i + 2, "warmup": False, "standard_cpu_s": 0.5,
-                   "param_cpu_s": 0.5 * r, "hyper_cpu_s": 0.4, "augerino_cpu_s": 0.55, "dl_param_cpu_s": 0.5}
+            row = {
+                "model": model,
+                "seed": 0,
+                "step": i + 2,
+                "warmup": False,
+                "standard_cpu_s": 0.5,
+                "param_cpu_s": 0.5 * r,
+                "hyper_cpu_s": 0.4,
+                "augerino_cpu_s": 0.55,
+                "dl_param_cpu_s": 0.5,
+            }
             if i < 2 and not oom:
                 row["dl_hyper_cpu_s"] = 0.5 * dl[model][i]
             curves.append(row)
@@ -318,7 +393,7 @@ def test_table8_notebook_reports_measured_ratios_and_quotes_the_paper_apart(tmp_
     tex = out.read_text()
     for method, update, model, column, want in EXPECTED_TABLE8:
         got = entry(table, method, update, model, column)
-        assert (got.startswith(want) if want.endswith("[") else got == want), (method, update, model, column, got)
+        assert got.startswith(want) if want.endswith("[") else got == want, (method, update, model, column, got)
     assert "Test CPU" in tex and "Immer et al." in tex and "fixup ResNet-14 seed 0: CUDA out of memory" in tex
     assert "quoted, not re-measured" in tex and "cited literature" in tex and "TEST DATA" not in tex
     assert "not implemented" not in tex

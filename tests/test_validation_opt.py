@@ -31,9 +31,13 @@ N, N_TEST = 40, 16
 
 def tiny_task(shape=(1, 8, 8), classes=3, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return TaskData(torch.rand(N, *shape, generator=g), torch.randint(0, classes, (N,), generator=g),
-                    torch.rand(N_TEST, *shape, generator=g), torch.randint(0, classes, (N_TEST,), generator=g),
-                    n_classes=classes)
+    return TaskData(
+        torch.rand(N, *shape, generator=g),
+        torch.randint(0, classes, (N,), generator=g),
+        torch.rand(N_TEST, *shape, generator=g),
+        torch.randint(0, classes, (N_TEST,), generator=g),
+        n_classes=classes,
+    )
 
 
 def augmented_method(seed_init=0, data=None, n_steps=6, finetune_epochs=2, **kw):
@@ -41,12 +45,23 @@ def augmented_method(seed_init=0, data=None, n_steps=6, finetune_epochs=2, **kw)
     torch.manual_seed(seed_init)
     data = data or tiny_task()
     aug = SchwobelAffine(0.1)
-    net = SeededAugmentedModel(nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3)), aug, 2,
-                               make_generator(7))
+    net = SeededAugmentedModel(
+        nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3)), aug, 2, make_generator(7)
+    )
     evaluate = make_evaluator(net, data.x_test, data.y_test, n_samples=2, seed=0)
     kw.setdefault("optim", OptimConfig(batch_size=8))
-    return ValidationSetOptimisation(net, list(aug.parameters()), data, n_steps=n_steps, seed=0, hyper_lr=0.05,
-                                     split=(0.75, 0.25), finetune_epochs=finetune_epochs, evaluate_fn=evaluate, **kw)
+    return ValidationSetOptimisation(
+        net,
+        list(aug.parameters()),
+        data,
+        n_steps=n_steps,
+        seed=0,
+        hyper_lr=0.05,
+        split=(0.75, 0.25),
+        finetune_epochs=finetune_epochs,
+        evaluate_fn=evaluate,
+        **kw,
+    )
 
 
 def params(module):
@@ -68,7 +83,9 @@ def test_split_is_exact_disjoint_and_from_the_seed_stream():
     assert not torch.equal(ids, validation_split_ids(N, (0.75, 0.25), seed=4))
     m = augmented_method()
     assert m.split_sizes == [30, 10]
-    rows = {tuple(r.flatten().tolist()) for r in m.data.x_train} | {tuple(r.flatten().tolist()) for r in m.val_data.x_train}
+    rows = {tuple(r.flatten().tolist()) for r in m.data.x_train} | {
+        tuple(r.flatten().tolist()) for r in m.val_data.x_train
+    }
     assert len(rows) == N  # the two parts are disjoint and cover every example
     with pytest.raises(ValueError, match="two proportions"):
         validation_split_ids(N, (0.8, 0.1, 0.1), 0)
@@ -187,8 +204,13 @@ def tiny_wrn(seed=0):
 
 def image_task():
     g = torch.Generator().manual_seed(0)
-    return TaskData(torch.rand(N, 3, 8, 8, generator=g), torch.randint(0, 3, (N,), generator=g),
-                    torch.rand(N_TEST, 3, 8, 8, generator=g), torch.randint(0, 3, (N_TEST,), generator=g), n_classes=3)
+    return TaskData(
+        torch.rand(N, 3, 8, 8, generator=g),
+        torch.randint(0, 3, (N,), generator=g),
+        torch.rand(N_TEST, 3, 8, 8, generator=g),
+        torch.randint(0, 3, (N_TEST,), generator=g),
+        n_classes=3,
+    )
 
 
 def test_split_covers_every_parameter_exactly_once():
@@ -232,7 +254,9 @@ def test_partitioned_training_partitions_the_head_only():
     partitioned = {id(p) for p, _ in pm.partitioned_parameters()}
     assert partitioned == {id(p) for p in weights}  # the head's parameter objects survive wrapping
     assert not any(hasattr(getattr(wrn, name), "parametrizations") for name in ("conv1",))
-    assert not any(hasattr(mod, "parametrizations") for name in ("stage1", "stage2") for mod in getattr(wrn, name).modules())
+    assert not any(
+        hasattr(mod, "parametrizations") for name in ("stage1", "stage2") for mod in getattr(wrn, name).modules()
+    )
     data = image_task()
     ids = torch.tensor([0] * 30 + [1] * 10)
     cfg = PartitionedConfig(chunk_proportions=[0.75, 0.25], optim=OptimConfig(batch_size=8), hyper_lr=1e-2)

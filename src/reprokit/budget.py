@@ -111,8 +111,13 @@ def write_costs(new_rows: list[dict], path: str | Path = COSTS_FILE) -> None:
         w = csv.DictWriter(f, COLUMNS, delimiter="\t", extrasaction="ignore", lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({**r, "images": "" if r.get("images") is None else r["images"],
-                        "ms_per_step": f"{float(r['ms_per_step']):.4g}"})
+            w.writerow(
+                {
+                    **r,
+                    "images": "" if r.get("images") is None else r["images"],
+                    "ms_per_step": f"{float(r['ms_per_step']):.4g}",
+                }
+            )
 
 
 class CostTable:
@@ -137,8 +142,11 @@ class CostTable:
                     notes.append(f"{model} {step}: no {precision} row, fp32 used")
                 if prof != self.profile:
                     factor = 1.0 if step == "startup" else self.device_factor(prof, model)
-                    how = (f"scaled x{factor:.3g} (median per-image time ratio of the models measured on both)"
-                           if factor != 1.0 else "used as is")
+                    how = (
+                        f"scaled x{factor:.3g} (median per-image time ratio of the models measured on both)"
+                        if factor != 1.0
+                        else "used as is"
+                    )
                     notes.append(f"{model} {step}: measured on {row['device']} only, {how}")
                     row = {**row, "ms_per_step": row["ms_per_step"] * factor}
                 return row
@@ -159,22 +167,49 @@ class CostTable:
 
     def price(self, part: Part, precision: str, notes: list[str]) -> tuple[float, bool]:
         """(ms per step of `part`, fallback?)."""
-        derived = {"standard": [("plain", 1.0, "plain-torch row as the pipeline step")],
-                   "param": [("standard", 1.0, "standard step as the partitioned parameter update"),
-                             ("plain", 1.0, "plain-torch row as the partitioned parameter update")],
-                   "hyper": [("standard", 1.0, "standard step as the hyper update"),
-                             ("plain", 1.0, "plain-torch row as the hyper update")],
-                   "partitioned": [("standard", 2.0, "2 x standard step (param + hyper update)"),
-                                   ("plain", 2.0, "2 x plain-torch row (param + hyper update)")],
-                   "lila_hyper": [("standard", LILA_HYPER_FACTOR, f"ESTIMATE {LILA_HYPER_FACTOR:g} x standard step "
-                                   "per image (KFAC-GGN: one backward per class with create_graph, then the "
-                                   "double backward; not measured)"),
-                                  ("plain", LILA_HYPER_FACTOR, f"ESTIMATE {LILA_HYPER_FACTOR:g} x plain-torch row "
-                                   "per image (Diff. Laplace hyper step; not measured)")],
-                   "llml": [("standard", LLML_FACTOR, f"ESTIMATE {LLML_FACTOR:g} x standard step per image "
-                             "(CNN on the orbit + the sparse GP; not measured)"),
-                            ("plain", LLML_FACTOR, f"ESTIMATE {LLML_FACTOR:g} x plain-torch row per image "
-                             "(Last-layer ML step; not measured)")]}
+        derived = {
+            "standard": [("plain", 1.0, "plain-torch row as the pipeline step")],
+            "param": [
+                ("standard", 1.0, "standard step as the partitioned parameter update"),
+                ("plain", 1.0, "plain-torch row as the partitioned parameter update"),
+            ],
+            "hyper": [
+                ("standard", 1.0, "standard step as the hyper update"),
+                ("plain", 1.0, "plain-torch row as the hyper update"),
+            ],
+            "partitioned": [
+                ("standard", 2.0, "2 x standard step (param + hyper update)"),
+                ("plain", 2.0, "2 x plain-torch row (param + hyper update)"),
+            ],
+            "lila_hyper": [
+                (
+                    "standard",
+                    LILA_HYPER_FACTOR,
+                    f"ESTIMATE {LILA_HYPER_FACTOR:g} x standard step "
+                    "per image (KFAC-GGN: one backward per class with create_graph, then the "
+                    "double backward; not measured)",
+                ),
+                (
+                    "plain",
+                    LILA_HYPER_FACTOR,
+                    f"ESTIMATE {LILA_HYPER_FACTOR:g} x plain-torch row "
+                    "per image (Diff. Laplace hyper step; not measured)",
+                ),
+            ],
+            "llml": [
+                (
+                    "standard",
+                    LLML_FACTOR,
+                    f"ESTIMATE {LLML_FACTOR:g} x standard step per image "
+                    "(CNN on the orbit + the sparse GP; not measured)",
+                ),
+                (
+                    "plain",
+                    LLML_FACTOR,
+                    f"ESTIMATE {LLML_FACTOR:g} x plain-torch row per image (Last-layer ML step; not measured)",
+                ),
+            ],
+        }
         for where in ("own", "other"):
             for step, factor, why in [(part.step, 1.0, "")] + derived.get(part.step, []):
                 row = self._find(part.model, step, precision, notes, where)
@@ -195,8 +230,14 @@ class CostTable:
 
     def fastest_step_ms(self) -> float:
         """The fastest training step measured on this profile's device (0 when it measured none)."""
-        return min((r["ms_per_step"] for r in self.rows if r["profile"] == self.profile and r["model"] != "python"
-                    and "@" not in r["step"]), default=0.0)
+        return min(
+            (
+                r["ms_per_step"]
+                for r in self.rows
+                if r["profile"] == self.profile and r["model"] != "python" and "@" not in r["step"]
+            ),
+            default=0.0,
+        )
 
     def shared_ms(self, part: Part, precision: str, k: int) -> float | None:
         """Measured ms per step of `part` while k cells share this device (step `<step>@<k>`), else None."""
@@ -271,8 +312,13 @@ def step_seconds(work: CellWork | None, table: CostTable, precision: str, floor_
     return sum(max(table.price(part, precision, notes)[0], floor_ms) * part.count for part in work.parts) / 1e3
 
 
-def cell_costs(cells, config: dict | None = None, gpu: CostTable | None = None, cpu: CostTable | None = None,
-               shared: tuple[int, ...] = ()) -> list:
+def cell_costs(
+    cells,
+    config: dict | None = None,
+    gpu: CostTable | None = None,
+    cpu: CostTable | None = None,
+    shared: tuple[int, ...] = (),
+) -> list:
     """reprokit.packing.CellCost of each cell: the device it asks for under `--profile slurm` and its
     estimates. GPU prices from $REPROKIT_COST_PROFILE or h100, CPU prices from the `cpu` profile (one core)."""
     from .packing import CellCost
@@ -294,9 +340,17 @@ def cell_costs(cells, config: dict | None = None, gpu: CostTable | None = None, 
             if all(m is not None for m in ms):
                 startup = gpu.startup_seconds([])
                 sharing[k] = startup + sum(m * part.count for m, part in zip(ms, work.parts)) / 1e3
-        out.append(CellCost(rel_dir=cell.rel_dir, experiment=cell.experiment, device=device,
-                            seconds=(on_gpu if device == "gpu" else on_cpu).seconds, gpu_seconds=on_gpu.seconds,
-                            speedup=speedup, shared_seconds=sharing))
+        out.append(
+            CellCost(
+                rel_dir=cell.rel_dir,
+                experiment=cell.experiment,
+                device=device,
+                seconds=(on_gpu if device == "gpu" else on_cpu).seconds,
+                gpu_seconds=on_gpu.seconds,
+                speedup=speedup,
+                shared_seconds=sharing,
+            )
+        )
     return out
 
 
@@ -307,11 +361,18 @@ def slurm_plan(config: dict, settings=None, experiments: list[str] | None = None
     from .packing import Settings, plan
 
     settings = settings or Settings()
-    cells = [c for name in sorted(config["experiments"]) if not experiments or name in experiments
-             for c in experiment(config, name, config["scale"]).cells()]
+    cells = [
+        c
+        for name in sorted(config["experiments"])
+        if not experiments or name in experiments
+        for c in experiment(config, name, config["scale"]).cells()
+    ]
     tables = {}
     if rows is not None:
-        tables = {"gpu": CostTable(rows, os.environ.get(PROFILE_ENV) or GPU_PROFILE), "cpu": CostTable(rows, CPU_PROFILE)}
+        tables = {
+            "gpu": CostTable(rows, os.environ.get(PROFILE_ENV) or GPU_PROFILE),
+            "cpu": CostTable(rows, CPU_PROFILE),
+        }
     costs = cell_costs(cells, config, shared=(settings.cells_per_gpu,), **tables)
     return plan(costs, settings, prefix=f"pack_{config['scale']}"), costs
 
@@ -324,8 +385,19 @@ def slurm_rows(jobs, costs, threads: int = 1) -> list[dict]:
     by_rel = {c.rel_dir: c for c in costs}
     rows: dict[str, dict] = {}
     for c in costs:
-        r = rows.setdefault(c.experiment, {"experiment": c.experiment, "cells": 0, "gpu_cells": 0, "jobs_single": 0,
-                                           "jobs": set(), "gpu_h_single": 0.0, "gpu_h": 0.0, "cpu_h": 0.0})
+        r = rows.setdefault(
+            c.experiment,
+            {
+                "experiment": c.experiment,
+                "cells": 0,
+                "gpu_cells": 0,
+                "jobs_single": 0,
+                "jobs": set(),
+                "gpu_h_single": 0.0,
+                "gpu_h": 0.0,
+                "cpu_h": 0.0,
+            },
+        )
         r["cells"] += 1
         r["gpu_cells"] += c.device == "gpu"
         r["jobs_single"] += 1
@@ -345,8 +417,9 @@ def slurm_rows(jobs, costs, threads: int = 1) -> list[dict]:
     return [rows[k] for k in sorted(rows)]
 
 
-def print_slurm(config: dict, settings=None, experiments: list[str] | None = None,
-                rows: list[dict] | None = None) -> None:
+def print_slurm(
+    config: dict, settings=None, experiments: list[str] | None = None, rows: list[dict] | None = None
+) -> None:
     from .packing import JOB_OVERHEAD_S, Settings
 
     settings = settings or Settings()
@@ -354,35 +427,50 @@ def print_slurm(config: dict, settings=None, experiments: list[str] | None = Non
     jobs, costs = slurm_plan(config, settings, experiments, rows)
     per_exp = slurm_rows(jobs, costs, threads)
     gpu_profile = os.environ.get(PROFILE_ENV) or GPU_PROFILE
-    print(f"\nSLURM (--profile slurm): a cell asks for a GPU where the cost model prices its steps >= "
-          f"{GPU_MIN_SPEEDUP:g}x faster on {gpu_profile} than on one '{CPU_PROFILE}' core, else the CPU partition; "
-          f"cells under {settings.long_minutes:g} min packed into jobs of ~{settings.target_minutes:g} "
-          f"({settings.min_minutes:g}-{settings.max_minutes:g}) estimated min, {settings.cells_per_gpu} at once on a "
-          f"GPU, {settings.cells_per_cpu_job} on a CPU job.")
+    print(
+        f"\nSLURM (--profile slurm): a cell asks for a GPU where the cost model prices its steps >= "
+        f"{GPU_MIN_SPEEDUP:g}x faster on {gpu_profile} than on one '{CPU_PROFILE}' core, else the CPU partition; "
+        f"cells under {settings.long_minutes:g} min packed into jobs of ~{settings.target_minutes:g} "
+        f"({settings.min_minutes:g}-{settings.max_minutes:g}) estimated min, {settings.cells_per_gpu} at once on a "
+        f"GPU, {settings.cells_per_cpu_job} on a CPU job."
+    )
     w = max([22, *(len(r["experiment"]) + 2 for r in per_exp)])
-    print(f"{'experiment':<{w}}{'cells':>7}{'on GPU':>8}{'jobs 1/cell':>13}{'jobs packed':>13}"
-          f"{'GPU-h 1/cell':>14}{'GPU-h packed':>14}{'CPU-h packed':>14}")
+    print(
+        f"{'experiment':<{w}}{'cells':>7}{'on GPU':>8}{'jobs 1/cell':>13}{'jobs packed':>13}"
+        f"{'GPU-h 1/cell':>14}{'GPU-h packed':>14}{'CPU-h packed':>14}"
+    )
     for r in per_exp:
-        print(f"{r['experiment']:<{w}}{r['cells']:>7}{r['gpu_cells']:>8}{r['jobs_single']:>13}{r['jobs']:>13}"
-              f"{r['gpu_h_single']:>14.1f}{r['gpu_h']:>14.1f}{r['cpu_h']:>14.1f}")
+        print(
+            f"{r['experiment']:<{w}}{r['cells']:>7}{r['gpu_cells']:>8}{r['jobs_single']:>13}{r['jobs']:>13}"
+            f"{r['gpu_h_single']:>14.1f}{r['gpu_h']:>14.1f}{r['cpu_h']:>14.1f}"
+        )
     n_gpu = sum(j.device == "gpu" for j in jobs)
-    print(f"{'total':<{w}}{len(costs):>7}{sum(c.device == 'gpu' for c in costs):>8}{len(costs):>13}{len(jobs):>13}"
-          f"{sum(r['gpu_h_single'] for r in per_exp):>14.1f}{sum(r['gpu_h'] for r in per_exp):>14.1f}"
-          f"{sum(r['cpu_h'] for r in per_exp):>14.1f}")
+    print(
+        f"{'total':<{w}}{len(costs):>7}{sum(c.device == 'gpu' for c in costs):>8}{len(costs):>13}{len(jobs):>13}"
+        f"{sum(r['gpu_h_single'] for r in per_exp):>14.1f}{sum(r['gpu_h'] for r in per_exp):>14.1f}"
+        f"{sum(r['cpu_h'] for r in per_exp):>14.1f}"
+    )
     short = [j for j in jobs if not j.alone and j.wall_s < settings.min_minutes * 60]
     alone = sum(j.alone for j in jobs)
     short_alone = sum(j.alone and j.wall_s < settings.long_minutes * 60 for j in jobs)
-    print(f"SLURM jobs: {len(costs)} with one cell per job; {len(jobs)} with packing ({n_gpu} GPU, {len(jobs) - n_gpu} "
-          f"CPU): {len(jobs) - alone} packed jobs and {alone} single cells"
-          + (f" ({short_alone} under {settings.long_minutes:g} estimated min: nothing to pack them with)" if short_alone
-             else f" of {settings.long_minutes:g} estimated min or more")
-          + f"; packed jobs under {settings.min_minutes:g} estimated min: {len(short)}.")
+    print(
+        f"SLURM jobs: {len(costs)} with one cell per job; {len(jobs)} with packing ({n_gpu} GPU, {len(jobs) - n_gpu} "
+        f"CPU): {len(jobs) - alone} packed jobs and {alone} single cells"
+        + (
+            f" ({short_alone} under {settings.long_minutes:g} estimated min: nothing to pack them with)"
+            if short_alone
+            else f" of {settings.long_minutes:g} estimated min or more"
+        )
+        + f"; packed jobs under {settings.min_minutes:g} estimated min: {len(short)}."
+    )
     shared = any(c.shared_seconds for c in costs)
-    print("Allocated hours: each job's estimated wall time + "
-          f"{JOB_OVERHEAD_S:g} s start-up; GPU cells sharing a GPU "
-          + ("priced from the measured <step>@k rows where step_costs.tsv has them, else " if shared else "")
-          + "counted as fast as one after another" + ("." if shared else
-                                                       " (no <step>@k rows measured yet: benchmarks/gpu_packing.sh)."))
+    print(
+        "Allocated hours: each job's estimated wall time + "
+        f"{JOB_OVERHEAD_S:g} s start-up; GPU cells sharing a GPU "
+        + ("priced from the measured <step>@k rows where step_costs.tsv has them, else " if shared else "")
+        + "counted as fast as one after another"
+        + ("." if shared else " (no <step>@k rows measured yet: benchmarks/gpu_packing.sh).")
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -418,27 +506,49 @@ def budget(config: dict, table: CostTable, experiments: list[str] | None = None)
         for e in ests:
             for n in e.notes:
                 notes[n] = notes.get(n, 0) + 1
-        rows.append({"experiment": name, "kind": g.kind, "cells": len(cells),
-                     "iterations": sum(e.n_steps for e in ests), "device_hours": sum(e.seconds for e in ests) / 3600,
-                     "max_cell_hours": max((e.seconds for e in ests), default=0.0) / 3600,
-                     "fallback_cells": sum(e.fallback for e in ests), "notes": notes})
+        rows.append(
+            {
+                "experiment": name,
+                "kind": g.kind,
+                "cells": len(cells),
+                "iterations": sum(e.n_steps for e in ests),
+                "device_hours": sum(e.seconds for e in ests) / 3600,
+                "max_cell_hours": max((e.seconds for e in ests), default=0.0) / 3600,
+                "fallback_cells": sum(e.fallback for e in ests),
+                "notes": notes,
+            }
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m reprokit.budget", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m reprokit.budget", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="as snakemake's (scale=paper ...)")
-    p.add_argument("--profile", default=None, help="step-cost profile (column `profile` of the table; "
-                   "default: h100 for scale paper, cpu otherwise)")
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="step-cost profile (column `profile` of the table; default: h100 for scale paper, cpu otherwise)",
+    )
     p.add_argument("--experiment", action="append", default=None, help="only this experiment (repeatable)")
     p.add_argument("--root", default=".", help="repository root (config/, workflow/schemas/)")
     p.add_argument("--costs", default=str(COSTS_FILE), help="step-cost table (TSV)")
     p.add_argument("--notes", action="store_true", help="list how each non-exact price was made")
-    p.add_argument("--cells-per-gpu", type=int, default=None, metavar="K",
-                   help="as slurm/config.yaml's set-resources.cell.cells_per_gpu (default: reprokit.packing.Settings)")
-    p.add_argument("--cells-per-cpu-job", type=int, default=None, metavar="K",
-                   help="as slurm/config.yaml's set-resources.cell.cells_per_cpu_job")
+    p.add_argument(
+        "--cells-per-gpu",
+        type=int,
+        default=None,
+        metavar="K",
+        help="as slurm/config.yaml's set-resources.cell.cells_per_gpu (default: reprokit.packing.Settings)",
+    )
+    p.add_argument(
+        "--cells-per-cpu-job",
+        type=int,
+        default=None,
+        metavar="K",
+        help="as slurm/config.yaml's set-resources.cell.cells_per_cpu_job",
+    )
     p.add_argument("--no-slurm", action="store_true", help="leave out the SLURM jobs and allocated hours")
     args = p.parse_args(argv)
 
@@ -454,35 +564,54 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--experiment: no experiment '{name}' (have: {', '.join(sorted(known))})")
     rows = budget(config, table, args.experiment)
     precision = run_settings(config).precision
-    print(f"scale {scale}, precision {precision}, step costs of profile '{profile}' ({table.device}), "
-          f"{Path(args.costs).name}")
+    print(
+        f"scale {scale}, precision {precision}, step costs of profile '{profile}' ({table.device}), "
+        f"{Path(args.costs).name}"
+    )
     w = max([22, *(len(r["experiment"]) + 2 for r in rows)])  # names never run into the kind column
     print(f"{'experiment':<{w}}{'kind':<22}{'cells':>7}{'iterations':>13}{'device-h':>11}{'max cell h':>12}  priced")
     for r in rows:
         derived = [n for n in r["notes"] if not n.startswith("python startup")]  # start-up: see --notes
-        how = f"FALLBACK for {r['fallback_cells']} cells" if r["fallback_cells"] else (
-            "partly derived (see --notes)" if derived else "measured")
-        print(f"{r['experiment']:<{w}}{r['kind']:<22}{r['cells']:>7}{r['iterations']:>13,}{r['device_hours']:>11.1f}"
-              f"{r['max_cell_hours']:>12.2f}  {how}")
+        how = (
+            f"FALLBACK for {r['fallback_cells']} cells"
+            if r["fallback_cells"]
+            else ("partly derived (see --notes)" if derived else "measured")
+        )
+        print(
+            f"{r['experiment']:<{w}}{r['kind']:<22}{r['cells']:>7}{r['iterations']:>13,}{r['device_hours']:>11.1f}"
+            f"{r['max_cell_hours']:>12.2f}  {how}"
+        )
         if args.notes or r["fallback_cells"]:
             for note, count in r["notes"].items():
                 if args.notes or note.startswith("FALLBACK"):
                     print(f"    {count:>5} cells: {note}")
     total_h = sum(r["device_hours"] for r in rows)
-    print(f"{'total':<{w + 22}}{sum(r['cells'] for r in rows):>7}{sum(r['iterations'] for r in rows):>13,}{total_h:>11.1f}")
+    print(
+        f"{'total':<{w + 22}}{sum(r['cells'] for r in rows):>7}{sum(r['iterations'] for r in rows):>13,}{total_h:>11.1f}"
+    )
     fb = sum(r["fallback_cells"] for r in rows)
     if fb:
-        print(f"FALLBACK: {fb} cells priced at {FALLBACK_MS:g} ms/step (nothing measured for them); the total is a guess")
-    print("Estimates: measured step time x steps + start-up per cell (not modelled: MLP-kind evaluations, "
-          "queueing); SLURM asks 1.5x + 10 min per cell.")
+        print(
+            f"FALLBACK: {fb} cells priced at {FALLBACK_MS:g} ms/step (nothing measured for them); the total is a guess"
+        )
+    print(
+        "Estimates: measured step time x steps + start-up per cell (not modelled: MLP-kind evaluations, "
+        "queueing); SLURM asks 1.5x + 10 min per cell."
+    )
     all_rows = read_costs(args.costs)
     if not args.no_slurm and {GPU_PROFILE, CPU_PROFILE} <= {r["profile"] for r in all_rows}:
         from .packing import Settings
 
         defaults = Settings()
-        print_slurm(config, Settings(cells_per_gpu=args.cells_per_gpu or defaults.cells_per_gpu,
-                                     cells_per_cpu_job=args.cells_per_cpu_job or defaults.cells_per_cpu_job),
-                    args.experiment, all_rows)
+        print_slurm(
+            config,
+            Settings(
+                cells_per_gpu=args.cells_per_gpu or defaults.cells_per_gpu,
+                cells_per_cpu_job=args.cells_per_cpu_job or defaults.cells_per_cpu_job,
+            ),
+            args.experiment,
+            all_rows,
+        )
     elif not args.no_slurm:
         print(f"(no SLURM plan: {Path(args.costs).name} lacks the '{GPU_PROFILE}' or '{CPU_PROFILE}' profile)")
     return 0

@@ -41,21 +41,34 @@ log = logging.getLogger("reprokit.cell")
 
 
 def cell_from_dict(d: dict) -> Cell:
-    return Cell(scale=d["scale"], experiment=d["experiment"], coords=tuple(d["coords"].items()),
-                settings=d["settings"], kind=d["kind"], datasets=tuple(d.get("datasets", ())))
+    return Cell(
+        scale=d["scale"],
+        experiment=d["experiment"],
+        coords=tuple(d["coords"].items()),
+        settings=d["settings"],
+        kind=d["kind"],
+        datasets=tuple(d.get("datasets", ())),
+    )
 
 
 def context_from_dict(d: dict, variant_paths: dict | None = None) -> CellContext:
     """The cell's context: data mirrors, the `run` block (device, precision) and the variant files the
     pipeline resolved for it ({name: path}, as its plan's required_variants() declared them)."""
-    return CellContext(mirrors=list(d["mirrors"]), cache_dir=d.get("cache_dir"), variants_dir=d["variants_dir"],
-                       download=bool(d.get("download", False)), checksums=dict(d.get("checksums") or {}),
-                       runtime_settings=dict(d.get("run") or {}),
-                       variant_paths=dict(variant_paths or {}))
+    return CellContext(
+        mirrors=list(d["mirrors"]),
+        cache_dir=d.get("cache_dir"),
+        variants_dir=d["variants_dir"],
+        download=bool(d.get("download", False)),
+        checksums=dict(d.get("checksums") or {}),
+        runtime_settings=dict(d.get("run") or {}),
+        variant_paths=dict(variant_paths or {}),
+    )
 
 
 def _nan_metrics(metrics: dict) -> dict:
-    return {k: (float("nan") if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()}
+    return {
+        k: (float("nan") if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()
+    }
 
 
 def _final_metrics(final, result: LoopResult) -> dict:
@@ -97,14 +110,24 @@ def _guard_checkpoint(cell: Cell, checkpoint: Path) -> None:
         except (OSError, UnicodeDecodeError):  # a corrupt sidecar names no cell
             found = None
         if found != fingerprint:
-            log.warning("%s: checkpoint %s was written by %s; starting afresh", cell.rel_dir, checkpoint,
-                        "other settings" if found else "an unknown cell")
+            log.warning(
+                "%s: checkpoint %s was written by %s; starting afresh",
+                cell.rel_dir,
+                checkpoint,
+                "other settings" if found else "an unknown cell",
+            )
             os.unlink(checkpoint)
     atomic_write_text(sidecar, fingerprint + "\n")
 
 
-def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str | Path | None,
-             checkpoint_every: int | None = None, log_every_seconds: float = 30.0) -> dict:
+def run_cell(
+    cell: Cell,
+    ctx: CellContext,
+    out_dir: str | Path,
+    checkpoint: str | Path | None,
+    checkpoint_every: int | None = None,
+    log_every_seconds: float = 30.0,
+) -> dict:
     """Run one cell; `checkpoint_every` None takes the context's `run.checkpoint_every`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -112,8 +135,17 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
     # beside this run's config.json until this run ends: a reader would take it for this run's result.
     for stale in ("metrics.json", "curve.csv"):
         (out_dir / stale).unlink(missing_ok=True)
-    atomic_write_json(out_dir / "config.json", {**cell.to_dict(), "context": {
-        "mirrors": ctx.mirrors, "cache_dir": ctx.cache_dir, "variants": {k: str(v) for k, v in ctx.variant_paths.items()}}})
+    atomic_write_json(
+        out_dir / "config.json",
+        {
+            **cell.to_dict(),
+            "context": {
+                "mirrors": ctx.mirrors,
+                "cache_dir": ctx.cache_dir,
+                "variants": {k: str(v) for k, v in ctx.variant_paths.items()},
+            },
+        },
+    )
     for name, path in ctx.variant_paths.items():
         if not Path(path).exists():
             raise FileNotFoundError(f"cell {cell.rel_dir}: variant '{name}' missing at {path} (build it first)")
@@ -128,16 +160,27 @@ def run_cell(cell: Cell, ctx: CellContext, out_dir: str | Path, checkpoint: str 
         if isinstance(run, Measurement):  # a measuring kind (Table 8): no training loop
             t0 = time.monotonic()
             curve, metrics = run.measure()
-            result = LoopResult(status="completed", steps=run.n_steps, curve=curve, resumed_from=0,
-                                seconds=time.monotonic() - t0)
+            result = LoopResult(
+                status="completed", steps=run.n_steps, curve=curve, resumed_from=0, seconds=time.monotonic() - t0
+            )
             return _write_record(cell, rt, out_dir, checkpoint, run, result, metrics)
         if checkpoint_every is None:
             checkpoint_every = rt.settings.checkpoint_every
-        loop = LoopConfig(n_steps=run.n_steps, eval_every=run.eval_every,
-                          eval_doubling_until=run.eval_doubling_until, checkpoint_every=checkpoint_every,
-                          log_every_seconds=log_every_seconds, label=cell.rel_dir)
-        result = run_loop(run.method, loop, Path(checkpoint) if checkpoint else None, precision=rt.autocast,
-                          evaluate=run.evaluation.curve)
+        loop = LoopConfig(
+            n_steps=run.n_steps,
+            eval_every=run.eval_every,
+            eval_doubling_until=run.eval_doubling_until,
+            checkpoint_every=checkpoint_every,
+            log_every_seconds=log_every_seconds,
+            label=cell.rel_dir,
+        )
+        result = run_loop(
+            run.method,
+            loop,
+            Path(checkpoint) if checkpoint else None,
+            precision=rt.autocast,
+            evaluate=run.evaluation.curve,
+        )
         with rt.autocast():
             metrics = _final_metrics(run.evaluation.final, result)
     except Exception as err:  # only out-of-memory is an outcome; anything else re-raises
@@ -169,8 +212,13 @@ def _write_record(cell: Cell, rt, out_dir: Path, checkpoint, run, result: LoopRe
         "seconds_this_run": round(result.seconds, 3),
         "seconds_per_step": result.seconds / ran if result.steps > result.resumed_from else None,
         "info": run.info if run is not None else {},
-        "provenance": {"reprokit": __version__, "python": platform.python_version(), "host": platform.node(),
-                       **rt.provenance(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
+        "provenance": {
+            "reprokit": __version__,
+            "python": platform.python_version(),
+            "host": platform.node(),
+            **rt.provenance(),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        },
     }
     atomic_write_json(out_dir / "metrics.json", record)
     if checkpoint is not None:  # the cell is done; a re-run starts from scratch and gives the same numbers
@@ -181,17 +229,24 @@ def _write_record(cell: Cell, rt, out_dir: Path, checkpoint, run, result: LoopRe
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reprokit.cell", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m reprokit.cell", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="train and evaluate one grid cell")
-    p_run.add_argument("--cell", required=True, help="JSON of the resolved cell (scale, experiment, kind, coords, settings)")
+    p_run.add_argument(
+        "--cell", required=True, help="JSON of the resolved cell (scale, experiment, kind, coords, settings)"
+    )
     p_run.add_argument("--context", required=True, help="JSON: mirrors, cache_dir, variants_dir, download")
     p_run.add_argument("--variants", default="{}", help="JSON {name: path} of the variant files the cell reads")
     p_run.add_argument("--out", required=True, help="output folder of the cell")
     p_run.add_argument("--checkpoint", default=None, help="checkpoint file (outside the output folder)")
-    p_run.add_argument("--checkpoint-every", type=int, default=None,
-                       help="iterations between checkpoints (default: the context's run.checkpoint_every)")
+    p_run.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        help="iterations between checkpoints (default: the context's run.checkpoint_every)",
+    )
     p_run.add_argument("--threads", type=int, default=1)
     p_var = sub.add_parser("variant", help="build one dataset variant file")
     p_var.add_argument("--dataset", required=True)

@@ -22,8 +22,6 @@ from .errors import ConfigError
 SCALES = ("paper", "quick", "test")
 
 
-
-
 def deep_merge(base: dict, override: dict) -> dict:
     """Recursive merge; copies the dicts along merged paths only (config values are never mutated,
     and a deep copy per cell made building the paper-scale DAG several seconds slower)."""
@@ -130,15 +128,21 @@ class ExperimentGrid:
         for i, entry in enumerate(override.get("exclude") or []):
             unknown = [a for a in entry if a not in self.axes]
             if unknown:
-                raise ConfigError(f"experiments.{name}.scales.{scale}.exclude[{i}]: no such axis {unknown} "
-                                  f"(axes: {', '.join(self.axes)})")
-            self.exclude.append({a: {format_value(v) for v in self._alternatives(a, vals)} for a, vals in entry.items()})
+                raise ConfigError(
+                    f"experiments.{name}.scales.{scale}.exclude[{i}]: no such axis {unknown} "
+                    f"(axes: {', '.join(self.axes)})"
+                )
+            self.exclude.append(
+                {a: {format_value(v) for v in self._alternatives(a, vals)} for a, vals in entry.items()}
+            )
         for key, block in self.settings.items():  # a non-empty per_<axis> block on no axis would be ignored
             axis = key.removeprefix("per_")
             if axis != key and block and axis not in self.axes:
-                raise ConfigError(f"experiments.{name} (scale {scale}): settings.{key} overrides by '{axis}', "
-                                  f"which is not an axis of this grid (axes: {', '.join(self.axes)}); "
-                                  f"make it an axis or set the values directly")
+                raise ConfigError(
+                    f"experiments.{name} (scale {scale}): settings.{key} overrides by '{axis}', "
+                    f"which is not an axis of this grid (axes: {', '.join(self.axes)}); "
+                    f"make it an axis or set the values directly"
+                )
         self._by_text = {axis: {format_value(v): v for v in values} for axis, values in self.axes.items()}
         self._cells: list | None = None
         self._index: dict | None = None
@@ -171,9 +175,11 @@ class ExperimentGrid:
     def cells(self) -> Iterator[Cell]:
         if self._cells is None:  # built once: the DAG asks for them several times
             names = list(self.axes)
-            self._cells = [self.make_cell(dict(zip(names, values)))
-                           for values in itertools.product(*(self.axes[a] for a in names))
-                           if not self.excluded(dict(zip(names, values)))]
+            self._cells = [
+                self.make_cell(dict(zip(names, values)))
+                for values in itertools.product(*(self.axes[a] for a in names))
+                if not self.excluded(dict(zip(names, values)))
+            ]
         return iter(self._cells)
 
     def _alternatives(self, axis: str, vals) -> list:
@@ -211,8 +217,9 @@ class ExperimentGrid:
                 )
             coords[axis] = matches[0]
         if self.excluded(coords):
-            raise ConfigError(f"cell path '{coord_path}' is left out of the {self.scale}-scale grid of "
-                              f"'{self.name}' by its `exclude`")
+            raise ConfigError(
+                f"cell path '{coord_path}' is left out of the {self.scale}-scale grid of '{self.name}' by its `exclude`"
+            )
         if self._index is None:  # the grid's own Cell objects: what a plan cached for them (settings) is reused
             self._index = {tuple(format_value(v) for _, v in c.coords): c for c in self.cells()}
         return self._index[tuple(format_value(coords[a]) for a in names)]
@@ -333,7 +340,9 @@ def coerce_strings(value, schema: dict, root: dict | None = None):
 
             for branch in schema[key]:
                 candidate = coerce_strings(value, branch, root)
-                if jsonschema.Draft202012Validator({**_resolve(branch, root), "$defs": root.get("$defs", {})}).is_valid(candidate):
+                if jsonschema.Draft202012Validator({**_resolve(branch, root), "$defs": root.get("$defs", {})}).is_valid(
+                    candidate
+                ):
                     return candidate
             return value
     types = schema.get("type", [])
@@ -483,22 +492,31 @@ def validate_config(config: dict, schema_path: str | Path) -> None:
             if kind_schema is None:
                 from .plan import kind_names
 
-                raise ConfigError(f"config error at 'experiments.{name}.kind': no experiment kind '{spec['kind']}' "
-                                  f"(valid: {', '.join(kind_names())})")
+                raise ConfigError(
+                    f"config error at 'experiments.{name}.kind': no experiment kind '{spec['kind']}' "
+                    f"(valid: {', '.join(kind_names())})"
+                )
             kinds[spec["kind"]] = (kind_schema, jsonschema.Draft202012Validator(kind_schema["settings"]))
         kind, settings_validator = kinds[spec["kind"]]
         blocks = [(f"experiments.{name}.settings", spec.get("settings", {}), spec.get("grid", {}))]
         for scale, override in (spec.get("scales") or {}).items():
-            blocks.append((f"experiments.{name}.scales.{scale}.settings", (override or {}).get("settings", {}) or {},
-                           (override or {}).get("grid", {}) or {}))
+            blocks.append(
+                (
+                    f"experiments.{name}.scales.{scale}.settings",
+                    (override or {}).get("settings", {}) or {},
+                    (override or {}).get("grid", {}) or {},
+                )
+            )
         for prefix, settings, grid in blocks:
             message = _first_error(settings_validator, settings, prefix)
             if message:
                 raise ConfigError(message)
             for axis in grid:
                 if axis not in kind["axes"]:
-                    raise ConfigError(f"config error at '{prefix.rsplit('.', 1)[0]}.grid.{axis}': axis '{axis}' is not "
-                                      f"one of {', '.join(kind['axes'])} for kind '{spec['kind']}'")
+                    raise ConfigError(
+                        f"config error at '{prefix.rsplit('.', 1)[0]}.grid.{axis}': axis '{axis}' is not "
+                        f"one of {', '.join(kind['axes'])} for kind '{spec['kind']}'"
+                    )
     for name, art in config.get("artefacts", {}).items():
         for exp in art["experiments"]:
             if exp not in config.get("experiments", {}):
@@ -507,9 +525,11 @@ def validate_config(config: dict, schema_path: str | Path) -> None:
             for i, target in enumerate(targets):
                 for exp in target["experiments"]:
                     if exp not in art["experiments"]:
-                        raise ConfigError(f"config error at 'artefacts.{name}.targets.{scale_name}[{i}].experiments': "
-                                          f"'{exp}' is not one of the artefact's experiments "
-                                          f"({', '.join(art['experiments'])})")
+                        raise ConfigError(
+                            f"config error at 'artefacts.{name}.targets.{scale_name}[{i}].experiments': "
+                            f"'{exp}' is not one of the artefact's experiments "
+                            f"({', '.join(art['experiments'])})"
+                        )
     scale = config.get("scale", "quick")
     for name in config.get("experiments", {}):
         ExperimentGrid(name, config["experiments"][name], scale)  # axis names, ranges

@@ -50,7 +50,9 @@ class LoopConfig:
     # also evaluate at steps 1, 2, 4, 8, ... below this step: a doubling schedule that shows a curve's start,
     # which a long period would step over (0: none)
     eval_doubling_until: int = 0
-    checkpoint_every: int = 0  # 0: a checkpoint only when the run is interrupted (the pipeline passes run.checkpoint_every)
+    checkpoint_every: int = (
+        0  # 0: a checkpoint only when the run is interrupted (the pipeline passes run.checkpoint_every)
+    )
     log_every_seconds: float = 30.0
     label: str = "train"
 
@@ -86,8 +88,10 @@ class CheckpointNeedsCuda(RuntimeError):
 
 def _set_rng_state(state: dict) -> None:
     if state.get("cuda") is not None and not torch.cuda.is_available():
-        raise CheckpointNeedsCuda("checkpoint was written on a CUDA device; resume it where CUDA is available "
-                                  "(or delete the checkpoint to restart the cell)")
+        raise CheckpointNeedsCuda(
+            "checkpoint was written on a CUDA device; resume it where CUDA is available "
+            "(or delete the checkpoint to restart the cell)"
+        )
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
@@ -211,14 +215,24 @@ def load_checkpoint(path: Path, method: Method, label: str = "train") -> tuple[i
         _set_rng_state(rng_before)
         reason = (str(err).strip().splitlines() or [""])[0][:300]
         aside = move_aside(path)
-        log.warning("%s: checkpoint %s cannot be read (%s: %s); moved it aside to %s (kept for inspection) "
-                    "and starting afresh", label, path, type(err).__name__, reason, aside)
+        log.warning(
+            "%s: checkpoint %s cannot be read (%s: %s); moved it aside to %s (kept for inspection) and starting afresh",
+            label,
+            path,
+            type(err).__name__,
+            reason,
+            aside,
+        )
         return None
 
 
-def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = None,
-             precision: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
-             evaluate: Callable[[int], dict] | None = None) -> LoopResult:
+def run_loop(
+    method: Method,
+    cfg: LoopConfig,
+    checkpoint_path: Path | None = None,
+    precision: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    evaluate: Callable[[int], dict] | None = None,
+) -> LoopResult:
     """Train `method` for cfg.n_steps, resuming from `checkpoint_path` when it exists. `precision()` is
     the context every step and evaluation runs in (`Runtime.autocast`: bf16 autocast, or nothing);
     `evaluate(step)` makes a curve row (default: `method.evaluate`; a cell passes its Evaluation's).
@@ -265,7 +279,12 @@ def run_loop(method: Method, cfg: LoopConfig, checkpoint_path: Path | None = Non
                         save_checkpoint(checkpoint_path, step, method, curve)
                         log.warning("%s: SIGTERM at step %d: checkpoint written, exiting", cfg.label, step)
                     raise Preempted(step)
-                if checkpoint_path is not None and cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0 and step < cfg.n_steps:
+                if (
+                    checkpoint_path is not None
+                    and cfg.checkpoint_every > 0
+                    and step % cfg.checkpoint_every == 0
+                    and step < cfg.n_steps
+                ):
                     save_checkpoint(checkpoint_path, step, method, curve)
     finally:
         progress.close()

@@ -62,7 +62,9 @@ def mixture_log_likelihood(sample_logp: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(sample_logp, dim=0) - math.log(s)
 
 
-def gaussian_sample_log_likelihood(samples: torch.Tensor, y: torch.Tensor, noise_cov: torch.Tensor | float) -> torch.Tensor:
+def gaussian_sample_log_likelihood(
+    samples: torch.Tensor, y: torch.Tensor, noise_cov: torch.Tensor | float
+) -> torch.Tensor:
     """log N(y; f_s(x), Sigma) for every sample, [S, B]. ``noise_cov``: scalar variance, [D] variances or [D, D]."""
     samples = samples.to(torch.float64)
     s, b, d = samples.shape
@@ -203,15 +205,26 @@ def ood_metrics(probs_id: torch.Tensor, probs_ood: torch.Tensor) -> dict[str, fl
     scores = scores.cpu()  # a few thousand scores: ranks and ROC on the host
     labels = torch.cat([torch.ones(len(score_id)), torch.zeros(len(score_ood))])
     fpr, tpr = roc_curve(scores, labels)
-    out = {"ood_auroc": auroc(scores, labels),
-           "ood_entropy_id": float(-score_id.mean()), "ood_entropy_ood": float(-score_ood.mean())}
+    out = {
+        "ood_auroc": auroc(scores, labels),
+        "ood_entropy_id": float(-score_id.mean()),
+        "ood_entropy_ood": float(-score_ood.mean()),
+    }
     for g, v in zip(ROC_FPR_GRID, tpr_at_fpr(fpr, tpr, ROC_FPR_GRID)):
         out[roc_column(g)] = float(v)
     return out
 
 
-def split_metrics(sample_fn, splits: dict, task: str, n_samples: int, noise_cov=None, y_std=None,
-                  calibration_splits: tuple = ("test",), batch_size: int = 8192) -> dict[str, float]:
+def split_metrics(
+    sample_fn,
+    splits: dict,
+    task: str,
+    n_samples: int,
+    noise_cov=None,
+    y_std=None,
+    calibration_splits: tuple = ("test",),
+    batch_size: int = 8192,
+) -> dict[str, float]:
     """``{split}_{metric}`` for every split in ``splits`` = {name: (x, y)}.
 
     ``sample_fn(x, n_samples) -> [S, B, D]`` draws the Monte Carlo outputs (it must not consume training
@@ -229,8 +242,9 @@ def split_metrics(sample_fn, splits: dict, task: str, n_samples: int, noise_cov=
     return out
 
 
-def predictive_metrics(samples: torch.Tensor, y: torch.Tensor, task: str, noise_cov=None, y_std=None,
-                       calibration: bool = False) -> dict[str, float]:
+def predictive_metrics(
+    samples: torch.Tensor, y: torch.Tensor, task: str, noise_cov=None, y_std=None, calibration: bool = False
+) -> dict[str, float]:
     """Metrics of the mixture predictive from Monte Carlo output samples [S, B, D].
 
     regression: {'nll', 'll', 'rmse'} (RMSE of the predictive mean; original units when ``y_std`` given);
@@ -243,8 +257,11 @@ def predictive_metrics(samples: torch.Tensor, y: torch.Tensor, task: str, noise_
             raise ValueError("regression metrics need the noise covariance")
         d = samples.shape[-1]
         ll = mixture_log_likelihood(gaussian_sample_log_likelihood(samples, y, noise_cov)).mean()
-        scale = (torch.ones(d, dtype=torch.float64, device=samples.device) if y_std is None
-                 else torch.as_tensor(y_std, dtype=torch.float64, device=samples.device).reshape(-1).expand(d))
+        scale = (
+            torch.ones(d, dtype=torch.float64, device=samples.device)
+            if y_std is None
+            else torch.as_tensor(y_std, dtype=torch.float64, device=samples.device).reshape(-1).expand(d)
+        )
         ll = float(ll) - float(torch.log(scale).sum())
         err = (samples.to(torch.float64).mean(0) - y.reshape(samples.shape[1:]).to(torch.float64)) * scale
         return {"nll": -ll, "ll": ll, "rmse": float(err.square().mean().sqrt())}

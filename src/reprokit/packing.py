@@ -74,7 +74,9 @@ class CellCost:
     seconds: float  # estimated on that device (one cell alone)
     gpu_seconds: float  # estimated on the GPU profile (a cell per GPU job, as without packing)
     speedup: float  # CPU-core time / GPU time of its steps (the device decision)
-    shared_seconds: dict = field(default_factory=dict, compare=False)  # {k: seconds with k cells sharing a GPU}, measured only
+    shared_seconds: dict = field(
+        default_factory=dict, compare=False
+    )  # {k: seconds with k cells sharing a GPU}, measured only
 
 
 @dataclass
@@ -141,8 +143,17 @@ def plan(costs: list[CellCost], settings: Settings = Settings(), prefix: str = "
         k = settings.at_once(c.device)
         share = packed_share(c, k)
         if c.seconds >= settings.long_minutes * 60:
-            jobs.append(Job("", c.device, [c.rel_dir], 1, c.seconds, {c.rel_dir: c.seconds},
-                            {c.rel_dir: single_minutes(c.seconds)}))
+            jobs.append(
+                Job(
+                    "",
+                    c.device,
+                    [c.rel_dir],
+                    1,
+                    c.seconds,
+                    {c.rel_dir: c.seconds},
+                    {c.rel_dir: single_minutes(c.seconds)},
+                )
+            )
         else:
             packable[c.device].append((c, share))
     for device, items in packable.items():
@@ -156,14 +167,32 @@ def plan(costs: list[CellCost], settings: Settings = Settings(), prefix: str = "
         for i, chunk in enumerate(_split(items, n)):
             if len(chunk) == 1:  # nothing to pack it with
                 c = chunk[0][0]
-                jobs.append(Job("", device, [c.rel_dir], 1, c.seconds, {c.rel_dir: c.seconds},
-                                {c.rel_dir: single_minutes(c.seconds)}))
+                jobs.append(
+                    Job(
+                        "",
+                        device,
+                        [c.rel_dir],
+                        1,
+                        c.seconds,
+                        {c.rel_dir: c.seconds},
+                        {c.rel_dir: single_minutes(c.seconds)},
+                    )
+                )
                 continue
             k = settings.at_once(device)
             wall = sum(s for _, s in chunk)
             minutes = {c.rel_dir: member_minutes(s, len(chunk)) for c, s in chunk}
-            jobs.append(Job(f"{prefix}_{device}{i:03d}", device, [c.rel_dir for c, _ in chunk], k, wall,
-                            {c.rel_dir: s for c, s in chunk}, minutes))
+            jobs.append(
+                Job(
+                    f"{prefix}_{device}{i:03d}",
+                    device,
+                    [c.rel_dir for c, _ in chunk],
+                    k,
+                    wall,
+                    {c.rel_dir: s for c, s in chunk},
+                    minutes,
+                )
+            )
     return jobs
 
 
@@ -222,8 +251,12 @@ class _Cell:
             r = json.loads(self.receipt.read_text())
         except (OSError, ValueError):
             return False
-        return (bool(run) and r.get("fingerprint") == _fingerprint(self.argv) and r.get("run") == run
-                and all((self.staging / f).exists() for f in RESULT_FILES))
+        return (
+            bool(run)
+            and r.get("fingerprint") == _fingerprint(self.argv)
+            and r.get("run") == run
+            and all((self.staging / f).exists() for f in RESULT_FILES)
+        )
 
     def install(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -282,8 +315,9 @@ def run(pack: str, argv: list[str]) -> int:
     try:
         if me.finished_here(run_id):
             done = json.loads(me.receipt.read_text()).get("slurm_job")
-            _log(f"{me.out}: finished earlier in SLURM job {done} of this run (packed with another cell); "
-                 "installing it")
+            _log(
+                f"{me.out}: finished earlier in SLURM job {done} of this run (packed with another cell); installing it"
+            )
             sys.stderr.write((me.staging / "cell.log").read_text() if (me.staging / "cell.log").exists() else "")
             me.install()
             return 0
@@ -301,8 +335,10 @@ def run(pack: str, argv: list[str]) -> int:
             else:
                 other.release()
         at_once = max(1, int(doc.get("at_once", 1)))
-        _log(f"{me.out}: group {doc.get('group')} in SLURM job {slurm_job}: this cell and {len(others)} more of "
-             f"its group, {at_once} at a time")
+        _log(
+            f"{me.out}: group {doc.get('group')} in SLURM job {slurm_job}: this cell and {len(others)} more of "
+            f"its group, {at_once} at a time"
+        )
         return _run_pool(me, others, at_once, {"run": run_id, "slurm_job": slurm_job})
     finally:
         lock.release()
@@ -345,12 +381,16 @@ def _run_pool(me: _Cell, others: list[_Cell], at_once: int, stamp: dict) -> int:
                 if p.returncode == 0 and all((c.staging / f).exists() for f in RESULT_FILES):
                     from .io import atomic_write_json
 
-                    atomic_write_json(c.receipt, {"fingerprint": _fingerprint(c.argv), **stamp,
-                                                  "host": os.uname().nodename})
+                    atomic_write_json(
+                        c.receipt, {"fingerprint": _fingerprint(c.argv), **stamp, "host": os.uname().nodename}
+                    )
                     if c is me:
                         me.install()
                 if c is not me:
-                    _log(f"{c.out}: exit {p.returncode}" + ("" if p.returncode == 0 else f" (log: {c.staging / 'cell.log'})"))
+                    _log(
+                        f"{c.out}: exit {p.returncode}"
+                        + ("" if p.returncode == 0 else f" (log: {c.staging / 'cell.log'})")
+                    )
             time.sleep(0.2)
     finally:
         for s, h in previous.items():
@@ -359,8 +399,9 @@ def _run_pool(me: _Cell, others: list[_Cell], at_once: int, stamp: dict) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m reprokit.packing", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m reprokit.packing", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="run one cell of a packed SLURM job (and the others of its group)")
     p_run.add_argument("--pack", default="", help="the group's manifest (empty: the cell runs alone)")

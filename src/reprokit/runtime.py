@@ -48,12 +48,17 @@ class RuntimeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    device: str = Field("auto", pattern=r"^(auto|cpu|cuda|cuda:[0-9]+)$",
-                        description=f"where cells compute: {DEVICES_HELP} (auto = CUDA when available)")
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|cuda|cuda:[0-9]+)$",
+        description=f"where cells compute: {DEVICES_HELP} (auto = CUDA when available)",
+    )
     precision: Literal["fp32", "tf32", "bf16"] = Field(
-        "fp32", description="fp32 (comparable with the papers), tf32, or bf16 (autocast + channels_last)")
+        "fp32", description="fp32 (comparable with the papers), tf32, or bf16 (autocast + channels_last)"
+    )
     deterministic: bool = Field(
-        False, description="deterministic kernels: a resumed GPU cell ends with an uninterrupted one's metrics")
+        False, description="deterministic kernels: a resumed GPU cell ends with an uninterrupted one's metrics"
+    )
     checkpoint_every: int = Field(500, ge=1, description="training iterations between a cell's checkpoints")
     threads_per_cell: int = Field(1, ge=1, description="intra-op threads of one cell (the cell rule's threads)")
 
@@ -103,8 +108,10 @@ class Runtime:
         if dev == "auto":
             dev = "cuda" if torch.cuda.is_available() else "cpu"
         if dev.startswith("cuda") and not torch.cuda.is_available():
-            raise DeviceConfigError(f"run.device: '{self.settings.device}' asked for, but torch {torch.__version__} "
-                                "sees no CUDA device (use run.device: auto or cpu)")
+            raise DeviceConfigError(
+                f"run.device: '{self.settings.device}' asked for, but torch {torch.__version__} "
+                "sees no CUDA device (use run.device: auto or cpu)"
+            )
         self.device = torch.device(dev)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -250,8 +257,13 @@ def gpu_driver() -> str | None:
     if smi is None:
         return None
     try:
-        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=5, check=True).stdout.split()
+        out = subprocess.run(
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return None
     return out[0] if out else None
@@ -316,7 +328,11 @@ def is_oom(err: BaseException) -> bool:
     """A CUDA (or other accelerator) out-of-memory error."""
     import torch
 
-    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
-                                  getattr(torch.cuda, "OutOfMemoryError", None)) if t is not None)
-    return isinstance(err, oom_types) or (isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
-                                          and "CUDA" in str(err))
+    oom_types = tuple(
+        t
+        for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None))
+        if t is not None
+    )
+    return isinstance(err, oom_types) or (
+        isinstance(err, RuntimeError) and "out of memory" in str(err).lower() and "CUDA" in str(err)
+    )

@@ -55,8 +55,9 @@ STREAMS: dict[str, str] = {
 
 def _check(name: str) -> None:
     if name not in STREAMS:
-        raise KeyError(f"random stream '{name}' is not declared in reprokit.seeds.STREAMS "
-                       f"(declared: {', '.join(STREAMS)})")
+        raise KeyError(
+            f"random stream '{name}' is not declared in reprokit.seeds.STREAMS (declared: {', '.join(STREAMS)})"
+        )
 
 
 def stream_seed(seed: int, name: str, keys: tuple = ()) -> int:

@@ -43,22 +43,36 @@ for name, sh in shapes.items():
 def in_words(sh):
     """One dataset's numbers of the reading of Sec. 5.1 (report/shape.py, SHAPE), each named in words."""
     if "tv_ratio" in sh:
-        return (f"over the data's range the mean varies {sh['tv_ratio']:.2f}x as much as the true function (total "
-                f"variation) and bends {sh['roughness']:.2f}x as much (summed |second difference|); near the data its "
-                f"RMS error is {sh['fit_err']:.2f} and its largest weight sd {sh['epi_near']:.2f} inferred noise sds "
-                f"(noise sd {sh['noise']:.3f}); the predictive sd far from the data is {sh['far_over_near']:.1f}x "
-                "that near it")
-    return (f"median predictive entropy {sh['entropy_near']:.3f} nats near the data, {sh['entropy_far']:.3f} far "
-            f"from it ({sh['far_over_near']:.3g}x)")
+        return (
+            f"over the data's range the mean varies {sh['tv_ratio']:.2f}x as much as the true function (total "
+            f"variation) and bends {sh['roughness']:.2f}x as much (summed |second difference|); near the data its "
+            f"RMS error is {sh['fit_err']:.2f} and its largest weight sd {sh['epi_near']:.2f} inferred noise sds "
+            f"(noise sd {sh['noise']:.3f}); the predictive sd far from the data is {sh['far_over_near']:.1f}x "
+            "that near it"
+        )
+    return (
+        f"median predictive entropy {sh['entropy_near']:.3f} nats near the data, {sh['entropy_far']:.3f} far "
+        f"from it ({sh['far_over_near']:.3g}x)"
+    )
 
 
-reading = "\n".join(f"{titles.get(n, n)}: {in_words(sh)}: {'meets' if sh.get('smooth') else 'fails'} our numeric "
-                     "reading of Sec. 5.1's words" for n, sh in shapes.items() if sh)
-note = style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts, App. H.1), two moons (128 pts)") + (
-    f"; {int(r['n_steps'])} iterations, full batch, {int(r['final_samples'])} weight samples; initial weight sd "
-    "(sigma_init) 3 for regression, 1 for classification; sigma_r 80 and 20; noise prior scale sigma_u^2 = 0.01 N; "
-    f"alpha {float(r['alpha']):g}, beta {float(r['beta']):g} and the iteration count are not stated in the paper "
-    "(the table bali_fig1_sweep compares alternatives)") + "\n" + reading
+reading = "\n".join(
+    f"{titles.get(n, n)}: {in_words(sh)}: {'meets' if sh.get('smooth') else 'fails'} our numeric "
+    "reading of Sec. 5.1's words"
+    for n, sh in shapes.items()
+    if sh
+)
+note = (
+    style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts, App. H.1), two moons (128 pts)")
+    + (
+        f"; {int(r['n_steps'])} iterations, full batch, {int(r['final_samples'])} weight samples; initial weight sd "
+        "(sigma_init) 3 for regression, 1 for classification; sigma_r 80 and 20; noise prior scale sigma_u^2 = 0.01 N; "
+        f"alpha {float(r['alpha']):g}, beta {float(r['beta']):g} and the iteration count are not stated in the paper "
+        "(the table bali_fig1_sweep compares alternatives)"
+    )
+    + "\n"
+    + reading
+)
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.92))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

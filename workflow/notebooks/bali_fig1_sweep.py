@@ -32,20 +32,41 @@ rows = []
 for _, r in ran.sort_values(["dataset", "bali.alpha", "bali.beta", "n_steps"]).iterrows():
     sh = br.predictive_shape(r)
     regression = "tv_ratio" in sh
-    rows.append({
-        "data": names.get(r["dataset"], r["dataset"]), "α": f"{r['bali.alpha']:g}", "β": f"{r['bali.beta']:g}",
-        "iters": int(r["n_steps"]), "test NLL": f"{r['test_nll']:.3f}",
-        "noise sd": f"{r['noise_sd']:.3f}" if regression else "",
-        "TV ratio": f"{sh['tv_ratio']:.2f}" if regression else "",
-        "roughness": f"{sh['roughness']:.2f}" if regression else "",
-        "fit error": f"{sh['fit_err']:.2f}" if regression else "",
-        "weight sd near": f"{sh['epi_near']:.2f}" if regression else "",
-        "far / near": f"{sh['far_over_near']:.2f}" if regression else f"{sh['far_over_near']:.3g}",
-        "far entropy (nats)": "" if regression else f"{sh['entropy_far']:.3f}",
-        "meets all": "yes" if sh["smooth"] else "no",
-    })
-table = pd.DataFrame(rows, columns=["data", "α", "β", "iters", "test NLL", "noise sd", "TV ratio", "roughness",
-                                    "fit error", "weight sd near", "far / near", "far entropy (nats)", "meets all"])
+    rows.append(
+        {
+            "data": names.get(r["dataset"], r["dataset"]),
+            "α": f"{r['bali.alpha']:g}",
+            "β": f"{r['bali.beta']:g}",
+            "iters": int(r["n_steps"]),
+            "test NLL": f"{r['test_nll']:.3f}",
+            "noise sd": f"{r['noise_sd']:.3f}" if regression else "",
+            "TV ratio": f"{sh['tv_ratio']:.2f}" if regression else "",
+            "roughness": f"{sh['roughness']:.2f}" if regression else "",
+            "fit error": f"{sh['fit_err']:.2f}" if regression else "",
+            "weight sd near": f"{sh['epi_near']:.2f}" if regression else "",
+            "far / near": f"{sh['far_over_near']:.2f}" if regression else f"{sh['far_over_near']:.3g}",
+            "far entropy (nats)": "" if regression else f"{sh['entropy_far']:.3f}",
+            "meets all": "yes" if sh["smooth"] else "no",
+        }
+    )
+table = pd.DataFrame(
+    rows,
+    columns=[
+        "data",
+        "α",
+        "β",
+        "iters",
+        "test NLL",
+        "noise sd",
+        "TV ratio",
+        "roughness",
+        "fit error",
+        "weight sd near",
+        "far / near",
+        "far entropy (nats)",
+        "meets all",
+    ],
+)
 if not (table["far entropy (nats)"] != "").any():  # two moons' column: only where two moons ran
     table = table.drop(columns="far entropy (nats)")
 table
@@ -55,24 +76,36 @@ from reprokit.config import experiment
 
 planned = len(list(experiment(snakemake.config, "bali_fig1_sweep", scale).cells()))
 n_ran = len(ran)
-grid_note = (f"{n_ran} cells ran" + (f" of the {planned} of the grid (a partial sweep)" if planned and n_ran < planned else "")
-             if n_ran else "no cell ran")
+grid_note = (
+    f"{n_ran} cells ran" + (f" of the {planned} of the grid (a partial sweep)" if planned and n_ran < planned else "")
+    if n_ran
+    else "no cell ran"
+)
 footnotes = [
-    ("Criteria (all must hold for 'meets all'; report/bali_regression.py SHAPE): over the training inputs' range, "
-     "the mean's total variation (TV ratio) and summed |second difference| (roughness) at most 1.5x the true "
-     "function's; close to the data, the mean's RMS error against the true f (fit error) at most 1 and the largest "
-     "weight sd at most 2 inferred noise sds; far / near >= 2 (regression: median predictive sd; two moons: "
-     "predictive entropy of p(class 1), which far from the data must also reach 0.1 nats: far entropy). "
-     "Close to the data: "
-     "within 0.02 of a training input (two moons 0.1); far: at least 0.2 (two moons 0.5). App. H.1's U_0 = 0.01 N "
-     "floors the noise sd at ~0.1 (sines-trend's true 0.02 is out of reach), hence the inferred noise sd as unit."),
-    ("BALI-W, 3 x 256 tanh, full batch, N_eff = N, App. H.1 priors; beta / 5 after 60% and 80% of the iterations; "
-     "noise sd: the inferred one (true 0.02 sines-trend, 0.1 sinc)."),
+    (
+        "Criteria (all must hold for 'meets all'; report/bali_regression.py SHAPE): over the training inputs' range, "
+        "the mean's total variation (TV ratio) and summed |second difference| (roughness) at most 1.5x the true "
+        "function's; close to the data, the mean's RMS error against the true f (fit error) at most 1 and the largest "
+        "weight sd at most 2 inferred noise sds; far / near >= 2 (regression: median predictive sd; two moons: "
+        "predictive entropy of p(class 1), which far from the data must also reach 0.1 nats: far entropy). "
+        "Close to the data: "
+        "within 0.02 of a training input (two moons 0.1); far: at least 0.2 (two moons 0.5). App. H.1's U_0 = 0.01 N "
+        "floors the noise sd at ~0.1 (sines-trend's true 0.02 is out of reach), hence the inferred noise sd as unit."
+    ),
+    (
+        "BALI-W, 3 x 256 tanh, full batch, N_eff = N, App. H.1 priors; beta / 5 after 60% and 80% of the iterations; "
+        "noise sd: the inferred one (true 0.02 sines-trend, 0.1 sinc)."
+    ),
     *style.na_footnotes(df),
 ]
 write_table(
-    table, snakemake.output["tex"],
+    table,
+    snakemake.output["tex"],
     caption="BALI Fig. 1 settings sweep: the predictive's numeric reading of Sec. 5.1 per step size α, update rate "
-            f"β and iteration count ({grid_note})",
-    scale=scale, note=style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts), two moons (128 pts)"),
-    footnotes=footnotes, label="tab:bali_fig1_sweep", keys=4)  # a part of a split table repeats data, α, β, iters
+    f"β and iteration count ({grid_note})",
+    scale=scale,
+    note=style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts), two moons (128 pts)"),
+    footnotes=footnotes,
+    label="tab:bali_fig1_sweep",
+    keys=4,
+)  # a part of a split table repeats data, α, β, iters

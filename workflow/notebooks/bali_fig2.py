@@ -28,10 +28,14 @@ scale = bc.scale_of(df)
 fig, axes = bc.nll_figure(df, curves)
 ran = df[df["status"] != "unavailable"]
 samples = "/".join(str(int(v)) for v in sorted(set(ran["eval_samples"].dropna()))) if "eval_samples" in ran else "n/a"
-note = (bc.provenance(df) + "; curves: mean over the seeds (splits) that ran per dataset; NLL on the test set (or a "
-        f"fixed random subset of it) and on random training points, {samples} posterior / dropout samples; NLL "
-        "evaluated (iterations): " + bc.eval_text(df) + "; x axis: iterations on a log scale from the first evaluation (iteration 0, before training, is not "
-        "drawn)")
+note = (
+    bc.provenance(df) + "; curves: mean over the seeds (splits) that ran per dataset; NLL on the test set (or a "
+    f"fixed random subset of it) and on random training points, {samples} posterior / dropout samples; NLL "
+    "evaluated (iterations): "
+    + bc.eval_text(df)
+    + "; x axis: iterations on a log scale from the first evaluation (iteration 0, before training, is not "
+    "drawn)"
+)
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

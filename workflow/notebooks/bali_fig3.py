@@ -58,16 +58,23 @@ for ax, (id_set, ood_set) in zip(axes, pairs):
         ax.plot([0, 1], [0, 1], color="0.6", ls=":", lw=0.8, zorder=1)  # chance, behind the curves
         ax.legend(loc="lower right")
     else:  # the notes of the unavailable ID / OOD cells and how to get the data
-        style.na_panel(ax, df[df["dataset"].isin([id_set, ood_set])] if len(df) else df,
-                       otherwise="no cell completed", width=50)
+        style.na_panel(
+            ax, df[df["dataset"].isin([id_set, ood_set])] if len(df) else df, otherwise="no cell completed", width=50
+        )
 ran = df[df["status"] != "unavailable"]
 n_ood = sorted({int(v) for v in ran["n_ood"].dropna()}) if "n_ood" in ran else []
 samples = sorted({int(v) for v in ran["final_samples"].dropna()}) if "final_samples" in ran else []
-note = (bc.provenance(df) + f"; OOD set: the other dataset's test split ({'/'.join(map(str, n_ood)) or 'n/a'} images); "
-        f"{'/'.join(map(str, samples)) or 'n/a'} predictive samples"
-        + ("; BALI: the degrees of freedom of the noise covariance's Wishart posterior count N_eff (the count Eq. 17's "
-           "moving averages carry); 'BALI, Wishart dof with N' (ours, not in the paper): they count the training-set "
-           "size N, as Alg. 1 writes it" if "bali_n" in set(df["method"]) else ""))
+note = (
+    bc.provenance(df) + f"; OOD set: the other dataset's test split ({'/'.join(map(str, n_ood)) or 'n/a'} images); "
+    f"{'/'.join(map(str, samples)) or 'n/a'} predictive samples"
+    + (
+        "; BALI: the degrees of freedom of the noise covariance's Wishart posterior count N_eff (the count Eq. 17's "
+        "moving averages carry); 'BALI, Wishart dof with N' (ours, not in the paper): they count the training-set "
+        "size N, as Alg. 1 writes it"
+        if "bali_n" in set(df["method"])
+        else ""
+    )
+)
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

@@ -34,13 +34,21 @@ fig, axes, datasets = bc.variant_figure(curves, names)
 if not datasets:  # no curve: the unavailable cells' notes and how to get the data
     style.na_panel(axes[0, 0], tables[tables.method == "bali"], "BALI-W vs BALI-L", width=60)
 bali = tables[(tables.method == "bali") & tables["status"].isin(style.RAN_STATUSES)]
-steps = ", ".join(f"{names.get(d, d)} {int(v)}" for d, v in bali.groupby("dataset")["n_steps"].max().items()) \
-    if "n_steps" in bali else "n/a"
-note = (style.provenance(tables[tables.method == "bali"], "UCI classification (Spambase, MAGIC telescope, CDC "
-                         "diabetes), random 80/20 splits; settings of the classification benchmark (Table 5)")
-        + f"; seeds (splits) per dataset: BALI-W {bc.seeds_per_dataset(w)}; BALI-L {bc.seeds_per_dataset(l)}"
-        + f"; iterations: {steps}; curves: mean ± s.e. over seeds, BALI-W drawn wide and pale under BALI-L; x axis: "
-        "iterations on a log scale from the first evaluation (iteration 0, before training, is not drawn)")
+steps = (
+    ", ".join(f"{names.get(d, d)} {int(v)}" for d, v in bali.groupby("dataset")["n_steps"].max().items())
+    if "n_steps" in bali
+    else "n/a"
+)
+note = (
+    style.provenance(
+        tables[tables.method == "bali"],
+        "UCI classification (Spambase, MAGIC telescope, CDC "
+        "diabetes), random 80/20 splits; settings of the classification benchmark (Table 5)",
+    )
+    + f"; seeds (splits) per dataset: BALI-W {bc.seeds_per_dataset(w)}; BALI-L {bc.seeds_per_dataset(l)}"
+    + f"; iterations: {steps}; curves: mean ± s.e. over seeds, BALI-W drawn wide and pale under BALI-L; x axis: "
+    "iterations on a log scale from the first evaluation (iteration 0, before training, is not drawn)"
+)
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

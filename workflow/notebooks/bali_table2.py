@@ -31,10 +31,16 @@ table
 
 # %%
 ran = df[df["status"] != "unavailable"]
-iters = ", ".join(f"{bc.DATASETS[d]} {int(ran.loc[ran.dataset == d, 'n_steps'].max())}"
-                  for d in bc.DATASETS if d in set(ran["dataset"]))
-samples = ", ".join(f"{bc.DATASETS[d]} {int(ran.loc[ran.dataset == d, 'final_samples'].max())}"
-                    for d in bc.DATASETS if d in set(ran["dataset"]))
+iters = ", ".join(
+    f"{bc.DATASETS[d]} {int(ran.loc[ran.dataset == d, 'n_steps'].max())}"
+    for d in bc.DATASETS
+    if d in set(ran["dataset"])
+)
+samples = ", ".join(
+    f"{bc.DATASETS[d]} {int(ran.loc[ran.dataset == d, 'final_samples'].max())}"
+    for d in bc.DATASETS
+    if d in set(ran["dataset"])
+)
 footnotes = [
     f"Iterations: {iters or 'n/a'}. Predictive samples (BALI posterior / DO dropout masks): {samples or 'n/a'}; "
     "MAP one deterministic pass. ECE: 15 equal-width confidence bins (not stated in the paper). AUC: score p(y=1), "
@@ -46,18 +52,28 @@ footnotes += style.na_footnotes(df)
 # n per entry (dataset x method), from the cells that ran: one name per dataset whose methods agree
 counts = {}
 for d in bc.DATASETS:
-    per_method = {bc.METHODS[m]: ran.loc[(ran.dataset == d) & (ran.method == m), "seed"].nunique()
-                  for m in bc.METHODS if ((ran.dataset == d) & (ran.method == m)).any()}
+    per_method = {
+        bc.METHODS[m]: ran.loc[(ran.dataset == d) & (ran.method == m), "seed"].nunique()
+        for m in bc.METHODS
+        if ((ran.dataset == d) & (ran.method == m)).any()
+    }
     if len(set(per_method.values())) == 1:
         counts[bc.DATASETS[d]] = next(iter(per_method.values()))
     else:
         counts.update({f"{bc.DATASETS[d]} {m}": n for m, n in per_method.items()})
 several = any(n > 1 for n in counts.values())
 write_table(
-    table, snakemake.output["tex"],
+    table,
+    snakemake.output["tex"],
     caption="BALI Table 2: classification accuracy (ACC), expected calibration error (ECE) and AUC (binary "
-            "sets) of our BALI, MC dropout (DO, p = 0.1) and MAP runs, 2x256 Leaky-Tanh MLP; "
-            + ("mean (± s.e. where n > 1)" if several else "one run per entry") + " over seeds (UCI: seed = split), "
-            + n_per_entry(counts) + ". All columns are ours: the paper's Table 2 numbers are missing from the text "
-            "we have of the paper (its PDF extraction has none), so there is no paper column",
-    scale=scale, note=bc.provenance(df), footnotes=footnotes, label="tab:bali_table2")
+    "sets) of our BALI, MC dropout (DO, p = 0.1) and MAP runs, 2x256 Leaky-Tanh MLP; "
+    + ("mean (± s.e. where n > 1)" if several else "one run per entry")
+    + " over seeds (UCI: seed = split), "
+    + n_per_entry(counts)
+    + ". All columns are ours: the paper's Table 2 numbers are missing from the text "
+    "we have of the paper (its PDF extraction has none), so there is no paper column",
+    scale=scale,
+    note=bc.provenance(df),
+    footnotes=footnotes,
+    label="tab:bali_table2",
+)

@@ -29,10 +29,16 @@ footnotes = [
     "β is divided by 5 after 60% and after 80% of the iterations; R_0 = σ_r² I, U_0 = σ_u² I; N = number of "
     "training points of the split; B = N means the whole training split.",
     "Not in the paper's Table 4, chosen here: σ_init = 1 (App. H.2), u_0 = D_y (the paper never gives it); "
-    + br.bali_scaling_note(df) + ".",
+    + br.bali_scaling_note(df)
+    + ".",
 ] + style.na_footnotes(df)
 write_table(
-    table, snakemake.output["tex"],
+    table,
+    snakemake.output["tex"],
     caption="BALI Table 4: hyperparameters of BALI for the UCI regression benchmark as run: step size α, "
-            "initial update rate β, prior scales σ_r² and σ_u², effective dataset size N_eff, batch size B",
-    scale=scale, note=br.provenance(df), footnotes=footnotes, label="tab:bali_table4")
+    "initial update rate β, prior scales σ_r² and σ_u², effective dataset size N_eff, batch size B",
+    scale=scale,
+    note=br.provenance(df),
+    footnotes=footnotes,
+    label="tab:bali_table4",
+)

@@ -26,7 +26,12 @@ table
 
 # %%
 write_table(
-    table, snakemake.output["tex"],
+    table,
+    snakemake.output["tex"],
     caption="BALI Table 6: hyperparameters of Monte Carlo dropout (DO) and MAP for the classification "
-            "benchmark as run (Adam optimiser, weight decay as Adam's L2 term)",
-    scale=scale, note=bc.provenance(df), footnotes=style.na_footnotes(df), label="tab:bali_table6")
+    "benchmark as run (Adam optimiser, weight decay as Adam's L2 term)",
+    scale=scale,
+    note=bc.provenance(df),
+    footnotes=style.na_footnotes(df),
+    label="tab:bali_table6",
+)

@@ -78,9 +78,17 @@ def paired_rows(a, b, name, metrics, paper_of=lambda label: ""):
         if metric not in a or metric not in b:
             continue
         diff = (b.loc[common, metric].astype(float) - a.loc[common, metric].astype(float)) if common else []
-        out.append({"dataset": name, "metric": label, "splits": splits(a[metric], b[metric], diff),
-                    "n": entry(a[metric]), "n_eff (config)": entry(b[metric]),
-                    "n_eff - n, paired": entry(diff), "paper BALI (quoted)": paper_of(label)})
+        out.append(
+            {
+                "dataset": name,
+                "metric": label,
+                "splits": splits(a[metric], b[metric], diff),
+                "n": entry(a[metric]),
+                "n_eff (config)": entry(b[metric]),
+                "n_eff - n, paired": entry(diff),
+                "paper BALI (quoted)": paper_of(label),
+            }
+        )
     return out
 
 
@@ -88,44 +96,75 @@ def paper_entry(dataset):
     def of(label):
         v = paper["rmse" if label == "RMSE" else "ll"].get(dataset, {}).get("BALI") if label in ("RMSE", "LL") else None
         return format_pm(v[0], v[1]) if v else ""
+
     return of
 
 
 rows = []
 for d in datasets:
-    rows += paired_rows(ran(n_read, d), ran(neff, d), br.NAMES.get(d, d),
-                        (("test_rmse", "RMSE"), ("test_ll", "LL"), ("noise_sd", "noise sd")), paper_entry(d))
+    rows += paired_rows(
+        ran(n_read, d),
+        ran(neff, d),
+        br.NAMES.get(d, d),
+        (("test_rmse", "RMSE"), ("test_ll", "LL"), ("noise_sd", "noise sd")),
+        paper_entry(d),
+    )
 # classification: the paper prints no Table 2 numbers in our copy, so no paper column there
 for d in [d for d in ("mnist", "fashion_mnist", *bc.UCI) if len(cls_n) and d in set(cls_n["dataset"])]:
     ood = (("ood_auroc", "OOD AUROC"),) if d not in bc.UCI else ()  # the UCI sets have no OOD set
-    rows += paired_rows(ran(cls_n, d), ran(cls_neff, d), bc.DATASETS[d],
-                        (("test_acc", "accuracy"), ("test_ece", "ECE"), ("test_nll", "NLL"), *ood))
-table = pd.DataFrame(rows, columns=["dataset", "metric", "splits", "n", "n_eff (config)", "n_eff - n, paired",
-                                    "paper BALI (quoted)"])
+    rows += paired_rows(
+        ran(cls_n, d),
+        ran(cls_neff, d),
+        bc.DATASETS[d],
+        (("test_acc", "accuracy"), ("test_ece", "ECE"), ("test_nll", "NLL"), *ood),
+    )
+table = pd.DataFrame(
+    rows, columns=["dataset", "metric", "splits", "n", "n_eff (config)", "n_eff - n, paired", "paper BALI (quoted)"]
+)
 table
 
 # %%
 footnotes = [
-    ("Entries: mean ± s.e. over splits (how many: column splits; for n / n_eff / paired where they differ); paired: "
-     "over the splits both readings ran. Test RMSE "
-     "and log-likelihood in the targets' units; noise sd: the inferred Sigma's, sqrt of its mean diagonal."),
-    ("Same BALI cells otherwise: Table 4's settings, raw targets, N_eff = N / 4, batch 1024 (protein 2048, 30000 "
-     "iterations). The paper's BALI column is its own run, quoted from config/papers/bali.yaml."),
-    ("Classification rows: Table 5's settings (N_eff = N / 50 on MNIST and FashionMNIST, N / 4 Spambase, N / 10 "
-     "Telescope, N / 100 Diabetes), batch 2048; test accuracy, expected calibration error, test NLL and, for the "
-     "image sets, the OOD AUROC of Fig. 3 (negative predictive entropy; OOD set: the other image set), all of the "
-     "Monte Carlo predictive."),
-    ("n_eff is the config's reading (since 2026-11-26): the better NLL, ECE and AUROC on the image sets and the "
-     "better LL on powerplant and protein; n (Alg. 1's N) the better LL on kin8nm."),
+    (
+        "Entries: mean ± s.e. over splits (how many: column splits; for n / n_eff / paired where they differ); paired: "
+        "over the splits both readings ran. Test RMSE "
+        "and log-likelihood in the targets' units; noise sd: the inferred Sigma's, sqrt of its mean diagonal."
+    ),
+    (
+        "Same BALI cells otherwise: Table 4's settings, raw targets, N_eff = N / 4, batch 1024 (protein 2048, 30000 "
+        "iterations). The paper's BALI column is its own run, quoted from config/papers/bali.yaml."
+    ),
+    (
+        "Classification rows: Table 5's settings (N_eff = N / 50 on MNIST and FashionMNIST, N / 4 Spambase, N / 10 "
+        "Telescope, N / 100 Diabetes), batch 2048; test accuracy, expected calibration error, test NLL and, for the "
+        "image sets, the OOD AUROC of Fig. 3 (negative predictive entropy; OOD set: the other image set), all of the "
+        "Monte Carlo predictive."
+    ),
+    (
+        "n_eff is the config's reading (since 2026-11-26): the better NLL, ECE and AUROC on the image sets and the "
+        "better LL on powerplant and protein; n (Alg. 1's N) the better LL on kin8nm."
+    ),
     *style.na_footnotes(every),
 ]
 write_table(
-    table, snakemake.output["tex"],
+    table,
+    snakemake.output["tex"],
     caption="BALI wishart_n: the N in Sigma's degrees of freedom read as the number of training points (n, "
-            "Alg. 1) or as N_eff (the count the EMA statistics carry; the config's reading), on the UCI regression "
-            "and the classification sets where N_eff < N",
-    scale=scale, footnotes=footnotes, label="tab:bali_wishart_n", keys=3,  # a split table's parts repeat these
-    note="; ".join(dict.fromkeys(  # both notes open with the scale: once
-        part for p in (br.provenance(pd.concat([n_read, neff])) if len(neff) else "",
-                       bc.provenance(pd.concat([cls_n, cls_neff])) if len(cls_neff) else "")
-        for part in p.split("; ") if part)))
+    "Alg. 1) or as N_eff (the count the EMA statistics carry; the config's reading), on the UCI regression "
+    "and the classification sets where N_eff < N",
+    scale=scale,
+    footnotes=footnotes,
+    label="tab:bali_wishart_n",
+    keys=3,  # a split table's parts repeat these
+    note="; ".join(
+        dict.fromkeys(  # both notes open with the scale: once
+            part
+            for p in (
+                br.provenance(pd.concat([n_read, neff])) if len(neff) else "",
+                bc.provenance(pd.concat([cls_n, cls_neff])) if len(cls_neff) else "",
+            )
+            for part in p.split("; ")
+            if part
+        )
+    ),
+)

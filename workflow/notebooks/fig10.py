@@ -26,8 +26,11 @@ from reprokit.report import style
 log = style.start_log(snakemake)
 style.setup()
 
-METHODS = {"fedavg": ("FedAvg", "tab:gray"), "augerino": ("FedAvg + Augerino", "tab:blue"),
-           "partitioned": ("FedAvg + Partitioned", "tab:red")}
+METHODS = {
+    "fedavg": ("FedAvg", "tab:gray"),
+    "augerino": ("FedAvg + Augerino", "tab:blue"),
+    "partitioned": ("FedAvg + Partitioned", "tab:red"),
+}
 cells = pd.read_csv(snakemake.input["table4_mnist"])
 curves = style.read_results(snakemake.input["table4_mnist_curves"])
 scale = style.scale_of(cells)
@@ -48,8 +51,13 @@ fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze
 for ax, n in zip(axes[0], panels):
     if n not in sizes:  # a size of the paper's with no completed cell at this scale: say why
         here = cells[~cells["rotated"] & (cells["n_train"] == n)]
-        style.na_panel(ax, here, f"MNIST, {n / 1000:g}k examples", width=40,
-                       otherwise="no cell completed" if len(here) else "not in this scale's grid")
+        style.na_panel(
+            ax,
+            here,
+            f"MNIST, {n / 1000:g}k examples",
+            width=40,
+            otherwise="no cell completed" if len(here) else "not in this scale's grid",
+        )
         continue
     for method, (label, color) in METHODS.items():
         sub = curves[(curves["n_train"] == n) & (curves["method"] == method)]
@@ -58,9 +66,15 @@ for ax, n in zip(axes[0], panels):
         per_seed = []
         for _seed, g in sub.groupby("seed"):
             g = g.sort_values("step")
-            per_seed.append(pd.DataFrame({"step": g["step"].to_numpy(),
-                                          "comm": g["comm_bytes"].to_numpy() / 1e9,
-                                          "acc": 100 * g["val_acc"].rolling(window, min_periods=1).mean().to_numpy()}))
+            per_seed.append(
+                pd.DataFrame(
+                    {
+                        "step": g["step"].to_numpy(),
+                        "comm": g["comm_bytes"].to_numpy() / 1e9,
+                        "acc": 100 * g["val_acc"].rolling(window, min_periods=1).mean().to_numpy(),
+                    }
+                )
+            )
         stacked = pd.concat(per_seed).groupby("step")
         mean, comm = stacked["acc"].mean(), stacked["comm"].mean()
         se = stacked["acc"].std(ddof=1).fillna(0) / np.sqrt(stacked["acc"].count())
@@ -72,13 +86,19 @@ for ax, n in zip(axes[0], panels):
     ax.set_ylabel("validation accuracy (%)")
 style.figure_legend(fig, axes)  # above the panels: no curve under it
 done = inv.completed(cells[~cells["rotated"]])
-rounds = ", ".join(f"{n / 1000:g}k examples {int(r)}" for n, r in done.groupby("n_train")["rounds"].max().items()) \
-    if len(done) and "rounds" in done else "n/a"
-note = style.provenance(cells, "MNIST split over 100 clients, not identically distributed (labels drawn per client "
-                        "from a Dirichlet distribution with concentration 0.1), 10k validation examples held out"
-                        ) + (f"; communication rounds: {rounds}; each curve a moving average over {window} evaluations "
-                             "(the paper: 10), then " + (f"mean ± s.e. over {n_seeds} seeds" if n_seeds > 1
-                                                         else "one seed (no s.e. band)"))
+rounds = (
+    ", ".join(f"{n / 1000:g}k examples {int(r)}" for n, r in done.groupby("n_train")["rounds"].max().items())
+    if len(done) and "rounds" in done
+    else "n/a"
+)
+note = style.provenance(
+    cells,
+    "MNIST split over 100 clients, not identically distributed (labels drawn per client "
+    "from a Dirichlet distribution with concentration 0.1), 10k validation examples held out",
+) + (
+    f"; communication rounds: {rounds}; each curve a moving average over {window} evaluations "
+    "(the paper: 10), then " + (f"mean ± s.e. over {n_seeds} seeds" if n_seeds > 1 else "one seed (no s.e. band)")
+)
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.9))  # room for the legend above, the footer below
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

@@ -70,8 +70,16 @@ def zoom_on_peak(ax, k, m, s, centre, seeds, half_width: int = 5):
         return None
     span = blended_transform_factory(ax.transData, ax.transAxes)
     ins = ax.inset_axes([lo - 0.5, 0.08, hi - lo + 1, 0.5], transform=span)
-    ins.errorbar(k[near], m[near], yerr=s[near] if np.nanmax(s[near]) > 0 else None, color="k", marker="o", ms=2,
-                 lw=0.8, capsize=1.5)
+    ins.errorbar(
+        k[near],
+        m[near],
+        yerr=s[near] if np.nanmax(s[near]) > 0 else None,
+        color="k",
+        marker="o",
+        ms=2,
+        lw=0.8,
+        capsize=1.5,
+    )
     ins.axvline(INFORMATIVE, color="tab:blue", ls=":", lw=1)
     ins.set_xlim(lo - 0.5, hi + 0.5)
     bottom, top = np.nanmin(m[near] - s[near]), np.nanmax(m[near] + s[near])
@@ -96,8 +104,16 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label, variant=None):
     best = k[np.nanargmax(m)] if np.isfinite(m).any() else np.nan
     ax_obj.axvline(INFORMATIVE, color="tab:blue", ls=":", lw=1, label=f"K = {INFORMATIVE}: the informative inputs")
     if np.isfinite(best):
-        ax_obj.plot([best], [m[k == best][0]], ls="none", marker="*", ms=9, color="tab:red", zorder=4,
-                    label=f"largest mean (K = {best:g})")
+        ax_obj.plot(
+            [best],
+            [m[k == best][0]],
+            ls="none",
+            marker="*",
+            ms=9,
+            color="tab:red",
+            zorder=4,
+            label=f"largest mean (K = {best:g})",
+        )
     if variant is not None and not variant.empty and objective in variant:
         kv, mv, _ = by_inputs(variant, objective)
         ax_obj.plot(kv, mv, color="0.6", ls="--", lw=1, label=f"{obj_label}, {PM1}")
@@ -110,7 +126,9 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label, variant=None):
     for split, ls in (("train", "--"), ("test", "-")):
         for metric, color in (("acc", "tab:blue"), ("ll", "tab:orange")):
             kk, mm, ss = by_inputs(df, f"{split}_{metric}")
-            ax_fit.plot(kk, mm, ls=ls, color=color, label=f"{split} {'accuracy' if metric == 'acc' else 'avg. log-lik.'}")
+            ax_fit.plot(
+                kk, mm, ls=ls, color=color, label=f"{split} {'accuracy' if metric == 'acc' else 'avg. log-lik.'}"
+            )
             ax_fit.fill_between(kk, mm - ss, mm + ss, color=color, alpha=0.15)
     if variant is not None and not variant.empty and "test_acc" in variant:
         kv, mv, _ = by_inputs(variant, "test_acc")
@@ -128,13 +146,15 @@ fig, axes = plt.subplots(2, 3, figsize=(13, 7))
 part = a[(a.method == "partitioned") & (a.status == "completed")]
 lap = a[(a.method == "laplace") & (a.status == "completed")]
 
+
 def of(df, method):
     return df[(df.method == method) & (df.status == "completed")] if not df.empty and "method" in df else df
 
 
 peak_part = panel(axes[0, 0], axes[1, 0], part, "lml", "(a) Partitioned", "LML estimate", of(a_pm1, "partitioned"))
-peak_lap = panel(axes[0, 1], axes[1, 1], lap, "laplace_lml", "(a) Diag. Laplace", "log marginal likelihood",
-                 of(a_pm1, "laplace"))
+peak_lap = panel(
+    axes[0, 1], axes[1, 1], lap, "laplace_lml", "(a) Diag. Laplace", "log marginal likelihood", of(a_pm1, "laplace")
+)
 
 # %% [markdown]
 # (b) Mask probability per input over training (mean over seeds); informative inputs 1–15 in blue.
@@ -150,21 +170,31 @@ axes[0, 2].set_title(f"(b) Learned input mask over training (mean over {b_seeds}
 axes[0, 2].set_xlabel("iteration")
 axes[0, 2].set_ylabel("keep probability")
 final = b[prob_cols].mean()
-axes[1, 2].bar(np.arange(1, len(prob_cols) + 1), final.to_numpy(),
-               color=[colour[i < INFORMATIVE] for i in range(len(prob_cols))])
+axes[1, 2].bar(
+    np.arange(1, len(prob_cols) + 1), final.to_numpy(), color=[colour[i < INFORMATIVE] for i in range(len(prob_cols))]
+)
 if not b_pm1.empty and set(prob_cols) <= set(b_pm1):
-    axes[1, 2].plot(np.arange(1, len(prob_cols) + 1), b_pm1[prob_cols].mean().to_numpy(), ls="none", marker="_",
-                    ms=9, mew=1.5, color="k", label=f"{PM1}, {int(b_pm1['seed'].nunique())} seed(s)")
+    axes[1, 2].plot(
+        np.arange(1, len(prob_cols) + 1),
+        b_pm1[prob_cols].mean().to_numpy(),
+        ls="none",
+        marker="_",
+        ms=9,
+        mew=1.5,
+        color="k",
+        label=f"{PM1}, {int(b_pm1['seed'].nunique())} seed(s)",
+    )
 axes[1, 2].set_xlabel("input mask element")
 axes[1, 2].set_ylabel("final keep probability")
 axes[1, 2].set_title(f"(b) Final mask (mean over {b_seeds} seed(s))")
-mask_key = [Patch(color="tab:blue", label=f"informative inputs 1-{INFORMATIVE}"),
-            Patch(color="tab:gray", label=f"spurious inputs {INFORMATIVE + 1}-{len(prob_cols) or K_MAX}")]
+mask_key = [
+    Patch(color="tab:blue", label=f"informative inputs 1-{INFORMATIVE}"),
+    Patch(color="tab:gray", label=f"spurious inputs {INFORMATIVE + 1}-{len(prob_cols) or K_MAX}"),
+]
 bar_key = mask_key + list(axes[1, 2].get_legend_handles_labels()[0])
 axes[0, 2].legend(handles=mask_key, loc="best", fontsize=7)  # where the curves are not
 axes[1, 2].set_ylim(0, 1.2)  # room above the bars
 axes[1, 2].legend(handles=bar_key, loc="upper center", ncol=2, fontsize=7)
-
 
 
 def coding(experiment):
@@ -178,13 +208,18 @@ def coding(experiment):
 
 
 kept = sorted({int(i) for row in b["kept_inputs"].dropna().astype(str) for i in row.split()})
-note = (style.provenance(a, f"synthetic input selection (Lyle et al. 2020): {int(a['n_train'].iloc[0])} train / "
-                         f"{int(a['n_test'].iloc[0])} test, 30 inputs, " + coding("fig2a"))
-        + f"; (a) post-hoc diagonal Laplace: Immer et al. (2021); K of the largest mean objective: LML {peak_part:g}, "
-        f"Laplace {peak_lap:g}"
-        + (f"; grey dashed / black ticks: the same cells with the {PM1}" if not a_pm1.empty or not b_pm1.empty else "")
-        + "; (b) inputs kept (keep probability > 0.5) in any seed: "
-        + (f"{kept[0]}..{kept[-1]} ({len(kept)} inputs)" if kept else "none"))
+note = (
+    style.provenance(
+        a,
+        f"synthetic input selection (Lyle et al. 2020): {int(a['n_train'].iloc[0])} train / "
+        f"{int(a['n_test'].iloc[0])} test, 30 inputs, " + coding("fig2a"),
+    )
+    + f"; (a) post-hoc diagonal Laplace: Immer et al. (2021); K of the largest mean objective: LML {peak_part:g}, "
+    f"Laplace {peak_lap:g}"
+    + (f"; grey dashed / black ticks: the same cells with the {PM1}" if not a_pm1.empty or not b_pm1.empty else "")
+    + "; (b) inputs kept (keep probability > 0.5) in any seed: "
+    + (f"{kept[0]}..{kept[-1]} ({len(kept)} inputs)" if kept else "none")
+)
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

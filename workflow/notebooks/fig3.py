@@ -49,8 +49,9 @@ def panel(ax, df, title):
             continue
         ms = grouped_mean_se(sub, "n_train", "test_acc")
         x = ms["n_train"] / 1000
-        ax.errorbar(x, 100 * ms["mean"], yerr=100 * ms["se"], color=color, marker=marker, ms=3.5, lw=1.2,
-                    capsize=2, label=label)
+        ax.errorbar(
+            x, 100 * ms["mean"], yerr=100 * ms["se"], color=color, marker=marker, ms=3.5, lw=1.2, capsize=2, label=label
+        )
     ax.set_xscale("log")
     sizes = sorted(ok["n_train"].unique())
     ax.set_xticks([s / 1000 for s in sizes], [f"{s / 1000:g}" for s in sizes])
@@ -64,8 +65,11 @@ def panel(ax, df, title):
 # panels has a completed cell is one n/a area over both rows (two such columns side by side: one area over both),
 # and the figure's one n/a text (`style.na_shared`: each missing panel's reason, how to get the data once) is in the
 # first n/a area; any other n/a area points to it.
-COLUMNS = [("(a)", "MNIST", "MNIST CNN", a), ("(b)", "CIFAR10", "fixup ResNet-8", b),
-           ("(c)", "TinyImagenet", "ResNet-50 GN", c)]
+COLUMNS = [
+    ("(a)", "MNIST", "MNIST CNN", a),
+    ("(b)", "CIFAR10", "fixup ResNet-8", b),
+    ("(c)", "TinyImagenet", "ResNet-50 GN", c),
+]
 
 
 def rows_of(df, rot):
@@ -87,9 +91,10 @@ for j, (tag, name, net, df) in enumerate(COLUMNS):
     if whole[j]:  # this column, and the next if it is empty too, as one area
         span = [j] + ([j + 1] if j + 1 < len(COLUMNS) and whole[j + 1] else [])
         done.update(span)
-        ax = fig.add_subplot(gs[:, span[0]:span[-1] + 1])
-        parts = [(f"{COLUMNS[i][0]} {COLUMNS[i][1]} and Rot{COLUMNS[i][1]}", COLUMNS[i][3], why(COLUMNS[i][3]))
-                 for i in span]
+        ax = fig.add_subplot(gs[:, span[0] : span[-1] + 1])
+        parts = [
+            (f"{COLUMNS[i][0]} {COLUMNS[i][1]} and Rot{COLUMNS[i][1]}", COLUMNS[i][3], why(COLUMNS[i][3])) for i in span
+        ]
         title = "; ".join(f"{COLUMNS[i][0]} {COLUMNS[i][1]}, Rot{COLUMNS[i][1]} ({COLUMNS[i][2]})" for i in span)
         areas.append((ax, parts, title))
         axes.append(ax)
@@ -99,15 +104,19 @@ for j, (tag, name, net, df) in enumerate(COLUMNS):
         axes.append(ax)
         title = f"{tag} {'Rot' if rot else ''}{name}, {net}"
         if empty[j][row]:
-            areas.append((ax, [(f"{tag} {'Rot' if rot else ''}{name}", rows_of(df, rot), why(rows_of(df, rot)))],
-                          title))
+            areas.append(
+                (ax, [(f"{tag} {'Rot' if rot else ''}{name}", rows_of(df, rot), why(rows_of(df, rot)))], title)
+            )
         else:
             panel(ax, rows_of(df, rot), title)
 if areas:  # one n/a text for the figure
     first, _, first_title = areas[0]
-    style.na_shared(first, [p for _, parts, _ in areas for p in parts], first_title,
-                    width=70 if first.get_subplotspec().colspan.stop - first.get_subplotspec().colspan.start > 1
-                    else 40)
+    style.na_shared(
+        first,
+        [p for _, parts, _ in areas for p in parts],
+        first_title,
+        width=70 if first.get_subplotspec().colspan.stop - first.get_subplotspec().colspan.start > 1 else 40,
+    )
     for ax, _, title in areas[1:]:
         style.na_see(ax, f"the n/a note in {first_title.split(' ')[0]}", title)
 style.figure_legend(fig, axes)  # every method plotted in any panel
@@ -127,8 +136,10 @@ def rotation_text(method):
         return "n/a"
     parts = []
     for rot, g in sub.groupby("rotated"):
-        sizes = ", ".join(f"{n // 1000 if n >= 1000 else n}{'k' if n >= 1000 else ''} {v:.2f}"
-                          for n, v in g.groupby("n_train")["aug_rotation"].mean().items())
+        sizes = ", ".join(
+            f"{n // 1000 if n >= 1000 else n}{'k' if n >= 1000 else ''} {v:.2f}"
+            for n, v in g.groupby("n_train")["aug_rotation"].mean().items()
+        )
         parts.append(f"{'RotMNIST' if rot else 'MNIST'} {sizes}")
     return "; ".join(parts)
 
@@ -137,8 +148,11 @@ def augerino_switch_text():
     """App. E: outcome and largest |psi| of Augerino with (fig3a) and without (plain) the safe switch, n_train 1000,
     at the paper's lambda = 0.01 and at lambda = 1 (plain only)."""
     parts = []
-    for label, df in (("safe", a[(a["method"] == "augerino") & (a["n_train"] == 1000)]), ("plain", plain),
-                      ("plain lambda=1", plain_reg1)):
+    for label, df in (
+        ("safe", a[(a["method"] == "augerino") & (a["n_train"] == 1000)]),
+        ("plain", plain),
+        ("plain lambda=1", plain_reg1),
+    ):
         for rot, g in df.groupby("rotated"):
             ranges = [col for col in g.columns if col.startswith("aug_") and not col.endswith("_samples")]
             widths = g[ranges].abs().max(axis=1)
@@ -148,21 +162,35 @@ def augerino_switch_text():
     return "; ".join(parts) or "not run"
 
 
-steps = ", ".join(f"{n // 1000 if n >= 1000 else n}{'k' if n >= 1000 else ''} examples: {int(s)}"
-                  for n, s in ok.groupby("n_train")["n_steps"].max().items()) if len(ok) else "?"
+steps = (
+    ", ".join(
+        f"{n // 1000 if n >= 1000 else n}{'k' if n >= 1000 else ''} examples: {int(s)}"
+        for n, s in ok.groupby("n_train")["n_steps"].max().items()
+    )
+    if len(ok)
+    else "?"
+)
 absent = [label for m, (label, *_) in METHOD_STYLE.items() if m not in set(a["method"])]
-note = "\n".join([
-    style.provenance(a, "MNIST (60k train / 10k test; RotMNIST: each image rotated once by U[-pi, pi])")
-    + f"; test examples {int(ok['n_test'].max()) if len(ok) else '?'}; training iterations per training-set size "
-    f"({steps}) are our choice (not stated in the paper)"
-    + (f"; methods not in this scale's grid: {', '.join(absent)}" if absent else ""),
-    "Learned rotation half-width (radians) per training-set size - Partitioned: " + rotation_text("partitioned")
-    + " | Partitioned (Ens.): " + rotation_text("partitioned_ens") + " | Last-layer ML: "
-    + rotation_text("last_layer_ml") + " | Diff. Laplace: " + rotation_text("diff_laplace")
-    + " | Augerino: " + rotation_text("augerino"),
-    "Augerino at 1k examples with App. E's safe switch vs. without it (plain: the loss -lambda||psi|| alone; "
-    "lambda 0.01 unless named; diverged = NaN): " + augerino_switch_text(),
-])
+note = "\n".join(
+    [
+        style.provenance(a, "MNIST (60k train / 10k test; RotMNIST: each image rotated once by U[-pi, pi])")
+        + f"; test examples {int(ok['n_test'].max()) if len(ok) else '?'}; training iterations per training-set size "
+        f"({steps}) are our choice (not stated in the paper)"
+        + (f"; methods not in this scale's grid: {', '.join(absent)}" if absent else ""),
+        "Learned rotation half-width (radians) per training-set size - Partitioned: "
+        + rotation_text("partitioned")
+        + " | Partitioned (Ens.): "
+        + rotation_text("partitioned_ens")
+        + " | Last-layer ML: "
+        + rotation_text("last_layer_ml")
+        + " | Diff. Laplace: "
+        + rotation_text("diff_laplace")
+        + " | Augerino: "
+        + rotation_text("augerino"),
+        "Augerino at 1k examples with App. E's safe switch vs. without it (plain: the loss -lambda||psi|| alone; "
+        "lambda 0.01 unless named; diverged = NaN): " + augerino_switch_text(),
+    ]
+)
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.95))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

@@ -66,12 +66,21 @@ for ax, (scheme, title) in zip(axes, SCHEMES.items()):
     ax.grid(False)
     ax.set_xlim(-0.5, w.shape[1] + 0.9)
 handles = [plt.Rectangle((0, 0), 1, 1, color=cmap(k)) for k in range(len(PROPORTIONS))]
-fig.legend(handles, [f"partition {k + 1}" for k in range(len(PROPORTIONS))], loc="upper center", ncol=len(PROPORTIONS),
-           frameon=False, bbox_to_anchor=(0.5, 1.02))
+fig.legend(
+    handles,
+    [f"partition {k + 1}" for k in range(len(PROPORTIONS))],
+    loc="upper center",
+    ncol=len(PROPORTIONS),
+    frameon=False,
+    bbox_to_anchor=(0.5, 1.02),
+)
 
 # %%
-note = static_note(scale, f"reprokit.partition.partition(nn.Linear(5, 6), {PROPORTIONS}, scheme=random|node, seed={SEED}); "
-                          "colours = the library's uint8 assignments")
+note = static_note(
+    scale,
+    f"reprokit.partition.partition(nn.Linear(5, 6), {PROPORTIONS}, scheme=random|node, seed={SEED}); "
+    "colours = the library's uint8 assignments",
+)
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.95))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

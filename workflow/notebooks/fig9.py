@@ -57,14 +57,38 @@ for ax, name in zip(axes.flat, AUG_NAMES):
         ax.scatter(rand_ok[col], 100 * rand_ok["test_acc"], marker="+", color="tab:gray", s=30, label="Random sampling")
     for i, (_seed, g) in enumerate(curves.groupby("seed") if len(curves) else []):
         g = g.dropna(subset=[col, "test_acc"]).sort_values("step")
-        ax.plot(g[col], 100 * g["test_acc"], marker=".", ms=3, lw=0.8, color="tab:red", alpha=0.6,
-                label="Partitioned runs" if i == 0 else None)
+        ax.plot(
+            g[col],
+            100 * g["test_acc"],
+            marker=".",
+            ms=3,
+            lw=0.8,
+            color="tab:red",
+            alpha=0.6,
+            label="Partitioned runs" if i == 0 else None,
+        )
     if len(part):
-        ax.scatter(part[col], 100 * part["test_acc"], marker="*", s=90, color="tab:red", edgecolor="k", zorder=3,
-                   label="Partitioned runs final")
+        ax.scatter(
+            part[col],
+            100 * part["test_acc"],
+            marker="*",
+            s=90,
+            color="tab:red",
+            edgecolor="k",
+            zorder=3,
+            label="Partitioned runs final",
+        )
     if len(retr_ok):
-        ax.scatter(retr_ok[col], 100 * retr_ok["test_acc"], marker="D", s=35, color="tab:blue", edgecolor="k",
-                   zorder=3, label="Partitioned runs final - retrained")
+        ax.scatter(
+            retr_ok[col],
+            100 * retr_ok["test_acc"],
+            marker="D",
+            s=35,
+            color="tab:blue",
+            edgecolor="k",
+            zorder=3,
+            label="Partitioned runs final - retrained",
+        )
     ax.set_xlabel(title)
     if name == "rotation":
         ax.set_xticks([0, math.pi / 2, math.pi], ["0", "π/2", "π"])
@@ -77,13 +101,20 @@ style.figure_legend(fig, axes, ncol=4)  # every series plotted in any panel
 ran = pd.concat([rand_ok, retr_ok, part])
 steps = sorted(set(ran["n_steps"].dropna().astype(int))) if "n_steps" in ran else []
 best = rand_ok["test_acc"].max() if len(rand_ok) else float("nan")
-note = (style.provenance(pd.concat([rand, part_all[sel], retr]), f"RotMNIST, {n_full} training / "
-                         + (f"{int(rand_ok['n_test'].max())}" if len(rand_ok) else "?") + " test examples")
-        + f"; {len(rand_ok)} random draws (of {len(rand)}), {len(part)} partitioned run(s), {len(retr_ok)} retrained"
-        + f"; {'/'.join(map(str, steps))} iterations; best random {100 * best:.1f}%, partitioned final "
-        + (f"{100 * part['test_acc'].mean():.1f}%" if len(part) else "n/a") + ", retrained "
-        + (f"{100 * retr_ok['test_acc'].mean():.1f}%" if len(retr_ok) else "n/a")
-        + (f"; learned rotation {part['aug_rotation'].mean():.2f} rad" if len(part) else ""))
+note = (
+    style.provenance(
+        pd.concat([rand, part_all[sel], retr]),
+        f"RotMNIST, {n_full} training / "
+        + (f"{int(rand_ok['n_test'].max())}" if len(rand_ok) else "?")
+        + " test examples",
+    )
+    + f"; {len(rand_ok)} random draws (of {len(rand)}), {len(part)} partitioned run(s), {len(retr_ok)} retrained"
+    + f"; {'/'.join(map(str, steps))} iterations; best random {100 * best:.1f}%, partitioned final "
+    + (f"{100 * part['test_acc'].mean():.1f}%" if len(part) else "n/a")
+    + ", retrained "
+    + (f"{100 * retr_ok['test_acc'].mean():.1f}%" if len(retr_ok) else "n/a")
+    + (f"; learned rotation {part['aug_rotation'].mean():.2f} rad" if len(part) else "")
+)
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.96))
 style.finish_figure(fig, scale, note, snakemake.output["pdf"], snakemake.output["png"])

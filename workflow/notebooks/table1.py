@@ -27,8 +27,12 @@ from reprokit.report.tables import write_table
 
 log = style.start_log(snakemake)
 
-METHODS = {"baseline": "Baseline", "augerino": "Augerino", "diff_laplace": "Diff. Laplace",
-           "partitioned": "Partitioned"}
+METHODS = {
+    "baseline": "Baseline",
+    "augerino": "Augerino",
+    "diff_laplace": "Diff. Laplace",
+    "partitioned": "Partitioned",
+}
 ROWS = [  # paper key, dataset, architecture, experiment, rotated
     ("rotcifar10_resnet8", "RotCIFAR10", "fixup ResNet-8", "fig3b", True),
     ("cifar10_resnet8", "CIFAR10", "fixup ResNet-8", "fig3b", False),
@@ -64,25 +68,34 @@ for key, dataset, arch, experiment, rotated in ROWS:
         cited[label] = inv.paper_entry(papers.entry(paper, "table1", key, label, None))
         notes += inv.outcome_notes(sub, f"{dataset} {arch} {label}")
     rows += [ours, cited]
-    sizes.append(f"{dataset} {arch}: n_train {n_train if n_train is not None else 'n/a'}, iterations "
-                 f"{inv.steps_text(cells)} ({experiment})")
+    sizes.append(
+        f"{dataset} {arch}: n_train {n_train if n_train is not None else 'n/a'}, iterations "
+        f"{inv.steps_text(cells)} ({experiment})"
+    )
 table = pd.DataFrame(rows)
 log.info("table:\n%s", table.to_string())
 
 # %%
-caption = ("Test accuracy (%) with learned affine augmentations on (rot)CIFAR10 and (rot)Tiny Imagenet, mean ± s.e. "
-           "over seeds; each 'ours' row is followed by the paper's numbers ('paper (cited)', "
-           f"{paper['source']}, Table 1; quoted, not ours)")
-note = style.provenance(whole, "CIFAR-10 and TinyImageNet (its validation set as the test set), training subsets as in "
-                        f"the footnote, test examples: {inv.n_test_text(whole)}; Rot* = each image rotated once by "
-                        "U[-pi, pi]")
+caption = (
+    "Test accuracy (%) with learned affine augmentations on (rot)CIFAR10 and (rot)Tiny Imagenet, mean ± s.e. "
+    "over seeds; each 'ours' row is followed by the paper's numbers ('paper (cited)', "
+    f"{paper['source']}, Table 1; quoted, not ours)"
+)
+note = style.provenance(
+    whole,
+    "CIFAR-10 and TinyImageNet (its validation set as the test set), training subsets as in "
+    f"the footnote, test examples: {inv.n_test_text(whole)}; Rot* = each image rotated once by "
+    "U[-pi, pi]",
+)
 footnotes = [
     "Our rows: " + "; ".join(sizes) + ". The (Rot)CIFAR10 ResNet-8 and (Rot)TinyImagenet rows are the Fig. 3b / 3c "
     "cells of the largest subset; Partitioned: chunks [0.8, 0.1, 0.1] (CIFAR) / [0.8, 0.2] (TinyImagenet); at paper "
     "scale rotated CIFAR runs twice the iterations (App. I.4; each row's iterations above). CHOICE (the paper is "
     "silent): ResNet-14 iterations as ResNet-8 at 50k; Diff. Laplace's hyper-step schedule in iterations "
     "(config/experiments/mnist_invariance.yaml).",
-    "n/a: no cell ran (" + (inv.unavailable_text(whole) or "not in this scale's grid") + ")"
+    "n/a: no cell ran ("
+    + (inv.unavailable_text(whole) or "not in this scale's grid")
+    + ")"
     + ("; (Rot)TinyImagenet: paper scale only, no Fig. 3c cell in this scale's grid" if tables["fig3c"].empty else "")
     + "; OOM: a cell ran out of "
     "device memory (its recorded outcome; the paper's OOM was on a 32 GB V100); NaN: a cell diverged.",
@@ -91,5 +104,4 @@ if notes:
     footnotes.append("Outcomes: " + "; ".join(dict.fromkeys(notes)) + ".")
 footnotes += style.na_footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 # keys=3: a part of a table split to fit the page repeats Dataset, Architecture and Source
-write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table1",
-            keys=3)
+write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table1", keys=3)

@@ -54,8 +54,9 @@ for label, method, metric in ROWS:
             notes += inv.outcome_notes(sub, f"{label} {props}")
     rows += [ours, cited]
 table = pd.DataFrame(rows)
-table.columns = pd.MultiIndex.from_tuples([("", c) if c in ("Method", "Source") else ("Chunk proportions", c)
-                                           for c in table.columns])
+table.columns = pd.MultiIndex.from_tuples(
+    [("", c) if c in ("Method", "Source") else ("Chunk proportions", c) for c in table.columns]
+)
 log.info("table:\n%s", table.to_string())
 
 # %%
@@ -63,27 +64,39 @@ part, val = cells[cells["method"] == "partitioned"], cells[cells["method"] == "v
 n_train = sorted({int(v) for v in cells["n_train"]})
 # the network of this scale's cells (quick: a fixup ResNet-8, cheaper than the paper's ResNet-14; the config says so)
 cfg = snakemake.config
-net = (str(experiment(cfg, "table2_valopt", scale).settings["model"]) if "table2_valopt" in cfg.get("experiments", {})
-       else "fixup_resnet14")
-net = net.replace("fixup_resnet", "fixup ResNet-") + ("" if net == "fixup_resnet14" else
-                                                      " (a smaller network at this scale; the paper: fixup ResNet-14)")
+net = (
+    str(experiment(cfg, "table2_valopt", scale).settings["model"])
+    if "table2_valopt" in cfg.get("experiments", {})
+    else "fixup_resnet14"
+)
+net = net.replace("fixup_resnet", "fixup ResNet-") + (
+    "" if net == "fixup_resnet14" else " (a smaller network at this scale; the paper: fixup ResNet-14)"
+)
 paper_n = 20000  # Sec. 5 / App. I.4: a 20k-example subset of CIFAR-10
 ours_n = "/".join(map(str, n_train))
-caption = (f"Learning affine augmentations with {net} on a subset of CIFAR-10 ({ours_n} examples"
-           + ("" if ours_n == str(paper_n) else f" at this scale; the paper: {paper_n // 1000}k") + "): test accuracy "
-           "(%), mean ± s.e. over seeds (no ± where one seed ran), per [train, validation] chunk proportions; NaN "
-           "denotes that a run crashed (diverged). Each 'ours' row is followed by the paper's numbers "
-           f"('paper (cited)', {cited_from['source']}, Table 2; quoted, not ours)")
-note = style.provenance(cells, "CIFAR-10 (a fixed random training subset per seed; test examples: "
-                        f"{inv.n_test_text(cells)})")
+caption = (
+    f"Learning affine augmentations with {net} on a subset of CIFAR-10 ({ours_n} examples"
+    + ("" if ours_n == str(paper_n) else f" at this scale; the paper: {paper_n // 1000}k")
+    + "): test accuracy "
+    "(%), mean ± s.e. over seeds (no ± where one seed ran), per [train, validation] chunk proportions; NaN "
+    "denotes that a run crashed (diverged). Each 'ours' row is followed by the paper's numbers "
+    f"('paper (cited)', {cited_from['source']}, Table 2; quoted, not ours)"
+)
+note = style.provenance(
+    cells, f"CIFAR-10 (a fixed random training subset per seed; test examples: {inv.n_test_text(cells)})"
+)
 footnotes = [
-    (f"Iterations: Partitioned {inv.steps_text(part)}, validation-set optimisation {inv.steps_text(val)} (cosine "
-     f"learning-rate decay over the first {inv.steps_text(val, 'lr_cosine_steps')}, then held), then +Finetune "
-     f"{inv.steps_text(val, 'finetune_steps')} steps (20 epochs at paper scale, SGD lr 0.01, psi fixed). Both methods "
-     "use Augerino's affine parametrisation (Benton et al. 2020) and, for the same proportions and seed, the same split "
-     "of the same examples; Partitioned's parameter proportions equal its chunk proportions."),
-    ("CHOICE (the paper is silent): the finetune phase decays its learning rate by the same cosine (100x) over its "
-     "own steps; seeds as stated; a cell whose finetune phase diverges is NaN in both of its rows."),
+    (
+        f"Iterations: Partitioned {inv.steps_text(part)}, validation-set optimisation {inv.steps_text(val)} (cosine "
+        f"learning-rate decay over the first {inv.steps_text(val, 'lr_cosine_steps')}, then held), then +Finetune "
+        f"{inv.steps_text(val, 'finetune_steps')} steps (20 epochs at paper scale, SGD lr 0.01, psi fixed). Both methods "
+        "use Augerino's affine parametrisation (Benton et al. 2020) and, for the same proportions and seed, the same split "
+        "of the same examples; Partitioned's parameter proportions equal its chunk proportions."
+    ),
+    (
+        "CHOICE (the paper is silent): the finetune phase decays its learning rate by the same cosine (100x) over its "
+        "own steps; seeds as stated; a cell whose finetune phase diverges is NaN in both of its rows."
+    ),
     "n/a: no cell (" + (inv.unavailable_text(cells) or "proportions not in this scale's grid") + ")",
 ]
 if notes:

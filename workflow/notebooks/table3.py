@@ -52,26 +52,36 @@ rows, notes = [], []
 for label, (method, sizes) in METHODS.items():
     sub = cells[cells["method"] == method]
     cited = paper["rows"][label]
-    rows.append({"Method": label, "Chunk proportions": inv.props_label(cited["proportions"]),
-                 "Test accuracy (ours)": inv.accuracy_entry(sub) if len(sub) else "n/a",
-                 "Test accuracy (paper, cited)": inv.paper_entry(papers.entry(cited_from, "table3", label, "Test accuracy")),
-                 "Our chunk proportions": proportions_used(sub, sizes)})
+    rows.append(
+        {
+            "Method": label,
+            "Chunk proportions": inv.props_label(cited["proportions"]),
+            "Test accuracy (ours)": inv.accuracy_entry(sub) if len(sub) else "n/a",
+            "Test accuracy (paper, cited)": inv.paper_entry(papers.entry(cited_from, "table3", label, "Test accuracy")),
+            "Our chunk proportions": proportions_used(sub, sizes),
+        }
+    )
     notes += inv.outcome_notes(sub, label)
 table = pd.DataFrame(rows)
 log.info("table:\n%s", table.to_string())
 
 # %%
 n_train = sorted({int(v) for v in cells["n_train"]})
-caption = ("Learning a feature extractor (first 2 out of 3 stages of a Wide ResNet-20) as a hyperparameter on CIFAR10: "
-           "test accuracy (%), mean ± s.e. over seeds; 'paper, cited' = the paper's numbers "
-           f"({cited_from['source']}, Table 3; quoted, not ours)")
-note = style.provenance(cells, f"CIFAR-10 ({'/'.join(map(str, n_train))} training examples; test examples: "
-                        f"{inv.n_test_text(cells)})")
+caption = (
+    "Learning a feature extractor (first 2 out of 3 stages of a Wide ResNet-20) as a hyperparameter on CIFAR10: "
+    "test accuracy (%), mean ± s.e. over seeds; 'paper, cited' = the paper's numbers "
+    f"({cited_from['source']}, Table 3; quoted, not ours)"
+)
+note = style.provenance(
+    cells, f"CIFAR-10 ({'/'.join(map(str, n_train))} training examples; test examples: {inv.n_test_text(cells)})"
+)
 footnotes = [
-    (f"Iterations: {inv.steps_text(cells)}; no augmentation; the same CIFAR optimiser settings as Table 1 (App. I.4). "
-     "'Our chunk proportions' are those of the cells that completed (from their chunk sizes). CHOICE (the paper "
-     "is silent): WRN-20 of width 1 with GroupNorm(2), iterations, seeds; validation-set optimisation without "
-     "finetuning (the paper's row has none)."),
+    (
+        f"Iterations: {inv.steps_text(cells)}; no augmentation; the same CIFAR optimiser settings as Table 1 (App. I.4). "
+        "'Our chunk proportions' are those of the cells that completed (from their chunk sizes). CHOICE (the paper "
+        "is silent): WRN-20 of width 1 with GroupNorm(2), iterations, seeds; validation-set optimisation without "
+        "finetuning (the paper's row has none)."
+    ),
     "n/a: no cell ran (" + (inv.unavailable_text(cells) or "not in this scale's grid") + "); NaN: a cell diverged; "
     "OOM: out of device memory.",
 ]

@@ -32,9 +32,13 @@ log = style.start_log(snakemake)
 
 LABELS = {"mnist_cnn": "MNIST CNN", "fixup_resnet8": "fixup ResNet-8", "fixup_resnet14": "fixup ResNet-14"}
 # measured update -> (method, update) of the paper's rows, in the paper's order
-UPDATE = {"augerino": ("Augerino", "Param. + hyperparam."), "dl_param": ("Diff. Laplace", "Param."),
-          "dl_hyper": ("Diff. Laplace", "Hyperparam."), "param": ("Partitioned", "Param."),
-          "hyper": ("Partitioned", "Hyperparam.")}
+UPDATE = {
+    "augerino": ("Augerino", "Param. + hyperparam."),
+    "dl_param": ("Diff. Laplace", "Param."),
+    "dl_hyper": ("Diff. Laplace", "Hyperparam."),
+    "param": ("Partitioned", "Param."),
+    "hyper": ("Partitioned", "Hyperparam."),
+}
 MEASURED, PAPER = "measured (this run)", "paper, quoted"  # headers get the device and batch below
 
 cells = pd.read_csv(snakemake.input["table8_timing"])
@@ -95,8 +99,10 @@ measured = {(m, kind): ratio_stats(m, kind) for m in models for kind in UPDATE}
 measured
 
 # %%
-paper_rows = {(r["method"], r["update"]): {m: papers.entry(paper_all, "table8", key, m, None) for m in PAPER_MODELS}
-              for key, r in paper["rows"].items()}
+paper_rows = {
+    (r["method"], r["update"]): {m: papers.entry(paper_all, "table8", key, m, None) for m in PAPER_MODELS}
+    for key, r in paper["rows"].items()
+}
 
 
 def fmt_ratio(stats) -> str:
@@ -158,8 +164,11 @@ def _header(model: str, which: str) -> str:
 
 
 table.columns = pd.MultiIndex.from_tuples(
-    [(top, _header(next(m for m in models if LABELS.get(m, m) == top), sub)) if top else (top, sub)
-     for top, sub in table.columns])
+    [
+        (top, _header(next(m for m in models if LABELS.get(m, m) == top), sub)) if top else (top, sub)
+        for top, sub in table.columns
+    ]
+)
 table
 
 # %%
@@ -181,20 +190,26 @@ caption = (
     "(update / standard update of the same repetition), 95% bootstrap confidence interval of the median in "
     "brackets; repetitions: "
     + ", ".join(f"{k} {v}" for k, v in n_reps.items())
-    + " (Diff. Laplace hyperparam.: " + ", ".join(f"{k} {v}" for k, v in n_dl.items()) + ")"
+    + " (Diff. Laplace hyperparam.: "
+    + ", ".join(f"{k} {v}" for k, v in n_dl.items())
+    + ")"
     + f"; batch size {batches} images x {', '.join(map(str, samples))} augmentation samples. "
     f"paper, quoted: cited literature, {paper_all['source']}, App. D.2, Table 8 ({paper['device']}), batch size as "
     f"App. D.2 states it, {paper_batches}, x 20 augmentation samples; quoted, not re-measured"
 )
 note = style.provenance(cells, "synthetic N(0,1) images of MNIST (1x28x28) / CIFAR-10 (3x32x32) shape, random labels")
 oom_cells = done[done["dl_hyper_outcome"].astype(str) == "oom"] if "dl_hyper_outcome" in done else done.iloc[0:0]
-oom_text = "; ".join(f"{LABELS.get(r.model, r.model)} seed {r.seed}: {r.dl_hyper_error}"
-                     for r in oom_cells.itertuples()) if not oom_cells.empty else "none in this run"
+oom_text = (
+    "; ".join(f"{LABELS.get(r.model, r.model)} seed {r.seed}: {r.dl_hyper_error}" for r in oom_cells.itertuples())
+    if not oom_cells.empty
+    else "none in this run"
+)
 footnotes = [
     "Updates (App. I.1): Standard = unpartitioned network, augmentation held fixed, torch Adam (MNIST) / SGD with "
     "momentum (CIFAR). Partitioned Param. = k ~ Cat(u) with u = chunk sizes [0.8, 0.1, 0.1], subnetwork k, "
     "PartitionedAdam/SGD.step(k). Partitioned Hyperparam. = k ~ Cat(u_2..u_C), subnetwork k-1, Adam step on the "
-    "augmentation parameters; backward mode: " + ", ".join(backward)
+    "augmentation parameters; backward mode: "
+    + ", ".join(backward)
     + " (minimal: each update differentiates only what it updates; full: loss.backward() w.r.t. everything). "
     "Augerino = NLL + augerino.reg (0.01) x the safe width regulariser, one backward, weights and augmentation stepped. "
     "Diff. Laplace Param. = the MAP loss (NLL + layerwise Gaussian prior / N) step; Hyperparam. = one Adam step "
@@ -202,13 +217,19 @@ footnotes = [
     "for the FixUp scalars), differentiated through the curvature, same batch and augmentation samples "
     "(methods/diff_laplace.py; timed in fewer repetitions). Standard and partitioned networks start from the "
     "same weights; all updates of a repetition use one fixed batch.",
-    ("[a] Cited by the paper itself: its Diff. Laplace values for fixup ResNet-8 are taken from Immer et al. "
-     "(2022, App. D.4); on fixup ResNet-14 the paper reports an out-of-memory error (printed '-') with the "
-     "official code base on the 10 GB RTX 3080. Like every entry of the paper column, quoted, not measured by us."),
-    ("[b] Measured out of memory: torch.OutOfMemoryError raised on the device during the Diff. Laplace "
-     f"hyperparameter update (caught around that update only): {oom_text}."),
-    ("Batch size: App. D.2 says 250 (MNIST) / 200 (CIFAR10) 'just like in our main experiments', whose batch "
-     "sizes are 200 (MNIST) and 250 (CIFAR10, App. I.4); the paper columns give App. D.2's sizes, our paper scale "
-     "follows the main experiments."),
+    (
+        "[a] Cited by the paper itself: its Diff. Laplace values for fixup ResNet-8 are taken from Immer et al. "
+        "(2022, App. D.4); on fixup ResNet-14 the paper reports an out-of-memory error (printed '-') with the "
+        "official code base on the 10 GB RTX 3080. Like every entry of the paper column, quoted, not measured by us."
+    ),
+    (
+        "[b] Measured out of memory: torch.OutOfMemoryError raised on the device during the Diff. Laplace "
+        f"hyperparameter update (caught around that update only): {oom_text}."
+    ),
+    (
+        "Batch size: App. D.2 says 250 (MNIST) / 200 (CIFAR10) 'just like in our main experiments', whose batch "
+        "sizes are 200 (MNIST) and 250 (CIFAR10, App. I.4); the paper columns give App. D.2's sizes, our paper scale "
+        "follows the main experiments."
+    ),
 ]
 write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table8")

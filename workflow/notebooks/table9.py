@@ -30,19 +30,31 @@ rows = describe_architecture(model, input_shape=INPUT_SHAPE)
 n_params = sum(p.numel() for p in model.parameters())
 assert sum(r["params"] for r in rows) == n_params, "every parameter must belong to a listed layer"
 
-table = pd.DataFrame({
-    "Layer": [r["layer"] for r in rows],
-    "Specification": [r["spec"] for r in rows],
-    "Output shape": ["x".join(map(str, r["output_shape"])) for r in rows],
-    "Parameters": [f"{r['params']:,}" for r in rows],
-})
+table = pd.DataFrame(
+    {
+        "Layer": [r["layer"] for r in rows],
+        "Specification": [r["spec"] for r in rows],
+        "Output shape": ["x".join(map(str, r["output_shape"])) for r in rows],
+        "Parameters": [f"{r['params']:,}" for r in rows],
+    }
+)
 table
 
 # %%
-note = static_note(scale, f"reprokit.models '{MODEL}' ({type(model).__name__}), input {'x'.join(map(str, INPUT_SHAPE))}")
-write_table(table, snakemake.output["tex"], "CNN architecture for the MNIST experiments (Table 9 of the paper, "
-            f"after Schwoebel et al. 2021), rendered from the model definition; {n_params:,} parameters in total",
-            scale, note, label="tab:table9",
-            column_format="l" + PARAGRAPH_COLUMN.format(0.36) + "ll",  # the Specification column wraps
-            footnotes=["Layer and Specification columns correspond to the paper's Table 9; output shapes "
-                       "(channels x height x width, without the batch) and parameter counts are added from the model."])
+note = static_note(
+    scale, f"reprokit.models '{MODEL}' ({type(model).__name__}), input {'x'.join(map(str, INPUT_SHAPE))}"
+)
+write_table(
+    table,
+    snakemake.output["tex"],
+    "CNN architecture for the MNIST experiments (Table 9 of the paper, "
+    f"after Schwoebel et al. 2021), rendered from the model definition; {n_params:,} parameters in total",
+    scale,
+    note,
+    label="tab:table9",
+    column_format="l" + PARAGRAPH_COLUMN.format(0.36) + "ll",  # the Specification column wraps
+    footnotes=[
+        "Layer and Specification columns correspond to the paper's Table 9; output shapes "
+        "(channels x height x width, without the batch) and parameter counts are added from the model."
+    ],
+)

@@ -80,8 +80,9 @@ def apply_affine(x: torch.Tensor, matrices: torch.Tensor) -> torch.Tensor:
     ``align_corners=False``.
     """
     theta = matrices[..., :2, :].to(dtype=x.dtype, device=x.device)
-    return F.grid_sample(x, affine_grid(theta, x.shape[-2], x.shape[-1]), mode="bilinear", padding_mode="zeros",
-                         align_corners=False)
+    return F.grid_sample(
+        x, affine_grid(theta, x.shape[-2], x.shape[-1]), mode="bilinear", padding_mode="zeros", align_corners=False
+    )
 
 
 def affine_grid(theta: torch.Tensor, height: int, width: int) -> torch.Tensor:
@@ -93,8 +94,14 @@ def affine_grid(theta: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """
     xs = (2 * torch.arange(width, dtype=theta.dtype, device=theta.device) + 1) / width - 1
     ys = (2 * torch.arange(height, dtype=theta.dtype, device=theta.device) + 1) / height - 1
-    base = torch.stack([xs.expand(height, width), ys[:, None].expand(height, width),
-                        torch.ones(height, width, dtype=theta.dtype, device=theta.device)], dim=-1)
+    base = torch.stack(
+        [
+            xs.expand(height, width),
+            ys[:, None].expand(height, width),
+            torch.ones(height, width, dtype=theta.dtype, device=theta.device),
+        ],
+        dim=-1,
+    )
     return (base.reshape(1, height * width, 3) @ theta.transpose(-1, -2)).reshape(-1, height, width, 2)
 
 
@@ -103,9 +110,7 @@ def rotation_matrix(angle: torch.Tensor | float) -> torch.Tensor:
     a = torch.as_tensor(angle, dtype=torch.get_default_dtype())
     c, s = torch.cos(a), torch.sin(a)
     z, o = torch.zeros_like(a), torch.ones_like(a)
-    return torch.stack(
-        [torch.stack([c, -s, z], -1), torch.stack([s, c, z], -1), torch.stack([z, z, o], -1)], -2
-    )
+    return torch.stack([torch.stack([c, -s, z], -1), torch.stack([s, c, z], -1), torch.stack([z, z, o], -1)], -2)
 
 
 def _inv_softplus(w: torch.Tensor) -> torch.Tensor:
@@ -133,8 +138,9 @@ class AffineAugmentation(nn.Module):
     kind: str = ""
 
     # --- to implement -----------------------------------------------------------------------------
-    def sample_coefficients(self, n: int, n_samples: int = 1, generator: torch.Generator | None = None,
-                            uniforms: torch.Tensor | None = None) -> torch.Tensor:
+    def sample_coefficients(
+        self, n: int, n_samples: int = 1, generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Random coefficients (S, n, 6), one per transformation in ``names`` order (differentiable);
         ``uniforms`` (S, n, 6) in [0, 1), drawn by the caller, replace the draw from ``generator``."""
         raise NotImplementedError
@@ -185,13 +191,15 @@ class AffineAugmentation(nn.Module):
         for p in self.parameters():
             p.requires_grad_(False)
 
-    def sample_matrices(self, n: int, n_samples: int = 1, generator: torch.Generator | None = None,
-                        uniforms: torch.Tensor | None = None) -> torch.Tensor:
+    def sample_matrices(
+        self, n: int, n_samples: int = 1, generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Random matrices (S, n, 3, 3)."""
         return self.matrices_from_coefficients(self.sample_coefficients(n, n_samples, generator, uniforms))
 
-    def _uniform(self, n: int, n_samples: int, generator: torch.Generator | None,
-                 uniforms: torch.Tensor | None = None) -> torch.Tensor:
+    def _uniform(
+        self, n: int, n_samples: int, generator: torch.Generator | None, uniforms: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if uniforms is not None:  # drawn by the caller (e.g. per federated client, outside torch.func.vmap)
             return uniforms
         ref = next(self.parameters())
@@ -200,7 +208,10 @@ class AffineAugmentation(nn.Module):
         return u.to(ref.device)
 
     def forward(
-        self, x: torch.Tensor, n_samples: int = 1, generator: torch.Generator | None = None,
+        self,
+        x: torch.Tensor,
+        n_samples: int = 1,
+        generator: torch.Generator | None = None,
         uniforms: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(N, C, H, W) -> (S, N, C, H, W) independently augmented copies; ``uniforms`` (S, N, 6): the
@@ -399,9 +410,7 @@ class AugmentedModel(nn.Module):
         return torch.logsumexp(logp, dim=0) - math.log(S)
 
 
-def augerino_regularizer(
-    aug: AffineAugmentation, kind: str = "safe", threshold: float = 10.0
-) -> torch.Tensor:
+def augerino_regularizer(aug: AffineAugmentation, kind: str = "safe", threshold: float = 10.0) -> torch.Tensor:
     """Augerino's regulariser term, to be *added* to the loss times the strength (0.01 in the paper).
 
     ``standard``: ``-||w||_2`` (Benton et al. 2020, Eq. 5), with ``w = aug.regularizer_widths()``

@@ -1,10 +1,10 @@
 """BALI: Bayesian layerwise inference (Kurle, Klushyn, Herbrich).
 
-    cfg = BaliConfig(alpha=0.3, beta=0.2, n_eff=len(train), sigma_r2=40, n_iterations=20000, wishart_n="n")
-    model = BaliMLP(d_in, [50], 1, activation="relu", task="regression", config=cfg)
-    trainer = BaliTrainer(model)
-    for x, y in batches: trainer.step(x, y)          # -> {'loss', 'beta', 'b'}
-    mean, var = predictive(model, x_test, n_samples=100)
+cfg = BaliConfig(alpha=0.3, beta=0.2, n_eff=len(train), sigma_r2=40, n_iterations=20000, wishart_n="n")
+model = BaliMLP(d_in, [50], 1, activation="relu", task="regression", config=cfg)
+trainer = BaliTrainer(model)
+for x, y in batches: trainer.step(x, y)          # -> {'loss', 'beta', 'b'}
+mean, var = predictive(model, x_test, n_samples=100)
 """
 
 from .activations import LeakyTanh, get_activation

@@ -159,7 +159,9 @@ class BaliLinear(nn.Module):
     def update(self, x: torch.Tensor, y: torch.Tensor, beta: float, b: float) -> None:
         """EMA of the natural-parameter terms (Eq. 17) with scale N_eff / B, then recompute the posterior."""
         if x.shape[1] != self.dx or y.shape[1] != self.dy or x.shape[0] != y.shape[0]:
-            raise ValueError(f"update expects x [B, {self.dx}] and y [B, {self.dy}], got {tuple(x.shape)}, {tuple(y.shape)}")
+            raise ValueError(
+                f"update expects x [B, {self.dx}] and y [B, {self.dy}], got {tuple(x.shape)}, {tuple(y.shape)}"
+            )
         xg = x.detach().to(self.gram_dtype)
         yg = y.detach().to(self.gram_dtype)
         s = beta * self.n_eff / x.shape[0]

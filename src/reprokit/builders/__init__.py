@@ -45,13 +45,16 @@ class CellContext:
         from ..data.checksums import overrides_for
 
         checksums = overrides_for(registry.dataset_info(name), self.checksums) or None
-        return registry.load(name, self.mirrors, cache_dir=self.cache_dir, download=self.download,
-                             checksums=checksums, **kw)
+        return registry.load(
+            name, self.mirrors, cache_dir=self.cache_dir, download=self.download, checksums=checksums, **kw
+        )
 
     def variant(self, name: str) -> Path:
         if name not in self.variant_paths:
-            raise KeyError(f"variant '{name}' was not given to this cell (its plan's required_variants() declares "
-                           f"the files the pipeline passes; given: {sorted(self.variant_paths)})")
+            raise KeyError(
+                f"variant '{name}' was not given to this cell (its plan's required_variants() declares "
+                f"the files the pipeline passes; given: {sorted(self.variant_paths)})"
+            )
         return Path(self.variant_paths[name])
 
 
@@ -66,10 +69,15 @@ class Evaluation:
     final: Callable[[], dict]
 
     @classmethod
-    def of(cls, method: Method, extra_curve: Callable[[], dict] | None = None,
-           extra_final: Callable[[], dict] | None = None) -> Evaluation:
+    def of(
+        cls,
+        method: Method,
+        extra_curve: Callable[[], dict] | None = None,
+        extra_final: Callable[[], dict] | None = None,
+    ) -> Evaluation:
         """The method's evaluation, with `extra_curve()` added to every curve row and `extra_final()` to
         the final metrics."""
+
         def curve(step: int) -> dict:
             return {**method.evaluate(step), **(extra_curve() if extra_curve else {})}
 

@@ -84,11 +84,13 @@ def load_data(st: AffineSettings, ctx: CellContext) -> tuple[TaskData, torch.Ten
 
 def make_model(st: AffineSettings) -> nn.Module:
     from ..models.registry import build_model
+
     return build_model(st.model, **dict(st.model_kwargs or {}))
 
 
 def make_augmentation(st: AffineSettings, kind: str | None = None):
     from ..augment.affine import build_augmentation
+
     kind = kind or st.augmentation
     if kind == "augerino":
         return build_augmentation("augerino", init_raw=float(st.augerino.init_raw))
@@ -107,8 +109,10 @@ def found_ranges(cell, names) -> tuple[dict[str, float] | None, str]:
     """The ranges the source cell found (metrics aug_<name>); (None, reason) if it did not complete."""
     inputs = cell.settings.get("_inputs") or {}
     if "found" not in inputs:
-        raise ValueError(f"{cell.rel_dir}: method 'retrain' needs settings._inputs.found (the source cell's "
-                         "metrics.json, given by the pipeline; see required_cells)")
+        raise ValueError(
+            f"{cell.rel_dir}: method 'retrain' needs settings._inputs.found (the source cell's "
+            "metrics.json, given by the pipeline; see required_cells)"
+        )
     with open(inputs["found"]) as f:
         record = json.load(f)
     metrics = record.get("metrics", {})
@@ -182,6 +186,7 @@ def build(cell, ctx: CellContext) -> Run:
     from ..methods.partitioned_ensemble import PartitionedEnsembleTraining
     from ..methods.standard import OptimConfig, StandardTraining
     from ..partition import partition
+
     st = PLAN.settings(cell)
     rt = ctx.runtime
     method, seed = st.method, int(st.seed)
@@ -189,20 +194,34 @@ def build(cell, ctx: CellContext) -> Run:
     data = rt.to(data)  # once: the whole (sub)set lives on the device
     chunk_ids = chunk_ids.to(rt.device) if chunk_ids is not None else None
     n_steps, eval_every = st.steps, int(st.eval_every)
-    optim = OptimConfig(optimizer=st.optimizer, lr=float(st.lr), momentum=float(st.momentum),
-                        weight_decay=float(st.weight_decay), batch_size=int(st.batch_size), lr_schedule=st.lr_schedule,
-                        cosine_steps=st.lr_cosine_steps, cosine_final_factor=float(st.lr_cosine_final_factor))
+    optim = OptimConfig(
+        optimizer=st.optimizer,
+        lr=float(st.lr),
+        momentum=float(st.momentum),
+        weight_decay=float(st.weight_decay),
+        batch_size=int(st.batch_size),
+        lr_schedule=st.lr_schedule,
+        cosine_steps=st.lr_cosine_steps,
+        cosine_final_factor=float(st.lr_cosine_final_factor),
+    )
     S, S_eval = int(st.aug_samples), st.eval_samples
     eval_seed = int(st.eval_seed)
     n_eval_train = int(st.n_eval_train)
     train_eval = None
     if n_eval_train > 0:
         k = min(n_eval_train, data.n_train)
-        idx = torch.as_tensor(variants.subset_indices(data.n_train, k, seeds.stream_seed(eval_seed, "train_eval_subset")))
+        idx = torch.as_tensor(
+            variants.subset_indices(data.n_train, k, seeds.stream_seed(eval_seed, "train_eval_subset"))
+        )
         idx = idx.to(rt.device)
         train_eval = (data.x_train[idx], data.y_train[idx])
-    info = {"n_train": data.n_train, "n_test": int(data.x_test.shape[0]), "n_steps": n_steps, "aug_samples": S,
-            "eval_aug_samples": S_eval}
+    info = {
+        "n_train": data.n_train,
+        "n_test": int(data.x_test.shape[0]),
+        "n_steps": n_steps,
+        "aug_samples": S,
+        "eval_aug_samples": S_eval,
+    }
     if st.lr_cosine_steps is not None:
         info["lr_cosine_steps"] = int(st.lr_cosine_steps)
     torch.manual_seed(seeds.stream_seed(seed, "init"))
@@ -212,6 +231,7 @@ def build(cell, ctx: CellContext) -> Run:
         """Augmentation-averaged test (and train-subset) metrics of `net` with the learned ranges and
         `extra()` (the out-of-chunk LML), evaluated inside `full_network()` (a partitioned model's
         subnetwork C); the same function gives the curve rows and the final metrics."""
+
         def more():
             out = ranges_metrics(aug)
             if extra is not None:
@@ -230,12 +250,22 @@ def build(cell, ctx: CellContext) -> Run:
         aug = make_augmentation(st)
         c = len(st.chunks)
         nets = [rt.model(SeededAugmentedModel(make_model(st), aug, S, gen)) for _ in range(c)]
+
         def predict_k(k, x):
             return predict_augmented(nets[k - 1], x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
 
         lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
-        m = PartitionedEnsembleTraining(nets, list(aug.parameters()), data, chunk_ids, optim, n_steps, seed,
-                                        hyper_lr=_hyper_lr(st, cell), update=st.ens_update)
+        m = PartitionedEnsembleTraining(
+            nets,
+            list(aug.parameters()),
+            data,
+            chunk_ids,
+            optim,
+            n_steps,
+            seed,
+            hyper_lr=_hyper_lr(st, cell),
+            update=st.ens_update,
+        )
         info.update(chunk_sizes=m.chunk_sizes, ens_update=m.update)
         return Run(m, n_steps, eval_every, info, evaluation(nets[-1], aug, lml))
 
@@ -243,10 +273,14 @@ def build(cell, ctx: CellContext) -> Run:
         pprops = st.params
         if len(pprops) != len(st.chunks):
             raise ValueError(f"{cell.rel_dir}: {len(pprops)} parameter proportions for {len(st.chunks)} chunks")
-        masks = {"scheme": st.partition_scheme, "default": st.partition_default,
-                 "seed": seeds.stream_seed(seed, "partition_masks")}
+        masks = {
+            "scheme": st.partition_scheme,
+            "default": st.partition_default,
+            "seed": seeds.stream_seed(seed, "partition_masks"),
+        }
         if st.psi == "feature_extractor":  # Table 3: the head is partitioned, psi = stem + stages 1-2
             from ..methods.feature_extractor import feature_extractor_split, partition_head
+
             wrn = make_model(st)
             pmodel = partition_head(wrn, pprops, **masks)
             aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
@@ -257,23 +291,30 @@ def build(cell, ctx: CellContext) -> Run:
             net = rt.model(SeededAugmentedModel(pmodel, aug, S, gen))
             psi = list(aug.parameters())
         c = pmodel.num_partitions
+
         def predict_k(k, x):
             with pmodel.subnetwork(k):
                 return predict_augmented(net, x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
 
         lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
-        cfg = PartitionedConfig(chunk_proportions=st.chunks, optim=optim, wd_scaling=st.wd_scaling,
-                                hyper_lr=_hyper_lr(st, cell))
+        cfg = PartitionedConfig(
+            chunk_proportions=st.chunks, optim=optim, wd_scaling=st.wd_scaling, hyper_lr=_hyper_lr(st, cell)
+        )
         m = PartitionedTraining(net, pmodel, psi, data, chunk_ids, cfg, n_steps, seed)
-        info.update(chunk_sizes=m.chunk_sizes, param_proportions=pprops,
-                    partition_sizes=[int(v) for v in pmodel.partition_sizes()])
+        info.update(
+            chunk_sizes=m.chunk_sizes,
+            param_proportions=pprops,
+            partition_sizes=[int(v) for v in pmodel.partition_sizes()],
+        )
         full = lambda: pmodel.subnetwork(pmodel.num_partitions)  # noqa: E731
         return Run(m, n_steps, eval_every, info, evaluation(net, aug, lml, full))
 
     if method == "validation_opt":
         from ..methods.validation_opt import ValidationSetOptimisation
+
         if st.psi == "feature_extractor":  # Table 3: psi = the Wide-ResNet's stem + stages 1-2
             from ..methods.feature_extractor import feature_extractor_split
+
             wrn = make_model(st)
             aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
             psi = feature_extractor_split(wrn)[0]
@@ -285,55 +326,107 @@ def build(cell, ctx: CellContext) -> Run:
         # App. I.4: "SGD with same settings, overriding only the learning rate to 0.01"; the cosine decay runs
         # over the finetune steps (the search's hold point does not apply)
         vo = st.validation_opt
-        finetune = dataclasses.replace(optim, optimizer="sgd", lr=float(vo.finetune_lr), cosine_steps=None,
-                                       lr_schedule=vo.finetune_lr_schedule or optim.lr_schedule)
-        m = ValidationSetOptimisation(net, psi, data, optim, n_steps, seed, hyper_lr=_hyper_lr(st, cell),
-                                      chunk_ids=chunk_ids, finetune_epochs=int(vo.finetune_epochs),
-                                      finetune_optim=finetune, evaluate_fn=ev.final)
+        finetune = dataclasses.replace(
+            optim,
+            optimizer="sgd",
+            lr=float(vo.finetune_lr),
+            cosine_steps=None,
+            lr_schedule=vo.finetune_lr_schedule or optim.lr_schedule,
+        )
+        m = ValidationSetOptimisation(
+            net,
+            psi,
+            data,
+            optim,
+            n_steps,
+            seed,
+            hyper_lr=_hyper_lr(st, cell),
+            chunk_ids=chunk_ids,
+            finetune_epochs=int(vo.finetune_epochs),
+            finetune_optim=finetune,
+            evaluate_fn=ev.final,
+        )
         info.update(split_sizes=m.split_sizes, finetune_steps=m.finetune_steps)  # n_steps: the search
         # the final metrics hold both rows: before finetuning (test_acc, ...) and after (finetune_test_acc, ...)
         return Run(m, m.total_steps, eval_every, info, Evaluation(ev.curve, m.final_metrics))
 
     if method == "augerino":
         from ..methods.augerino import augerino_parametrisation
+
         ag = st.augerino
         aug = make_augmentation(st, augerino_parametrisation(ag.augmentation, st.augmentation))
         net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
-        m = AugerinoTraining(net, aug, data, optim, n_steps, seed, hyper_lr=float(ag.hyper_lr),
-                             reg_strength=float(ag.reg), reg_kind=ag.reg_kind, reg_threshold=float(ag.reg_threshold))
+        m = AugerinoTraining(
+            net,
+            aug,
+            data,
+            optim,
+            n_steps,
+            seed,
+            hyper_lr=float(ag.hyper_lr),
+            reg_strength=float(ag.reg),
+            reg_kind=ag.reg_kind,
+            reg_threshold=float(ag.reg_threshold),
+        )
         return Run(m, n_steps, eval_every, info, evaluation(net, aug))
 
     if method == "diff_laplace":
         from ..methods.diff_laplace import DiffLaplaceTraining
+
         aug = make_augmentation(st)
         net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
         dl = st.diff_laplace
-        m = DiffLaplaceTraining(net, data, optim, n_steps, seed, burnin=dl.burnin, marglik_every=dl.marglik_every,
-                                marglik_steps=dl.marglik_steps, marglik_batches=dl.marglik_batches,
-                                marglik_batch_size=dl.marglik_batch_size, n_aug_marglik=dl.n_aug_marglik,
-                                hyper_lr=dl.hyper_lr, hyper_final_factor=dl.hyper_final_factor,
-                                prior_structure=dl.prior_structure, prior_prec_init=dl.prior_prec_init,
-                                evaluate_fn=dict)  # evaluated by the Run's Evaluation below
+        m = DiffLaplaceTraining(
+            net,
+            data,
+            optim,
+            n_steps,
+            seed,
+            burnin=dl.burnin,
+            marglik_every=dl.marglik_every,
+            marglik_steps=dl.marglik_steps,
+            marglik_batches=dl.marglik_batches,
+            marglik_batch_size=dl.marglik_batch_size,
+            n_aug_marglik=dl.n_aug_marglik,
+            hyper_lr=dl.hyper_lr,
+            hyper_final_factor=dl.hyper_final_factor,
+            prior_structure=dl.prior_structure,
+            prior_prec_init=dl.prior_prec_init,
+            evaluate_fn=dict,
+        )  # evaluated by the Run's Evaluation below
         info.update(n_aug_marglik=dl.n_aug_marglik, prior_structure=dl.prior_structure)
         return Run(m, n_steps, eval_every, info, evaluation(net, aug, m.hyper_metrics))
 
     if method == "last_layer_ml":
         from ..methods.last_layer_gp import LastLayerGPConfig, LastLayerGPTraining, mnist_cnn_features
+
         if st.model != "mnist_cnn":
             raise ValueError(f"{cell.rel_dir}: method 'last_layer_ml' has a feature extractor for mnist_cnn only")
         aug = rt.model(make_augmentation(st))
         cnn = rt.model(make_model(st))
         features = mnist_cnn_features(cnn)
         ll = st.last_layer_ml
-        cfg = LastLayerGPConfig(n_inducing=ll.n_inducing, orbit_size=ll.orbit_size, eval_orbit_size=ll.eval_orbit_size,
-                                likelihood_samples=ll.lik_samples, eval_likelihood_samples=ll.eval_lik_samples,
-                                gp_lr=ll.gp_lr, aug_lr=ll.aug_lr, eval_batch_size=ll.eval_batch_size,
-                                curve_test_size=ll.curve_test_size, pretrain_steps=min(ll.pretrain_steps, n_steps),
-                                gp_warmup_steps=ll.gp_warmup_steps, jitter=ll.jitter,
-                                lengthscale_init=ll.lengthscale_init)
+        cfg = LastLayerGPConfig(
+            n_inducing=ll.n_inducing,
+            orbit_size=ll.orbit_size,
+            eval_orbit_size=ll.eval_orbit_size,
+            likelihood_samples=ll.lik_samples,
+            eval_likelihood_samples=ll.eval_lik_samples,
+            gp_lr=ll.gp_lr,
+            aug_lr=ll.aug_lr,
+            eval_batch_size=ll.eval_batch_size,
+            curve_test_size=ll.curve_test_size,
+            pretrain_steps=min(ll.pretrain_steps, n_steps),
+            gp_warmup_steps=ll.gp_warmup_steps,
+            jitter=ll.jitter,
+            lengthscale_init=ll.lengthscale_init,
+        )
         m = LastLayerGPTraining(features, aug, data, optim, cfg, seed, head=list(cnn.children())[-1])
-        info.update(aug_samples=cfg.orbit_size, eval_aug_samples=int(cfg.eval_orbit_size or cfg.orbit_size),
-                    n_inducing=min(cfg.n_inducing, data.n_train))
+        info.update(
+            aug_samples=cfg.orbit_size,
+            eval_aug_samples=int(cfg.eval_orbit_size or cfg.orbit_size),
+            n_inducing=min(cfg.n_inducing, data.n_train),
+        )
         # the GP's own predictive (invariant kernel, its orbit sizes) gives test_acc / test_ll and aug_<name>
         return Run(m, n_steps, eval_every, info, Evaluation.of(m))
 

@@ -56,6 +56,7 @@ def _on(idx: torch.Tensor | None, device) -> torch.Tensor | None:
 def load_task(st: ClassificationSettings, ctx: CellContext) -> tuple[TaskData, dict]:
     """The cell's TaskData (features flattened to [N, D] float32) and facts about it."""
     from ..data.task import TaskData
+
     seed = int(st.seed)
     split = {"split": seed} if st.dataset in UCI else {}  # images: the standard split
     bundle = ctx.load(st.dataset, **split)
@@ -74,10 +75,21 @@ def load_task(st: ClassificationSettings, ctx: CellContext) -> tuple[TaskData, d
         std = torch.where(std > 0, std, torch.ones_like(std))
         xtr = ((xtr - mean) / std).float()
         xte = ((xte - mean) / std).float()
-    data = TaskData(xtr.contiguous(), ytr.long(), xte.contiguous(), yte.long(), task="classification",
-                    n_classes=int(bundle.n_classes))
-    return data, {"n_total": n_total, "n_train": data.n_train, "n_test": int(data.x_test.shape[0]),
-                  "n_features": int(xtr.shape[1]), "n_classes": int(bundle.n_classes)}
+    data = TaskData(
+        xtr.contiguous(),
+        ytr.long(),
+        xte.contiguous(),
+        yte.long(),
+        task="classification",
+        n_classes=int(bundle.n_classes),
+    )
+    return data, {
+        "n_total": n_total,
+        "n_train": data.n_train,
+        "n_test": int(data.x_test.shape[0]),
+        "n_features": int(xtr.shape[1]),
+        "n_classes": int(bundle.n_classes),
+    }
 
 
 def load_ood(st: ClassificationSettings, ctx: CellContext) -> torch.Tensor:
@@ -99,20 +111,34 @@ class ClassificationEvaluation:
     metrics do not depend on when a run was interrupted.
     """
 
-    def __init__(self, inner, data: TaskData, seed: int, eval_samples: int, final_samples: int,
-                 train_eval_size: int | None, test_eval_size: int | None, ood_x: torch.Tensor | None = None,
-                 eval_batch_size: int = 4096):
+    def __init__(
+        self,
+        inner,
+        data: TaskData,
+        seed: int,
+        eval_samples: int,
+        final_samples: int,
+        train_eval_size: int | None,
+        test_eval_size: int | None,
+        ood_x: torch.Tensor | None = None,
+        eval_batch_size: int = 4096,
+    ):
         self.inner, self.data, self.seed = inner, data, int(seed)
         self.eval_samples, self.final_samples = int(eval_samples), int(final_samples)
-        self.train_idx = _on(_subset(data.n_train, train_eval_size, seeds.stream_seed(seed, "train_eval_subset")), data.device)
-        self.test_idx = _on(_subset(int(data.x_test.shape[0]), test_eval_size, seeds.stream_seed(seed, "test_eval_subset")),
-                            data.device)
+        self.train_idx = _on(
+            _subset(data.n_train, train_eval_size, seeds.stream_seed(seed, "train_eval_subset")), data.device
+        )
+        self.test_idx = _on(
+            _subset(int(data.x_test.shape[0]), test_eval_size, seeds.stream_seed(seed, "test_eval_subset")), data.device
+        )
         self.ood_x = ood_x
         self.eval_batch_size = int(eval_batch_size)
 
     def _train_split(self):
         d = self.data
-        return (d.x_train, d.y_train) if self.train_idx is None else (d.x_train[self.train_idx], d.y_train[self.train_idx])
+        return (
+            (d.x_train, d.y_train) if self.train_idx is None else (d.x_train[self.train_idx], d.y_train[self.train_idx])
+        )
 
     def _sampler(self, stream: str):
         gen = seeds.generator(self.seed, stream, self.data.device)
@@ -125,19 +151,29 @@ class ClassificationEvaluation:
     @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, float]:
         from ..metrics import split_metrics
+
         d = self.data
         test = (d.x_test, d.y_test) if self.test_idx is None else (d.x_test[self.test_idx], d.y_test[self.test_idx])
-        return split_metrics(self._sampler("eval"), {"train": self._train_split(), "test": test}, "classification",
-                             self.eval_samples, calibration_splits=(), batch_size=self.eval_batch_size)
+        return split_metrics(
+            self._sampler("eval"),
+            {"train": self._train_split(), "test": test},
+            "classification",
+            self.eval_samples,
+            calibration_splits=(),
+            batch_size=self.eval_batch_size,
+        )
 
     @torch.no_grad()
     def final_metrics(self) -> dict[str, float]:
         from ..metrics import ood_metrics, predictive_metrics
+
         sample_fn = self._sampler("final")
         d = self.data
         test_samples = self._samples(d.x_test, self.final_samples, sample_fn)
-        out = {f"test_{k}": v for k, v in
-               predictive_metrics(test_samples, d.y_test, "classification", calibration=True).items()}
+        out = {
+            f"test_{k}": v
+            for k, v in predictive_metrics(test_samples, d.y_test, "classification", calibration=True).items()
+        }
         xt, yt = self._train_split()
         train = predictive_metrics(self._samples(xt, self.final_samples, sample_fn), yt, "classification")
         out.update({f"train_{k}": v for k, v in train.items()})
@@ -154,6 +190,7 @@ def build(cell, ctx: CellContext) -> Run:
     from ..methods.bali import BaliMethod
     from ..methods.mc_dropout import MAP, MCDropout
     from ..methods.standard import OptimConfig
+
     st = PLAN.settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)
     data, info = load_task(st, ctx)
@@ -162,20 +199,42 @@ def build(cell, ctx: CellContext) -> Run:
     hidden, activation = list(st.hidden), st.activation
     eval_samples, final_samples = int(st.eval_samples), int(st.final_samples)
     eval_every = st.eval_every_steps(data.n_train)
-    info.update({"dataset_name": dataset, "batch_size": batch, "n_steps": n_steps, "eval_every": eval_every,
-                 "eval_doubling_until": int(st.eval_doubling_until),
-                 "eval_samples": eval_samples, "final_samples": final_samples,
-                 "hidden": "x".join(map(str, hidden)), "activation": activation,
-                 "standardize": bool(st.standardize)})
+    info.update(
+        {
+            "dataset_name": dataset,
+            "batch_size": batch,
+            "n_steps": n_steps,
+            "eval_every": eval_every,
+            "eval_doubling_until": int(st.eval_doubling_until),
+            "eval_samples": eval_samples,
+            "final_samples": final_samples,
+            "hidden": "x".join(map(str, hidden)),
+            "activation": activation,
+            "standardize": bool(st.standardize),
+        }
+    )
     if method == "bali":
         b = st.need("bali")
         cfg = BaliConfig(**b.config_kwargs(data.n_train, n_steps, batch))
         inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
-        info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
-                     "beta_milestones": " ".join(f"{m:g}" for m in cfg.beta_milestones),
-                     "sigma_r2": cfg.prior_var_r, "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor,
-                     "n_eff": cfg.n_eff, "wishart_n": cfg.wishart_n, "gram_dtype": cfg.gram_dtype or cfg.stats_dtype, "n_eff_divisor": float(b.n_eff_divisor), "sigma_init": cfg.sigma_init,
-                     "reparam": cfg.reparam, "scale_input_layer": cfg.scale_input_layer})
+        info.update(
+            {
+                "alpha": cfg.alpha,
+                "beta": cfg.beta,
+                "beta_decay": cfg.beta_decay,
+                "beta_milestones": " ".join(f"{m:g}" for m in cfg.beta_milestones),
+                "sigma_r2": cfg.prior_var_r,
+                "sigma_u2": cfg.prior_var_u,
+                "sigma_u2_factor": cfg.sigma_u2_factor,
+                "n_eff": cfg.n_eff,
+                "wishart_n": cfg.wishart_n,
+                "gram_dtype": cfg.gram_dtype or cfg.stats_dtype,
+                "n_eff_divisor": float(b.n_eff_divisor),
+                "sigma_init": cfg.sigma_init,
+                "reparam": cfg.reparam,
+                "scale_input_layer": cfg.scale_input_layer,
+            }
+        )
     else:
         o = st.need("optim")
         optim = OptimConfig(optimizer="adam", lr=float(o.lr), weight_decay=float(o.weight_decay), batch_size=batch)
@@ -193,7 +252,14 @@ def build(cell, ctx: CellContext) -> Run:
             info["n_ood"] = int(ood_x.shape[0])
         except registry.DatasetUnavailable as err:  # Table 2 / Fig. 2 still get this cell; Fig. 3 shows n/a
             info["ood_note"] = f"OOD dataset {st.ood_dataset} unavailable: " + str(err).splitlines()[0]
-    ev = ClassificationEvaluation(inner, data, seed, eval_samples, final_samples, st.train_eval_size,
-                                  st.test_eval_size, ood_x)
-    return Run(inner, n_steps, eval_every, info=info, evaluation=Evaluation(ev.evaluate, ev.final_metrics),
-               eval_doubling_until=int(st.eval_doubling_until))
+    ev = ClassificationEvaluation(
+        inner, data, seed, eval_samples, final_samples, st.train_eval_size, st.test_eval_size, ood_x
+    )
+    return Run(
+        inner,
+        n_steps,
+        eval_every,
+        info=info,
+        evaluation=Evaluation(ev.evaluate, ev.final_metrics),
+        eval_doubling_until=int(st.eval_doubling_until),
+    )

@@ -33,6 +33,7 @@ from . import CellContext, Run
 def load_data(st: FederatedSettings, ctx: CellContext):
     """(FedData without device placement, n_classes)."""
     from ..methods.federated import FedData
+
     bundle = ctx.load(str(st.dataset))
     rotated = variants.load_variant(ctx.variant("rotated")) if st.rotated else None
     split = variants.load_variant(ctx.variant("federated"))
@@ -48,25 +49,38 @@ def build(cell, ctx: CellContext) -> Run:
     from ..augment.affine import build_augmentation
     from ..methods.federated import FedConfig, FederatedTraining, FedNet
     from ..models.registry import build_model
+
     st = PLAN.settings(cell)
     rt = ctx.runtime
     seed = int(st.seed)
     data, _n_classes = load_data(st, ctx)
-    data = type(data)(*(rt.to(t) if isinstance(t, torch.Tensor) else t for t in
-                        (data.x_train, data.y_train, data.client, data.x_val, data.y_val, data.n_clients)))
+    data = type(data)(
+        *(
+            rt.to(t) if isinstance(t, torch.Tensor) else t
+            for t in (data.x_train, data.y_train, data.client, data.x_val, data.y_val, data.n_clients)
+        )
+    )
     torch.manual_seed(seeds.stream_seed(seed, "init"))
-    model = build_model(st.model, dropout=float(st.dropout), learnable_dropout=st.method == "partitioned",
-                        **dict(st.model_kwargs or {}))
+    model = build_model(
+        st.model, dropout=float(st.dropout), learnable_dropout=st.method == "partitioned", **dict(st.model_kwargs or {})
+    )
     aug = None if st.method == "fedavg" else build_augmentation(st.augmentation, init=float(st.aug_init))
     net = rt.model(FedNet(model, aug, int(st.aug_samples)))
     cfg = FedConfig.from_settings(st)
     m = FederatedTraining(net, data, cfg, seed)
     sizes = torch.bincount(data.client, minlength=data.n_clients)
-    info = {"n_train": int(data.x_train.shape[0]), "n_val": int(data.x_val.shape[0]), "n_clients": int(data.n_clients),
-            "clients_per_round": int(st.clients_per_round), "rounds": int(st.rounds),
-            "client_size_min": int(sizes.min()), "client_size_max": int(sizes.max()),
-            "aug_samples": int(st.aug_samples) if aug is not None else 0,
-            "weight_bytes": m.weight_bytes(), "client_batching": m.batching}
+    info = {
+        "n_train": int(data.x_train.shape[0]),
+        "n_val": int(data.x_val.shape[0]),
+        "n_clients": int(data.n_clients),
+        "clients_per_round": int(st.clients_per_round),
+        "rounds": int(st.rounds),
+        "client_size_min": int(sizes.min()),
+        "client_size_max": int(sizes.max()),
+        "aug_samples": int(st.aug_samples) if aug is not None else 0,
+        "weight_bytes": m.weight_bytes(),
+        "client_batching": m.batching,
+    }
     if st.method == "partitioned":
         info["clients_per_chunk"] = [m.client_chunk.count(k) for k in range(1, m.n_chunks + 1)]
     return Run(m, int(st.rounds), int(st.eval_every), info)

@@ -18,7 +18,9 @@ from . import CellContext, Evaluation, Run
 
 
 def _data(st: InputSelectionSettings, ctx: CellContext) -> TaskData:
-    b = registry.load(st.dataset, ctx.mirrors, n_train=st.n_train, n_test=st.n_test, seed=st.data_seed, signal=st.signal)
+    b = registry.load(
+        st.dataset, ctx.mirrors, n_train=st.n_train, n_test=st.n_test, seed=st.data_seed, signal=st.signal
+    )
     return TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task="classification", n_classes=2)
 
 
@@ -31,6 +33,7 @@ def build(cell, ctx: CellContext) -> Run:
     from ..methods.standard import OptimConfig
     from ..models.mlp import MLP
     from ..partition import partition
+
     st = PLAN.settings(cell)  # checks the method and the settings it needs
     method, seed = st.method, int(st.seed)
     rt = ctx.runtime
@@ -49,22 +52,36 @@ def build(cell, ctx: CellContext) -> Run:
         m = PosthocDiagLaplace(net, data, optim, n_steps, seed, marglik_steps=st.laplace_prior_steps)
     else:
         chunk_ids = torch.as_tensor(variants.load_variant(ctx.variant("chunks"))["chunks"]).long().to(rt.device)
-        pmodel = partition(mlp, st.chunk_proportions, scheme=st.partition_scheme, default=st.partition_default,
-                           seed=seeds.stream_seed(seed, "partition_masks"))
+        pmodel = partition(
+            mlp,
+            st.chunk_proportions,
+            scheme=st.partition_scheme,
+            default=st.partition_default,
+            seed=seeds.stream_seed(seed, "partition_masks"),
+        )
         net = rt.model(nn.Sequential(mask, pmodel))
         hyper = list(mask.parameters()) if method == "partitioned_mask" else []
-        cfg = PartitionedConfig(chunk_proportions=st.chunk_proportions, optim=optim, wd_scaling=st.wd_scaling,
-                                hyper_lr=st.hyper_lr, early_stopping=st.early_stopping)
+        cfg = PartitionedConfig(
+            chunk_proportions=st.chunk_proportions,
+            optim=optim,
+            wd_scaling=st.wd_scaling,
+            hyper_lr=st.hyper_lr,
+            early_stopping=st.early_stopping,
+        )
         m = PartitionedTraining(net, pmodel, hyper, data, chunk_ids, cfg, n_steps, seed)
     info = {"n_train": data.n_train, "n_test": int(data.x_test.shape[0])}
-    evaluation = Evaluation.of(m, _keep_probabilities(mask), _kept_inputs(mask)) if method == "partitioned_mask" else None
+    evaluation = (
+        Evaluation.of(m, _keep_probabilities(mask), _kept_inputs(mask)) if method == "partitioned_mask" else None
+    )
     return Run(m, n_steps, int(st.eval_every), info=info, evaluation=evaluation)
 
 
 def _keep_probabilities(mask):
     """The learned keep probability of every input, for each curve row and the final metrics (Fig. 2b)."""
+
     def probs() -> dict[str, float]:
         return {f"p_keep_{i:02d}": float(p) for i, p in enumerate(mask.keep_probability.detach())}
+
     return probs
 
 
@@ -72,5 +89,5 @@ def _kept_inputs(mask):
     def kept() -> dict:
         idx = [i + 1 for i, p in enumerate(mask.keep_probability.detach()) if p > 0.5]
         return {**_keep_probabilities(mask)(), "n_kept": len(idx), "kept_inputs": " ".join(map(str, idx))}
-    return kept
 
+    return kept

@@ -28,6 +28,7 @@ from . import CellContext, Evaluation, Run
 
 def load(st: SyntheticSettings):
     from ..data.task import TaskData
+
     b = registry.load(st.dataset, **st.data_kwargs())
     data = TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task=b.task, n_classes=b.n_classes)
     return data, b.meta["x_grid"]
@@ -57,6 +58,7 @@ def build(cell, ctx: CellContext) -> Run:
     from ..methods.bali import BaliMethod
     from ..methods.bbb import BBBMethod
     from ..methods.standard import OptimConfig
+
     st = PLAN.settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)
     data, x_grid = load(st)
@@ -65,31 +67,74 @@ def build(cell, ctx: CellContext) -> Run:
     n_steps = int(st.n_steps)
     batch = min(int(st.batch_size or data.n_train), data.n_train)
     eval_samples, final_samples = int(st.eval_samples), int(st.final_samples)
-    info = {"dataset_name": dataset, "task": data.task, "n_train": data.n_train, "n_test": int(data.x_test.shape[0]),
-            "data_kwargs": json.dumps(st.data_kwargs()), "hidden": "x".join(map(str, hidden)),
-            "activation": activation, "n_steps": n_steps, "batch_size": batch, "final_samples": final_samples}
+    info = {
+        "dataset_name": dataset,
+        "task": data.task,
+        "n_train": data.n_train,
+        "n_test": int(data.x_test.shape[0]),
+        "data_kwargs": json.dumps(st.data_kwargs()),
+        "hidden": "x".join(map(str, hidden)),
+        "activation": activation,
+        "n_steps": n_steps,
+        "batch_size": batch,
+        "final_samples": final_samples,
+    }
     if method == "bali":
         b, t = st.need("bali"), st.need(data.task)
-        cfg = BaliConfig(alpha=float(b.alpha), beta=float(b.beta), beta_milestones=tuple(b.beta_milestones),
-                         beta_decay=float(b.beta_decay), n_iterations=n_steps, n_eff=float(data.n_train),
-                         n_data=float(data.n_train), sigma_init=float(t.sigma_init), sigma_r=float(t.sigma_r),
-                         sigma_u2_factor=float(t.sigma_u2_factor), batch_size=batch, reparam=b.reparam,
-                         wishart_n="n", **b.library_options())  # N_eff = N here: both readings count the same N
+        cfg = BaliConfig(
+            alpha=float(b.alpha),
+            beta=float(b.beta),
+            beta_milestones=tuple(b.beta_milestones),
+            beta_decay=float(b.beta_decay),
+            n_iterations=n_steps,
+            n_eff=float(data.n_train),
+            n_data=float(data.n_train),
+            sigma_init=float(t.sigma_init),
+            sigma_r=float(t.sigma_r),
+            sigma_u2_factor=float(t.sigma_u2_factor),
+            batch_size=batch,
+            reparam=b.reparam,
+            wishart_n="n",
+            **b.library_options(),
+        )  # N_eff = N here: both readings count the same N
         inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
-        info.update({"alpha": cfg.alpha, "beta": cfg.beta, "sigma_init": cfg.sigma_init, "sigma_r": float(t.sigma_r),
-                     "sigma_u2": cfg.prior_var_u, "n_eff": cfg.n_eff, "reparam": cfg.reparam})
+        info.update(
+            {
+                "alpha": cfg.alpha,
+                "beta": cfg.beta,
+                "sigma_init": cfg.sigma_init,
+                "sigma_r": float(t.sigma_r),
+                "sigma_u2": cfg.prior_var_u,
+                "n_eff": cfg.n_eff,
+                "reparam": cfg.reparam,
+            }
+        )
     else:
         b = st.need("bbb")
         kl = float(st.kl_factor)
         optim = OptimConfig(optimizer="adam", lr=float(b.lr), batch_size=batch)
-        inner = BBBMethod(data, hidden, activation, kl, optim, n_steps, seed, prior_sigma=float(b.prior_sigma),
-                          init_sigma=float(b.init_sigma), noise_std=b.noise_std,
-                          init_noise_std=float(b.init_noise_std), n_eval_samples=eval_samples)
-        info.update({"kl_factor": kl, "lr": optim.lr, "prior_sigma": float(b.prior_sigma),
-                     "init_sigma": float(b.init_sigma)})
+        inner = BBBMethod(
+            data,
+            hidden,
+            activation,
+            kl,
+            optim,
+            n_steps,
+            seed,
+            prior_sigma=float(b.prior_sigma),
+            init_sigma=float(b.init_sigma),
+            noise_std=b.noise_std,
+            init_noise_std=float(b.init_noise_std),
+            n_eval_samples=eval_samples,
+        )
+        info.update(
+            {"kl_factor": kl, "lr": optim.lr, "prior_sigma": float(b.prior_sigma), "init_sigma": float(b.init_sigma)}
+        )
 
     def final() -> dict:
-        return {**inner.final_metrics(n_samples=final_samples),
-                **grid_predictive(inner, x_grid, data.task, final_samples, seed)}
+        return {
+            **inner.final_metrics(n_samples=final_samples),
+            **grid_predictive(inner, x_grid, data.task, final_samples, seed),
+        }
 
     return Run(inner, n_steps, int(st.eval_every), info=info, evaluation=Evaluation(inner.evaluate, final))

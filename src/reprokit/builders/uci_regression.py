@@ -27,15 +27,22 @@ from . import CellContext, Evaluation, Run
 def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool, ctx: CellContext):
     """(TaskData, y_std or None, info) for one standard split; y_std is set iff the targets were standardised."""
     from ..data.task import TaskData
+
     raw = ctx.load(dataset, split=split)
     z, stats = registry.standardize(raw)
     xb = z if standardize_x else raw
     yb = z if standardize_y else raw
     data = TaskData(xb.x_train, yb.y_train, xb.x_test, yb.y_test, task="regression")
     y_std = float(stats["y_std"].reshape(-1)[0]) if standardize_y else None
-    info = {"n_train": raw.n_train, "n_test": raw.n_test, "n_features": int(raw.x_train.shape[1]),
-            "split": split, "standardize_x": standardize_x, "standardize_y": standardize_y,
-            "y_std_train": float(stats["y_std"].reshape(-1)[0])}
+    info = {
+        "n_train": raw.n_train,
+        "n_test": raw.n_test,
+        "n_features": int(raw.x_train.shape[1]),
+        "split": split,
+        "standardize_x": standardize_x,
+        "standardize_y": standardize_y,
+        "y_std_train": float(stats["y_std"].reshape(-1)[0]),
+    }
     return data, y_std, info
 
 
@@ -45,6 +52,7 @@ def build(cell, ctx: CellContext) -> Run:
     from ..methods.bbb import BBBMethod
     from ..methods.mc_dropout import MCDropout
     from ..methods.standard import OptimConfig
+
     st = PLAN.settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)
     m = st.block
@@ -57,59 +65,136 @@ def build(cell, ctx: CellContext) -> Run:
     batch = batch_size_of(m.batch_size, data.n_train)
     eval_samples, final_samples = int(st.eval_samples), int(st.final_samples)
     common = dict(train_eval_size=st.train_eval_size, y_std=y_std)
-    info.update({"dataset_name": dataset, "hidden": "x".join(map(str, hidden)), "activation": activation,
-                 "n_steps": n_steps, "batch_size": batch, "eval_samples": eval_samples,
-                 "final_samples": final_samples})
+    info.update(
+        {
+            "dataset_name": dataset,
+            "hidden": "x".join(map(str, hidden)),
+            "activation": activation,
+            "n_steps": n_steps,
+            "batch_size": batch,
+            "eval_samples": eval_samples,
+            "final_samples": final_samples,
+        }
+    )
     if method in BALI_METHODS:
         cfg = BaliConfig(**m.config_kwargs(data.n_train, n_steps, batch))
         inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples, **common)
-        info.update({"alpha": cfg.alpha, "beta": cfg.beta, "beta_decay": cfg.beta_decay,
-                     "beta_milestones": " ".join(f"{x:g}" for x in cfg.beta_milestones), "sigma_r2": cfg.prior_var_r,
-                     "sigma_u2": cfg.prior_var_u, "sigma_u2_factor": cfg.sigma_u2_factor, "n_eff": cfg.n_eff, "wishart_n": cfg.wishart_n,
-                     "n_eff_divisor": float(m.n_eff_divisor), "sigma_init": cfg.sigma_init, "reparam": cfg.reparam,
-                     "u0": "D_y", "scale_input_layer": cfg.scale_input_layer})
+        info.update(
+            {
+                "alpha": cfg.alpha,
+                "beta": cfg.beta,
+                "beta_decay": cfg.beta_decay,
+                "beta_milestones": " ".join(f"{x:g}" for x in cfg.beta_milestones),
+                "sigma_r2": cfg.prior_var_r,
+                "sigma_u2": cfg.prior_var_u,
+                "sigma_u2_factor": cfg.sigma_u2_factor,
+                "n_eff": cfg.n_eff,
+                "wishart_n": cfg.wishart_n,
+                "n_eff_divisor": float(m.n_eff_divisor),
+                "sigma_init": cfg.sigma_init,
+                "reparam": cfg.reparam,
+                "u0": "D_y",
+                "scale_input_layer": cfg.scale_input_layer,
+            }
+        )
     elif method == "dropout":  # protocol learned_noise
         p = float(m.p)
         # Gal & Ghahramani (2016): the dropout-VI prior with length-scale l gives the L2 term
         # l^2 (1 - p) / (2 N) ||W||^2 per data point, i.e. Adam weight decay l^2 (1 - p) / N.
         wd = float(m.prior_lengthscale) ** 2 * (1.0 - p) / data.n_train
         optim = OptimConfig(optimizer="adam", lr=float(m.lr), weight_decay=wd, batch_size=batch)
-        inner = MCDropout(data, hidden, activation, p, optim, n_steps, seed, n_eval_samples=eval_samples,
-                          dropout_input=bool(m.dropout_input), **common)
+        inner = MCDropout(
+            data,
+            hidden,
+            activation,
+            p,
+            optim,
+            n_steps,
+            seed,
+            n_eval_samples=eval_samples,
+            dropout_input=bool(m.dropout_input),
+            **common,
+        )
         info.update({"dropout_p": p, "lr": optim.lr, "weight_decay": wd, "dropout_input": bool(m.dropout_input)})
     else:
         optim = OptimConfig(optimizer="adam", lr=float(m.lr), batch_size=batch)
-        inner = BBBMethod(data, hidden, activation, float(m.kl_factor), optim, n_steps, seed,
-                          prior_sigma=float(m.prior_sigma), init_sigma=float(m.init_sigma), noise_std=m.noise_std,
-                          init_noise_std=float(m.init_noise_std), n_eval_samples=eval_samples, **common)
+        inner = BBBMethod(
+            data,
+            hidden,
+            activation,
+            float(m.kl_factor),
+            optim,
+            n_steps,
+            seed,
+            prior_sigma=float(m.prior_sigma),
+            init_sigma=float(m.init_sigma),
+            noise_std=m.noise_std,
+            init_noise_std=float(m.init_noise_std),
+            n_eval_samples=eval_samples,
+            **common,
+        )
         info.update({"kl_factor": float(m.kl_factor), "lr": optim.lr, "prior_sigma": float(m.prior_sigma)})
     eval_every = int(st.eval_every) if st.eval_every else max(1, n_steps // int(st.n_evals))
     info["eval_every"] = eval_every
     # curve rows with `eval_samples` Monte Carlo draws, the final metrics with `final_samples`
-    return Run(inner, n_steps, eval_every, info=info,
-               evaluation=Evaluation(inner.evaluate, lambda: inner.final_metrics(n_samples=final_samples)))
+    return Run(
+        inner,
+        n_steps,
+        eval_every,
+        info=info,
+        evaluation=Evaluation(inner.evaluate, lambda: inner.final_metrics(n_samples=final_samples)),
+    )
 
 
 def build_gal_dropout(st, ctx: CellContext) -> Run:
     """`dropout` with `protocol: gal`: Gal's grid search and retraining in one cell (methods/gal_dropout.py).
     The method standardises each phase's rows itself, so the split is loaded raw; metrics in original units."""
     from ..methods.gal_dropout import GalDropoutProtocol
+
     m = st.block
     taus = m.taus_for(str(st.dataset))
     data, _, info = load_task(str(st.dataset), int(st.seed), False, False, ctx)
     data = ctx.runtime.to(data)
     batch = batch_size_of(m.batch_size, data.n_train)
-    inner = GalDropoutProtocol(data, list(st.hidden), m.rates, taus, int(m.epochs), int(st.seed), batch_size=batch,
-                               lengthscale=float(m.prior_lengthscale), lr=float(m.lr), val_fraction=float(m.val_fraction),
-                               predictive_samples=int(m.predictive_samples), eval_samples=int(st.eval_samples),
-                               activation=st.activation, parallel_grid=bool(m.parallel_grid))
-    info.update({"dataset_name": str(st.dataset), "hidden": "x".join(map(str, st.hidden)), "activation": st.activation,
-                 "protocol": "gal", "n_steps": inner.n_steps, "batch_size": batch, "epochs": int(m.epochs),
-                 "rates": " ".join(f"{p:g}" for p in m.rates), "taus": " ".join(f"{t:g}" for t in taus),
-                 "n_inner": inner.n_inner, "parallel_grid": inner.parallel_grid, "inner_steps": inner.inner_steps,
-                 "full_steps": inner.full_steps,
-                 "val_fraction": float(m.val_fraction), "predictive_samples": int(m.predictive_samples),
-                 "dropout_input": True, "prior_lengthscale": float(m.prior_lengthscale), "lr": float(m.lr),
-                 "standardize_x": True, "standardize_y": True})  # per phase, with its own training rows
+    inner = GalDropoutProtocol(
+        data,
+        list(st.hidden),
+        m.rates,
+        taus,
+        int(m.epochs),
+        int(st.seed),
+        batch_size=batch,
+        lengthscale=float(m.prior_lengthscale),
+        lr=float(m.lr),
+        val_fraction=float(m.val_fraction),
+        predictive_samples=int(m.predictive_samples),
+        eval_samples=int(st.eval_samples),
+        activation=st.activation,
+        parallel_grid=bool(m.parallel_grid),
+    )
+    info.update(
+        {
+            "dataset_name": str(st.dataset),
+            "hidden": "x".join(map(str, st.hidden)),
+            "activation": st.activation,
+            "protocol": "gal",
+            "n_steps": inner.n_steps,
+            "batch_size": batch,
+            "epochs": int(m.epochs),
+            "rates": " ".join(f"{p:g}" for p in m.rates),
+            "taus": " ".join(f"{t:g}" for t in taus),
+            "n_inner": inner.n_inner,
+            "parallel_grid": inner.parallel_grid,
+            "inner_steps": inner.inner_steps,
+            "full_steps": inner.full_steps,
+            "val_fraction": float(m.val_fraction),
+            "predictive_samples": int(m.predictive_samples),
+            "dropout_input": True,
+            "prior_lengthscale": float(m.prior_lengthscale),
+            "lr": float(m.lr),
+            "standardize_x": True,
+            "standardize_y": True,
+        }
+    )  # per phase, with its own training rows
     # a curve row after every grid point (its validation scores), then during the retraining (test metrics)
     return Run(inner, inner.n_steps, inner.inner_steps, info=info)

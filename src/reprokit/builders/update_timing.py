@@ -114,6 +114,7 @@ class UpdateTiming:
             chunk_assignment,
             partition,
         )
+
         st = settings
         # bound here, not imported inside the timed update functions
         self._param_update, self._hyper_update = param_update, hyper_update
@@ -134,8 +135,13 @@ class UpdateTiming:
         base = build_model(str(st.model), **dict(st.model_kwargs))
         pmodel_src = copy.deepcopy(base)  # identical initial weights for both networks
         props = list(st.chunk_proportions)
-        self.pmodel = partition(pmodel_src, props, scheme=st.partition_scheme, default=st.partition_default,
-                                seed=seeds.stream_seed(self.seed, "partition_masks"))
+        self.pmodel = partition(
+            pmodel_src,
+            props,
+            scheme=st.partition_scheme,
+            default=st.partition_default,
+            seed=seeds.stream_seed(self.seed, "partition_masks"),
+        )
         self.aug = build_augmentation(st.augmentation, init=st.augmentation_init)
         self.psi = list(self.aug.parameters())
         S = int(st.n_aug_samples)
@@ -255,8 +261,16 @@ class UpdateTiming:
         """Diff. Laplace hyperparameter update: one Adam step on -marginal likelihood / N w.r.t. (psi,
         log prior precision), S = n_aug_samples augmentation samples of the same batch."""
         self._set_psi_grad(True)
-        return self._dl_hyper_update(self.standard_net, self.x, self.y, self.log_prior_prec, self.dl_hopt,
-                                     self.standard_net.n_samples, self.dl_gen, self.n_data)
+        return self._dl_hyper_update(
+            self.standard_net,
+            self.x,
+            self.y,
+            self.log_prior_prec,
+            self.dl_hopt,
+            self.standard_net.n_samples,
+            self.dl_gen,
+            self.n_data,
+        )
 
     def runs_dl_hyper(self, step: int) -> bool:
         """Whether repetition `step` runs the Diff. Laplace hyper update (module docstring)."""
@@ -288,9 +302,14 @@ class UpdateTiming:
         """Run every update once (order rotated by `step`); return their times and the k's drawn."""
         k_param, _ = self.schedule.param_step(1)
         k_hyper, _ = self.schedule.hyper_step(1)
-        fns = {"standard": (self.update_standard,), "param": (self.update_param, k_param),
-               "hyper": (self.update_hyper, k_hyper), "augerino": (self.update_augerino,),
-               "dl_param": (self.update_dl_param,), "dl_hyper": (self.update_dl_hyper,)}
+        fns = {
+            "standard": (self.update_standard,),
+            "param": (self.update_param, k_param),
+            "hyper": (self.update_hyper, k_hyper),
+            "augerino": (self.update_augerino,),
+            "dl_param": (self.update_dl_param,),
+            "dl_hyper": (self.update_dl_hyper,),
+        }
         kinds = [k for k in KINDS if k != "dl_hyper" or self.runs_dl_hyper(step)]
         order = [kinds[(i + step) % len(kinds)] for i in range(len(kinds))]
         row = {"rep": step, "warmup": step < self.n_warmup, "k_param": k_param, "subnet_hyper": k_hyper - 1}
@@ -329,8 +348,10 @@ class UpdateTiming:
             if time.monotonic() - last_log >= 30.0:
                 last_log = time.monotonic()
                 log.info("update timing: repetition %d/%d", step + 1, self.n_steps)
-        curve = [{"step": r["rep"] + 1, "loss": r["standard_loss"], **{k: v for k, v in r.items() if k != "rep"}}
-                 for r in rows]
+        curve = [
+            {"step": r["rep"] + 1, "loss": r["standard_loss"], **{k: v for k, v in r.items() if k != "rep"}}
+            for r in rows
+        ]
         metrics = summarize(rows, self.timer)
         metrics["dl_hyper_outcome"], metrics["dl_hyper_error"] = self.dl_outcome, self.dl_error
         return curve, metrics
@@ -365,9 +386,15 @@ def summarize(rows: list[dict], timer: str = "cpu") -> dict:
             _, med, _ = _quantiles([r[f"{kind}_{clock}_s"] for r in ran(kind)])
             out[f"{kind}_{'ms' if clock == 'cpu' else 'wall_ms'}"] = 1000 * med
         for kind in RATIO_KINDS:
-            ratios = [r[f"{kind}_{clock}_s"] / r[f"standard_{clock}_s"] for r in ran(kind) if r[f"standard_{clock}_s"] > 0]
+            ratios = [
+                r[f"{kind}_{clock}_s"] / r[f"standard_{clock}_s"] for r in ran(kind) if r[f"standard_{clock}_s"] > 0
+            ]
             q25, med, q75 = _quantiles(ratios)
-            out[f"{kind}_ratio_{clock}"], out[f"{kind}_ratio_{clock}_q25"], out[f"{kind}_ratio_{clock}_q75"] = med, q25, q75
+            out[f"{kind}_ratio_{clock}"], out[f"{kind}_ratio_{clock}_q25"], out[f"{kind}_ratio_{clock}_q75"] = (
+                med,
+                q25,
+                q75,
+            )
             out[f"{kind}_ratio_{clock}_ci_lo"], out[f"{kind}_ratio_{clock}_ci_hi"] = median_ci(ratios)
     for kind in RATIO_KINDS:
         sel = ran(kind)

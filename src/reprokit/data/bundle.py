@@ -61,7 +61,9 @@ def standardize(bundle: Bundle) -> tuple[Bundle, dict]:
     a Gaussian log-likelihood shifts by ``-log(y_std)``).
     """
     if bundle.x_train.ndim != 2:
-        raise ValueError(f"standardize() is for tabular inputs (N, D); {bundle.name} has shape {tuple(bundle.x_train.shape)}")
+        raise ValueError(
+            f"standardize() is for tabular inputs (N, D); {bundle.name} has shape {tuple(bundle.x_train.shape)}"
+        )
     if bundle.meta.get("standardized"):
         raise ValueError(f"{bundle.name} is already standardized")
 
@@ -79,7 +81,14 @@ def standardize(bundle: Bundle) -> tuple[Bundle, dict]:
     else:
         ym = ys = None
         zy = lambda t: t  # noqa: E731
-    out = dataclasses.replace(bundle, x_train=zx(bundle.x_train), y_train=zy(bundle.y_train), x_test=zx(bundle.x_test),
-                              y_test=zy(bundle.y_test), x_val=zx(bundle.x_val), y_val=zy(bundle.y_val),
-                              meta={**bundle.meta, "standardized": True})
+    out = dataclasses.replace(
+        bundle,
+        x_train=zx(bundle.x_train),
+        y_train=zy(bundle.y_train),
+        x_test=zx(bundle.x_test),
+        y_test=zy(bundle.y_test),
+        x_val=zx(bundle.x_val),
+        y_val=zy(bundle.y_val),
+        meta={**bundle.meta, "standardized": True},
+    )
     return out, {"x_mean": xm, "x_std": xs, "y_mean": ym, "y_std": ys}

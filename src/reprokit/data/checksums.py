@@ -24,8 +24,18 @@ from pathlib import Path
 from ..io import atomic_write_text
 from .errors import ChecksumMismatch
 
-__all__ = ["FileCheck", "Layout", "VerifiedCache", "apply_overrides", "check_override_keys", "checksum_table",
-           "file_hash", "missing_files", "table_check", "verify_layout"]
+__all__ = [
+    "FileCheck",
+    "Layout",
+    "VerifiedCache",
+    "apply_overrides",
+    "check_override_keys",
+    "checksum_table",
+    "file_hash",
+    "missing_files",
+    "table_check",
+    "verify_layout",
+]
 
 
 @dataclass(frozen=True)
@@ -100,8 +110,10 @@ def check_override_keys(spec, overrides: Mapping[str, str] | None) -> None:
     known = {fc.relpath for lay in spec.layouts for fc in lay.files}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ValueError(f"checksums given for files that dataset '{spec.name}' does not use: {unknown}; "
-                         f"its files are: {sorted(known)}")
+        raise ValueError(
+            f"checksums given for files that dataset '{spec.name}' does not use: {unknown}; "
+            f"its files are: {sorted(known)}"
+        )
 
 
 def overrides_for(spec, overrides: Mapping[str, str] | None) -> dict[str, str]:

@@ -208,5 +208,9 @@ def fetch(spec, cache_dir: Path, layouts, tried: list, url_mirrors: Sequence[str
             return
         except DatasetUnavailable as err:
             errors.append(f"official source: {err.reason}")
-    raise DatasetUnavailable(spec.name, tried, spec.urls[0] if spec.urls else None,
-                             "download failed: " + "; ".join(errors or ["no source to download from"]))
+    raise DatasetUnavailable(
+        spec.name,
+        tried,
+        spec.urls[0] if spec.urls else None,
+        "download failed: " + "; ".join(errors or ["no source to download from"]),
+    )

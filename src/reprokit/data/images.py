@@ -50,7 +50,9 @@ def _decoded(cache_dir, stem: str, sources: list[Path], read) -> dict:
     return data
 
 
-_IDX_FILES = [f"{part}-{kind}-idx{n}-ubyte.gz" for part in ("train", "t10k") for kind, n in (("images", 3), ("labels", 1))]
+_IDX_FILES = [
+    f"{part}-{kind}-idx{n}-ubyte.gz" for part in ("train", "t10k") for kind, n in (("images", 3), ("labels", 1))
+]
 
 
 def _read_idx(path: Path) -> dict:
@@ -69,9 +71,16 @@ def _read_idx(path: Path) -> dict:
 def load_idx(spec, path: Path, cache_dir, kw) -> Bundle:
     kw = take_kwargs(spec.name, kw, {"dtype": "float32"})
     d = _decoded(cache_dir, f"{spec.name}-idx", [path / f for f in _IDX_FILES], lambda: _read_idx(path))
-    return Bundle(_images_out(d["x_train"].unsqueeze(1), kw["dtype"]), d["y_train"].long(),
-                  _images_out(d["x_t10k"].unsqueeze(1), kw["dtype"]), d["y_t10k"].long(), spec.task, spec.n_classes,
-                  spec.name, {"source": str(path), "verified": "md5 (torchvision official)", "synthetic": False})
+    return Bundle(
+        _images_out(d["x_train"].unsqueeze(1), kw["dtype"]),
+        d["y_train"].long(),
+        _images_out(d["x_t10k"].unsqueeze(1), kw["dtype"]),
+        d["y_t10k"].long(),
+        spec.task,
+        spec.n_classes,
+        spec.name,
+        {"source": str(path), "verified": "md5 (torchvision official)", "synthetic": False},
+    )
 
 
 def _cifar_batches(path: Path) -> tuple[dict[str, dict], list[str]]:
@@ -108,9 +117,16 @@ def load_cifar(spec, path: Path, cache_dir, kw) -> Bundle:
 
     xtr, ytr = stack([f for f, _ in CIFAR10.train_list])
     xte, yte = stack([f for f, _ in CIFAR10.test_list])
-    return Bundle(_images_out(xtr, kw["dtype"]), ytr, _images_out(xte, kw["dtype"]), yte, spec.task, spec.n_classes,
-                  spec.name, {"source": str(path), "classes": classes, "verified": "md5 (torchvision official)",
-                              "synthetic": False})
+    return Bundle(
+        _images_out(xtr, kw["dtype"]),
+        ytr,
+        _images_out(xte, kw["dtype"]),
+        yte,
+        spec.task,
+        spec.n_classes,
+        spec.name,
+        {"source": str(path), "classes": classes, "verified": "md5 (torchvision official)", "synthetic": False},
+    )
 
 
 class _TreeReader:
@@ -134,7 +150,11 @@ class _ZipReader:
         self.children: dict[str, set[str]] = {}
         for n in self.zf.namelist():
             if n.startswith(self.prefix) and not n.endswith("/"):
-                d, base = n[len(self.prefix):].rsplit("/", 1) if "/" in n[len(self.prefix):] else ("", n[len(self.prefix):])
+                d, base = (
+                    n[len(self.prefix) :].rsplit("/", 1)
+                    if "/" in n[len(self.prefix) :]
+                    else ("", n[len(self.prefix) :])
+                )
                 self.children.setdefault(d, set()).add(base)
 
     def read(self, rel: str) -> bytes:
@@ -187,9 +207,13 @@ def _read_tiny(path: Path) -> dict:
                 raise ValueError(f"{path}: val_annotations.txt names class {w} which is not in wnids.txt")
             val_rel.append(f"val/images/{fname}")
             val_y.append(index[w])
-        return {"x_train": _decode_images(reader, train_rel), "y_train": torch.tensor(train_y, dtype=torch.int64),
-                "x_test": _decode_images(reader, val_rel), "y_test": torch.tensor(val_y, dtype=torch.int64),
-                "classes": classes}
+        return {
+            "x_train": _decode_images(reader, train_rel),
+            "y_train": torch.tensor(train_y, dtype=torch.int64),
+            "x_test": _decode_images(reader, val_rel),
+            "y_test": torch.tensor(val_y, dtype=torch.int64),
+            "classes": classes,
+        }
     finally:
         reader.close()
 
@@ -198,7 +222,19 @@ def load_tiny(spec, path: Path, cache_dir, kw) -> Bundle:
     kw = take_kwargs(spec.name, kw, {"dtype": "float32"})
     data = _decoded(cache_dir, "tinyimagenet", [path], lambda: _read_tiny(path))
     verified = "structure only (extracted tree)" if path.is_dir() else "md5 of the zip"
-    return Bundle(_images_out(data["x_train"], kw["dtype"]), data["y_train"], _images_out(data["x_test"], kw["dtype"]),
-                  data["y_test"], spec.task, spec.n_classes, spec.name,
-                  {"source": str(path), "classes": list(data["classes"]), "verified": verified, "synthetic": False,
-                   "test_set": "official validation set (the test set has no labels)"})
+    return Bundle(
+        _images_out(data["x_train"], kw["dtype"]),
+        data["y_train"],
+        _images_out(data["x_test"], kw["dtype"]),
+        data["y_test"],
+        spec.task,
+        spec.n_classes,
+        spec.name,
+        {
+            "source": str(path),
+            "classes": list(data["classes"]),
+            "verified": verified,
+            "synthetic": False,
+            "test_set": "official validation set (the test set has no labels)",
+        },
+    )

@@ -54,11 +54,16 @@ def torchvision_resources() -> dict:
 
     return {
         "mnist": {"resources": [list(r) for r in MNIST.resources], "mirrors": list(MNIST.mirrors)},
-        "fashion_mnist": {"resources": [list(r) for r in FashionMNIST.resources],
-                          "mirrors": list(FashionMNIST.mirrors)},
-        "cifar10": {"files": [list(r) for r in (*CIFAR10.train_list, *CIFAR10.test_list)]
-                    + [[CIFAR10.meta["filename"], CIFAR10.meta["md5"]]],
-                    "url": CIFAR10.url, "tgz_md5": CIFAR10.tgz_md5},
+        "fashion_mnist": {
+            "resources": [list(r) for r in FashionMNIST.resources],
+            "mirrors": list(FashionMNIST.mirrors),
+        },
+        "cifar10": {
+            "files": [list(r) for r in (*CIFAR10.train_list, *CIFAR10.test_list)]
+            + [[CIFAR10.meta["filename"], CIFAR10.meta["md5"]]],
+            "url": CIFAR10.url,
+            "tgz_md5": CIFAR10.tgz_md5,
+        },
     }
 
 

@@ -60,8 +60,9 @@ def is_available(name: str, mirrors, cache_dir=None) -> bool:
     return False
 
 
-def locate(name: str, mirrors, cache_dir=None, download: bool = False,
-           checksums: Mapping[str, str] | None = None) -> Path:
+def locate(
+    name: str, mirrors, cache_dir=None, download: bool = False, checksums: Mapping[str, str] | None = None
+) -> Path:
     """Path of the dataset's files (a folder or an archive, see :mod:`.specs`), verified.
 
     Searches each local mirror and then ``cache_dir``, in order; the first location holding every file
@@ -89,12 +90,16 @@ def locate(name: str, mirrors, cache_dir=None, download: bool = False,
                 verify_layout(root, layout, cache)
                 return root / layout.root
         if not download:
-            raise DatasetUnavailable(name, tried, spec.urls[0] if spec.urls else None,
-                                     "not found, and downloading is off (data.download: false; "
-                                     "download=True with a cache_dir fetches it)")
+            raise DatasetUnavailable(
+                name,
+                tried,
+                spec.urls[0] if spec.urls else None,
+                "not found, and downloading is off (data.download: false; download=True with a cache_dir fetches it)",
+            )
         if cache_dir is None:
-            raise DatasetUnavailable(name, tried, spec.urls[0] if spec.urls else None,
-                                     "download=True needs a cache_dir to download into")
+            raise DatasetUnavailable(
+                name, tried, spec.urls[0] if spec.urls else None, "download=True needs a cache_dir to download into"
+            )
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
         fetch(spec, Path(cache_dir), layouts, tried, url_mirrors(mirrors))
         root = Path(cache_dir)
@@ -107,8 +112,9 @@ def locate(name: str, mirrors, cache_dir=None, download: bool = False,
         cache.save()
 
 
-def fetch_status(name: str, mirrors, cache_dir=None, download: bool = False,
-                 checksums: Mapping[str, str] | None = None) -> dict:
+def fetch_status(
+    name: str, mirrors, cache_dir=None, download: bool = False, checksums: Mapping[str, str] | None = None
+) -> dict:
     """Make ``name`` available (verify it where it is, or fetch it when ``download``) and say how it went:
     ``{"dataset", "available": True, "path"}``, or ``{"dataset", "available": False, "reason"}`` when it is
     nowhere and could not be fetched (no network, HTTP error, downloading off); the pipeline turns the

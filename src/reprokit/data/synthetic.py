@@ -37,10 +37,21 @@ def _input_selection(seed=0, n_train=3000, n_test=1000, n_signal=15, n_noise=15,
 
     xtr, ytr = draw(n_train)
     xte, yte = draw(n_test)
-    return dict(x_train=xtr, y_train=ytr, x_test=xte, y_test=yte,
-                meta={"label_coding": ("label in {0,1}; features use y_signal = 2*label - 1 (+-1)" if signal == "signed"
-                                       else "label in {0,1}; features use the label itself (x = y + e)"),
-                      "n_signal": n_signal, "n_noise": n_noise})
+    return dict(
+        x_train=xtr,
+        y_train=ytr,
+        x_test=xte,
+        y_test=yte,
+        meta={
+            "label_coding": (
+                "label in {0,1}; features use y_signal = 2*label - 1 (+-1)"
+                if signal == "signed"
+                else "label in {0,1}; features use the label itself (x = y + e)"
+            ),
+            "n_signal": n_signal,
+            "n_noise": n_noise,
+        },
+    )
 
 
 def _sines_f(x):
@@ -63,10 +74,20 @@ def _regression_1d(f, sample_x, seed, n_train, n_test, noise, grid_range, n_grid
     def col(a):
         return torch.from_numpy(np.asarray(a, dtype=np.float32)).unsqueeze(1)
 
-    return dict(x_train=col(xtr), y_train=col(ytr), x_test=col(xte), y_test=col(yte),
-                meta={**meta, "noise_sd": noise, "x_grid": col(grid), "f_grid": col(f(grid)),
-                      "test_set": "noisy points drawn like the training inputs; meta x_grid/f_grid: dense "
-                                  "noise-free grid for plotting"})
+    return dict(
+        x_train=col(xtr),
+        y_train=col(ytr),
+        x_test=col(xte),
+        y_test=col(yte),
+        meta={
+            **meta,
+            "noise_sd": noise,
+            "x_grid": col(grid),
+            "f_grid": col(f(grid)),
+            "test_set": "noisy points drawn like the training inputs; meta x_grid/f_grid: dense "
+            "noise-free grid for plotting",
+        },
+    )
 
 
 def _sines_trend(seed=0, n_train=32, n_test=256, noise=0.02, grid_range=(-1.5, 1.5), n_grid=512) -> dict:
@@ -80,15 +101,33 @@ def _sines_trend(seed=0, n_train=32, n_test=256, noise=0.02, grid_range=(-1.5, 1
         u = rng.uniform(0.25, 1.0, n)
         return np.where(left, -u, u)
 
-    return _regression_1d(_sines_f, sample_x, seed, n_train, n_test, noise, grid_range, n_grid,
-                          {"function": "0.3 sin(2 pi x) + 0.3 sin(4 pi x) + x", "input_range": "[-1,-0.25] U [0.25,1]"})
+    return _regression_1d(
+        _sines_f,
+        sample_x,
+        seed,
+        n_train,
+        n_test,
+        noise,
+        grid_range,
+        n_grid,
+        {"function": "0.3 sin(2 pi x) + 0.3 sin(4 pi x) + x", "input_range": "[-1,-0.25] U [0.25,1]"},
+    )
 
 
 def _sinc(seed=0, n_train=256, n_test=256, noise=0.1, grid_range=(-1.5, 1.5), n_grid=512) -> dict:
     """f(x) = 2 sin(20x)/(20x) - 1, inputs uniform on [-1, 1] (BALI App. H.1: 256 points; Sec. 5.1
     says 128: pass n_train=128), noise sd 0.1. Test and grid as for ``sines_trend``."""
-    return _regression_1d(_sinc_f, lambda rng, n: rng.uniform(-1.0, 1.0, n), seed, n_train, n_test, noise,
-                          grid_range, n_grid, {"function": "2 sin(20x)/(20x) - 1", "input_range": "[-1, 1]"})
+    return _regression_1d(
+        _sinc_f,
+        lambda rng, n: rng.uniform(-1.0, 1.0, n),
+        seed,
+        n_train,
+        n_test,
+        noise,
+        grid_range,
+        n_grid,
+        {"function": "2 sin(20x)/(20x) - 1", "input_range": "[-1, 1]"},
+    )
 
 
 def _moons(rng, n, noise):
@@ -117,14 +156,27 @@ def _two_moons(seed=0, n_train=128, n_test=512, noise=0.2, grid_range=((-1.5, 2.
     mx, my = np.meshgrid(gx, gy, indexing="ij")
     grid = np.stack([mx.ravel(), my.ravel()], 1)
     f32 = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float32))  # noqa: E731
-    return dict(x_train=f32(xtr), y_train=torch.from_numpy(ytr), x_test=f32(xte), y_test=torch.from_numpy(yte),
-                meta={"noise_sd": noise, "x_grid": f32(grid), "grid_shape": (n_grid, n_grid),
-                      "grid_axes": (f32(gx), f32(gy)),
-                      "labels": "0 = outer moon (cos t, sin t), 1 = inner moon (1 - cos t, 1/2 - sin t)"})
+    return dict(
+        x_train=f32(xtr),
+        y_train=torch.from_numpy(ytr),
+        x_test=f32(xte),
+        y_test=torch.from_numpy(yte),
+        meta={
+            "noise_sd": noise,
+            "x_grid": f32(grid),
+            "grid_shape": (n_grid, n_grid),
+            "grid_axes": (f32(gx), f32(gy)),
+            "labels": "0 = outer moon (cos t, sin t), 1 = inner moon (1 - cos t, 1/2 - sin t)",
+        },
+    )
 
 
-_SYNTHETIC_GENERATORS = {"input_selection": _input_selection, "sines_trend": _sines_trend, "sinc": _sinc,
-                         "two_moons": _two_moons}
+_SYNTHETIC_GENERATORS = {
+    "input_selection": _input_selection,
+    "sines_trend": _sines_trend,
+    "sinc": _sinc,
+    "two_moons": _two_moons,
+}
 
 
 def load_synthetic(spec, kw) -> Bundle:
@@ -134,6 +186,9 @@ def load_synthetic(spec, kw) -> Bundle:
     allowed = {k: p.default for k, p in inspect.signature(gen).parameters.items()}
     kw = take_kwargs(spec.name, kw, allowed)
     d = gen(**kw)
-    meta = {"synthetic": True, "generator": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()},
-            **d["meta"]}
+    meta = {
+        "synthetic": True,
+        "generator": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()},
+        **d["meta"],
+    }
     return Bundle(d["x_train"], d["y_train"], d["x_test"], d["y_test"], spec.task, spec.n_classes, spec.name, meta)

@@ -27,5 +27,11 @@ class TaskData:
 
     def to(self, device) -> TaskData:
         """A copy with every tensor on `device` (moved once, before training)."""
-        return TaskData(self.x_train.to(device), self.y_train.to(device), self.x_test.to(device),
-                        self.y_test.to(device), self.task, self.n_classes)
+        return TaskData(
+            self.x_train.to(device),
+            self.y_train.to(device),
+            self.x_test.to(device),
+            self.y_test.to(device),
+            self.task,
+            self.n_classes,
+        )

@@ -31,10 +31,26 @@ def load_uci_regression(spec, path: Path, cache_dir, kw) -> Bundle:
     ite = np.atleast_1d(np.loadtxt(path / f"index_test_{split}.txt")).astype(np.int64)
     x = torch.from_numpy(data[:, feats].astype(np.float32))
     y = torch.from_numpy(data[:, target].astype(np.float32)).unsqueeze(1)
-    return Bundle(x[itr], y[itr], x[ite], y[ite], "regression", None, spec.name,
-                  {"source": str(path), "split": split, "n_splits": spec.n_splits, "folder": spec.folder,
-                   "train_index": itr, "test_index": ite, "standardized": False, "verified": "sha256",
-                   "synthetic": False})
+    return Bundle(
+        x[itr],
+        y[itr],
+        x[ite],
+        y[ite],
+        "regression",
+        None,
+        spec.name,
+        {
+            "source": str(path),
+            "split": split,
+            "n_splits": spec.n_splits,
+            "folder": spec.folder,
+            "train_index": itr,
+            "test_index": ite,
+            "standardized": False,
+            "verified": "sha256",
+            "synthetic": False,
+        },
+    )
 
 
 def load_uci_classification(spec, path: Path, cache_dir, kw) -> Bundle:
@@ -54,8 +70,11 @@ def load_uci_classification(spec, path: Path, cache_dir, kw) -> Bundle:
         bad = sorted(set(cls) - {"g", "h"})
         if bad:
             raise ValueError(f"{file}: unexpected class values {bad}")
-        x, y, label_note = df.iloc[:, :-1].to_numpy(np.float64), (cls == "h").to_numpy().astype(np.int64), \
-            "0 = g (gamma, signal), 1 = h (hadron, background)"
+        x, y, label_note = (
+            df.iloc[:, :-1].to_numpy(np.float64),
+            (cls == "h").to_numpy().astype(np.int64),
+            "0 = g (gamma, signal), 1 = h (hadron, background)",
+        )
     else:  # cdc_diabetes: header; label Diabetes_binary first, 21 features
         df = pd.read_csv(file)
         y = df["Diabetes_binary"].to_numpy().astype(np.int64)
@@ -66,8 +85,23 @@ def load_uci_classification(spec, path: Path, cache_dir, kw) -> Bundle:
     ite, itr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
     xt = torch.from_numpy(x.astype(np.float32))
     yt = torch.from_numpy(y)
-    return Bundle(xt[itr], yt[itr], xt[ite], yt[ite], "classification", 2, spec.name,
-                  {"source": str(file), "split": int(split), "split_recipe":
-                   f"np.random.default_rng(split).permutation(N); first round({kw['test_fraction']}*N) are test (not stratified)",
-                   "train_index": itr, "test_index": ite, "labels": label_note, "standardized": False,
-                   "verified": "sha256", "synthetic": False})
+    return Bundle(
+        xt[itr],
+        yt[itr],
+        xt[ite],
+        yt[ite],
+        "classification",
+        2,
+        spec.name,
+        {
+            "source": str(file),
+            "split": int(split),
+            "split_recipe": f"np.random.default_rng(split).permutation(N); first round({kw['test_fraction']}*N) are test (not stratified)",
+            "train_index": itr,
+            "test_index": ite,
+            "labels": label_note,
+            "standardized": False,
+            "verified": "sha256",
+            "synthetic": False,
+        },
+    )

@@ -43,13 +43,25 @@ _POS = r"[0-9]+(?:\.[0-9]+)?"
 KINDS: dict[str, tuple[str, list]] = {
     "subset": (".npz", [("n", "n", _fmt_int, _NUM, int), ("seed", "seed", _fmt_int, _NUM, int)]),
     "rotated": (".pt", [("seed", "seed", _fmt_int, _NUM, int)]),
-    "chunks": (".npz", [("n", "n", _fmt_int, _NUM, int),
-                        ("proportions", "p", _fmt_props, rf"{_POS}(?:-{_POS})*",
-                         lambda s: [float(x) for x in s.split("-")]),
-                        ("seed", "seed", _fmt_int, _NUM, int)]),
-    "federated": (".npz", [("n", "n", _fmt_int, _NUM, int), ("n_clients", "clients", _fmt_int, _NUM, int),
-                           ("alpha", "alpha", _fmt_float, _POS, float), ("by", "by", _fmt_by, r"label|rotation", str),
-                           ("val", "val", _fmt_int, _NUM, int), ("seed", "seed", _fmt_int, _NUM, int)]),
+    "chunks": (
+        ".npz",
+        [
+            ("n", "n", _fmt_int, _NUM, int),
+            ("proportions", "p", _fmt_props, rf"{_POS}(?:-{_POS})*", lambda s: [float(x) for x in s.split("-")]),
+            ("seed", "seed", _fmt_int, _NUM, int),
+        ],
+    ),
+    "federated": (
+        ".npz",
+        [
+            ("n", "n", _fmt_int, _NUM, int),
+            ("n_clients", "clients", _fmt_int, _NUM, int),
+            ("alpha", "alpha", _fmt_float, _POS, float),
+            ("by", "by", _fmt_by, r"label|rotation", str),
+            ("val", "val", _fmt_int, _NUM, int),
+            ("seed", "seed", _fmt_int, _NUM, int),
+        ],
+    ),
 }
 _DEFAULTS = {"federated": {"val": 0}}
 
@@ -96,8 +108,6 @@ def parse_variant_filename(filename: str) -> tuple[str, dict]:
     if canonical != base:
         raise ValueError(f"'{base}' is not in canonical form; the same variant is named '{canonical}'")
     return kind, params
-
-
 
 
 def variant_path(variants_dir: str | Path, dataset: str, filename: str) -> Path:

@@ -247,11 +247,11 @@ def _meta_array(dataset: str, kind: str, params: dict, **extra) -> np.ndarray:
 
 def load_variant(path) -> dict:
     """Read a variant file into a dict: always ``kind``, ``dataset``, ``params``; then by kind
-      subset: ``indices`` (int64), ``n_total``;  chunks: ``indices``, ``chunks`` (uint8), ``n_total``;
-      federated: ``indices``, ``client`` (int32), ``keys`` (label or rotation bin per example),
-        ``val_indices``, ``n_total``;
-      rotated: ``x_train``, ``x_test`` (uint8 tensors N,C,H,W), ``angles_train``, ``angles_test``
-        (float32 tensors, radians).
+    subset: ``indices`` (int64), ``n_total``;  chunks: ``indices``, ``chunks`` (uint8), ``n_total``;
+    federated: ``indices``, ``client`` (int32), ``keys`` (label or rotation bin per example),
+      ``val_indices``, ``n_total``;
+    rotated: ``x_train``, ``x_test`` (uint8 tensors N,C,H,W), ``angles_train``, ``angles_test``
+      (float32 tensors, radians).
     """
     path = Path(path)
     if path.suffix == ".pt":
@@ -289,10 +289,16 @@ def build_variant(dataset: str, filename: str, out_path, mirrors, cache_dir=None
             raise ValueError(f"rotated variants are for image datasets, not '{dataset}'")
         b = registry.load(dataset, mirrors, cache_dir=cache_dir, dtype="uint8", **load_kw)
         angles = rotation_angles(b.n_train + b.n_test, seed)
-        a_tr, a_te = angles[: b.n_train], angles[b.n_train:]
-        obj = {"kind": kind, "dataset": dataset, "params": params,
-               "x_train": rotate_images(b.x_train, a_tr), "x_test": rotate_images(b.x_test, a_te),
-               "angles_train": torch.from_numpy(a_tr), "angles_test": torch.from_numpy(a_te)}
+        a_tr, a_te = angles[: b.n_train], angles[b.n_train :]
+        obj = {
+            "kind": kind,
+            "dataset": dataset,
+            "params": params,
+            "x_train": rotate_images(b.x_train, a_tr),
+            "x_test": rotate_images(b.x_test, a_te),
+            "angles_train": torch.from_numpy(a_tr),
+            "angles_test": torch.from_numpy(a_te),
+        }
         atomic_save_torch(obj, out_path)
         return out_path
 
@@ -309,8 +315,11 @@ def build_variant(dataset: str, filename: str, out_path, mirrors, cache_dir=None
     if kind == "subset":
         arrays = {"indices": subset_indices(n_total, n, seed), "n_total": np.int64(n_total)}
     elif kind == "chunks":
-        arrays = {"indices": subset_indices(n_total, n, seed), "n_total": np.int64(n_total),
-                  "chunks": chunk_assignment(n, params["proportions"], [seed, 1])}
+        arrays = {
+            "indices": subset_indices(n_total, n, seed),
+            "n_total": np.int64(n_total),
+            "chunks": chunk_assignment(n, params["proportions"], [seed, 1]),
+        }
     else:  # federated
         val = params["val"]
         if val + n > n_total:
@@ -323,8 +332,13 @@ def build_variant(dataset: str, filename: str, out_path, mirrors, cache_dir=None
         else:  # rotation: the angles of rotated~seed<seed> (train part), binned
             angles = rotation_angles(n_total + n_test, seed)[:n_total]
             keys = rotation_bins(angles[idx], ROTATION_BINS)
-        arrays = {"indices": idx, "val_indices": val_idx, "keys": keys, "n_total": np.int64(n_total),
-                  "client": dirichlet_client_split(keys, params["n_clients"], params["alpha"], [seed, 3])}
+        arrays = {
+            "indices": idx,
+            "val_indices": val_idx,
+            "keys": keys,
+            "n_total": np.int64(n_total),
+            "client": dirichlet_client_split(keys, params["n_clients"], params["alpha"], [seed, 3]),
+        }
     arrays["meta"] = meta
     atomic_write_bytes(out_path, _npz_bytes(arrays))
     return out_path
@@ -354,17 +368,24 @@ def apply_variants(bundle: Bundle, subset: Any = None, rotated: dict | None = No
         _check_dataset(b, rotated, "rotated")
         xtr, xte = rotated["x_train"], rotated["x_test"]
         if tuple(xtr.shape) != tuple(b.x_train.shape) or tuple(xte.shape) != tuple(b.x_test.shape):
-            raise ValueError(f"rotated variant shapes {tuple(xtr.shape)}/{tuple(xte.shape)} do not match "
-                             f"{b.name} {tuple(b.x_train.shape)}/{tuple(b.x_test.shape)}")
+            raise ValueError(
+                f"rotated variant shapes {tuple(xtr.shape)}/{tuple(xte.shape)} do not match "
+                f"{b.name} {tuple(b.x_train.shape)}/{tuple(b.x_test.shape)}"
+            )
         conv = (lambda t: t.clone()) if b.x_train.dtype == torch.uint8 else (lambda t: t.to(torch.float32) / 255.0)
         b.x_train, b.x_test = conv(xtr), conv(xte)
-        b.meta.update(rotated=dict(rotated.get("params", {})), angles_train=torch.as_tensor(rotated["angles_train"]),
-                      angles_test=torch.as_tensor(rotated["angles_test"]))
+        b.meta.update(
+            rotated=dict(rotated.get("params", {})),
+            angles_train=torch.as_tensor(rotated["angles_train"]),
+            angles_test=torch.as_tensor(rotated["angles_test"]),
+        )
     if subset is not None:
         var = subset if isinstance(subset, dict) else {"indices": np.asarray(subset)}
         _check_dataset(b, var, "subset")
         if "n_total" in var and int(var["n_total"]) != b.n_train:
-            raise ValueError(f"subset variant was drawn from {int(var['n_total'])} examples but {b.name} has {b.n_train}")
+            raise ValueError(
+                f"subset variant was drawn from {int(var['n_total'])} examples but {b.name} has {b.n_train}"
+            )
         idx = torch.as_tensor(np.asarray(var["indices"], dtype=np.int64))
         val = var.get("val_indices")
         if val is not None and len(val) > 0:
@@ -382,4 +403,3 @@ def apply_variants(bundle: Bundle, subset: Any = None, rotated: dict | None = No
         b.meta["subset"] = dict(var.get("params", {"n": int(idx.numel())}))
         b.meta["train_indices"] = idx
     return b
-

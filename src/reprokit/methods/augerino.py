@@ -33,21 +33,34 @@ def augerino_parametrisation(choice: str, partitioned_kind: str) -> str:
     kind = partitioned_kind if choice == "same" else choice
     valid = [k for k in augmentation_kinds() if k != "none"]
     if kind not in valid:
-        raise ValueError(f"Augerino parametrisation {choice!r} (partitioned: {partitioned_kind!r}) is not one of "
-                         f"{', '.join(['same', *valid])}")
+        raise ValueError(
+            f"Augerino parametrisation {choice!r} (partitioned: {partitioned_kind!r}) is not one of "
+            f"{', '.join(['same', *valid])}"
+        )
     return kind
 
 
 class AugerinoTraining(StandardTraining):
-    def __init__(self, net: nn.Module, augmentation: AffineAugmentation, data: TaskData, optim: OptimConfig,
-                 n_steps: int, seed: int, hyper_lr: float = 0.05, reg_strength: float = 0.01,
-                 reg_kind: str = "safe", reg_threshold: float = 10.0):
+    def __init__(
+        self,
+        net: nn.Module,
+        augmentation: AffineAugmentation,
+        data: TaskData,
+        optim: OptimConfig,
+        n_steps: int,
+        seed: int,
+        hyper_lr: float = 0.05,
+        reg_strength: float = 0.01,
+        reg_kind: str = "safe",
+        reg_threshold: float = 10.0,
+    ):
         if reg_kind not in ("safe", "standard"):
             raise ValueError(f"augerino reg_kind must be 'safe' or 'standard', got {reg_kind!r}")
         self.augmentation = augmentation
         self.reg_strength, self.reg_kind, self.reg_threshold = float(reg_strength), reg_kind, float(reg_threshold)
-        super().__init__(net, data, optim, n_steps, seed, hyper_params=list(augmentation.parameters()),
-                         hyper_lr=hyper_lr)
+        super().__init__(
+            net, data, optim, n_steps, seed, hyper_params=list(augmentation.parameters()), hyper_lr=hyper_lr
+        )
 
     def regularizer(self) -> torch.Tensor:
         return self.reg_strength * augerino_regularizer(self.augmentation, self.reg_kind, self.reg_threshold)

@@ -27,13 +27,19 @@ from .common import classification_metrics
 
 
 class SeededAugmentedModel(AugmentedModel):
-    def __init__(self, model: nn.Module, augmentation: AffineAugmentation | None, n_samples: int,
-                 generator: torch.Generator):
+    def __init__(
+        self, model: nn.Module, augmentation: AffineAugmentation | None, n_samples: int, generator: torch.Generator
+    ):
         super().__init__(model, augmentation, n_samples)
         self.generator = generator
 
-    def forward(self, x: torch.Tensor, n_samples: int | None = None,
-                generator: torch.Generator | None = None, chunk: int | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        n_samples: int | None = None,
+        generator: torch.Generator | None = None,
+        chunk: int | None = None,
+    ) -> torch.Tensor:
         """Log of the mean predictive over `n_samples` augmentations of each input. `chunk`: at most this many
         augmented images per network forward (the draws are made for the whole batch first, so chunking
         changes nothing but float rounding)."""
@@ -58,21 +64,33 @@ class SeededAugmentedModel(AugmentedModel):
 
 
 @torch.no_grad()
-def predict_augmented(net: SeededAugmentedModel, x: torch.Tensor, n_samples: int, generator: torch.Generator,
-                      batch_size: int = 1000) -> torch.Tensor:
+def predict_augmented(
+    net: SeededAugmentedModel, x: torch.Tensor, n_samples: int, generator: torch.Generator, batch_size: int = 1000
+) -> torch.Tensor:
     was_training = net.training
     net.eval()
     try:
         chunk = runtime.inference_chunk(x.device)
-        return torch.cat([net(x[i : i + batch_size], n_samples=n_samples, generator=generator, chunk=chunk)
-                          for i in range(0, x.shape[0], batch_size)])
+        return torch.cat(
+            [
+                net(x[i : i + batch_size], n_samples=n_samples, generator=generator, chunk=chunk)
+                for i in range(0, x.shape[0], batch_size)
+            ]
+        )
     finally:
         net.train(was_training)
 
 
-def make_evaluator(net: SeededAugmentedModel, x_test: torch.Tensor, y_test: torch.Tensor, n_samples: int,
-                   seed: int = 0, train: tuple[torch.Tensor, torch.Tensor] | None = None,
-                   batch_size: int = 1000, extra=None):
+def make_evaluator(
+    net: SeededAugmentedModel,
+    x_test: torch.Tensor,
+    y_test: torch.Tensor,
+    n_samples: int,
+    seed: int = 0,
+    train: tuple[torch.Tensor, torch.Tensor] | None = None,
+    batch_size: int = 1000,
+    extra=None,
+):
     """A no-argument function returning {test_acc, test_ll[, train_acc, train_ll], **extra()}."""
 
     def evaluate() -> dict[str, float]:

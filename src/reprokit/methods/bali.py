@@ -37,13 +37,31 @@ def output_dim(data: TaskData) -> int:
 
 
 class BaliMethod(PredictiveEvaluation):
-    def __init__(self, data: TaskData, hidden: list[int], activation: str, config: BaliConfig, batch_size: int,
-                 seed: int, n_eval_samples: int = 100, y_std=None, train_eval_size: int | None = None,
-                 eval_reparam: str | None = None, eval_batch_size: int = 8192):
+    def __init__(
+        self,
+        data: TaskData,
+        hidden: list[int],
+        activation: str,
+        config: BaliConfig,
+        batch_size: int,
+        seed: int,
+        n_eval_samples: int = 100,
+        y_std=None,
+        train_eval_size: int | None = None,
+        eval_reparam: str | None = None,
+        eval_batch_size: int = 8192,
+    ):
         self.data = data
         self.config = config
-        self.model = BaliMLP(int(data.x_train[0].numel()), list(hidden), output_dim(data), activation, data.task,
-                             config, generator=seeds.generator(seed, "init")).to(data.device)  # initialised on the CPU
+        self.model = BaliMLP(
+            int(data.x_train[0].numel()),
+            list(hidden),
+            output_dim(data),
+            activation,
+            data.task,
+            config,
+            generator=seeds.generator(seed, "init"),
+        ).to(data.device)  # initialised on the CPU
         self.sampler = EpochSampler(data.n_train, int(batch_size), seeds.generator(seed, "minibatches", data.device))
         self.gen = seeds.generator(seed, "weight_noise", data.device)
         self.eval_reparam = eval_reparam
@@ -60,8 +78,11 @@ class BaliMethod(PredictiveEvaluation):
         return {"loss": out["loss"], "beta": out["beta"]}
 
     def state_dict(self) -> dict:
-        return {"model": {k: v.clone() for k, v in self.model.state_dict().items()},
-                "sampler": self.sampler.state_dict(), "gen": self.gen.get_state()}
+        return {
+            "model": {k: v.clone() for k, v in self.model.state_dict().items()},
+            "sampler": self.sampler.state_dict(),
+            "gen": self.gen.get_state(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])

@@ -21,17 +21,43 @@ from .standard import OptimConfig, make_optimizer
 
 
 class BBBMethod(PredictiveEvaluation):
-    def __init__(self, data: TaskData, hidden: list[int], activation: str, kl_factor: float, optim: OptimConfig,
-                 n_steps: int, seed: int, prior_sigma: float = 1.0, init_sigma: float = 1e-3,
-                 noise_std: float | None = None, init_noise_std: float = 0.1, n_eval_samples: int = 100,
-                 y_std=None, train_eval_size: int | None = None, eval_batch_size: int = 8192):
+    def __init__(
+        self,
+        data: TaskData,
+        hidden: list[int],
+        activation: str,
+        kl_factor: float,
+        optim: OptimConfig,
+        n_steps: int,
+        seed: int,
+        prior_sigma: float = 1.0,
+        init_sigma: float = 1e-3,
+        noise_std: float | None = None,
+        init_noise_std: float = 0.1,
+        n_eval_samples: int = 100,
+        y_std=None,
+        train_eval_size: int | None = None,
+        eval_batch_size: int = 8192,
+    ):
         self.data, self.kl_factor = data, float(kl_factor)
-        out_dim = int(data.n_classes) if data.task == "classification" else int(data.y_train.reshape(data.n_train, -1).shape[1])
+        out_dim = (
+            int(data.n_classes)
+            if data.task == "classification"
+            else int(data.y_train.reshape(data.n_train, -1).shape[1])
+        )
         with torch.random.fork_rng(devices=[]):  # initialisation from `seed`, global RNG untouched
             torch.manual_seed(seeds.stream_seed(seed, "init"))
-            self.model = BBBMLP(int(data.x_train[0].numel()), list(hidden), out_dim, activation, data.task,
-                                prior_sigma=prior_sigma, init_sigma=init_sigma, noise_std=noise_std,
-                                init_noise_std=init_noise_std).to(data.device)  # initialised on the CPU
+            self.model = BBBMLP(
+                int(data.x_train[0].numel()),
+                list(hidden),
+                out_dim,
+                activation,
+                data.task,
+                prior_sigma=prior_sigma,
+                init_sigma=init_sigma,
+                noise_std=noise_std,
+                init_noise_std=init_noise_std,
+            ).to(data.device)  # initialised on the CPU
         self.opt = make_optimizer([p for p in self.model.parameters() if p.requires_grad], optim)
         self.sampler = EpochSampler(data.n_train, optim.batch_size, seeds.generator(seed, "minibatches", data.device))
         self.gen = seeds.generator(seed, "weight_noise", data.device)
@@ -39,8 +65,9 @@ class BBBMethod(PredictiveEvaluation):
 
     def train_step(self, step: int) -> dict[str, float]:
         idx = self.sampler.next()
-        loss, parts = self.model.elbo_loss(self.data.x_train[idx], self.data.y_train[idx], self.data.n_train,
-                                           self.kl_factor, generator=self.gen)
+        loss, parts = self.model.elbo_loss(
+            self.data.x_train[idx], self.data.y_train[idx], self.data.n_train, self.kl_factor, generator=self.gen
+        )
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -54,8 +81,12 @@ class BBBMethod(PredictiveEvaluation):
         return self.model.noise_cov().detach().to(torch.float64)
 
     def state_dict(self) -> dict:
-        return {"model": {k: v.clone() for k, v in self.model.state_dict().items()}, "opt": self.opt.state_dict(),
-                "sampler": self.sampler.state_dict(), "gen": self.gen.get_state()}
+        return {
+            "model": {k: v.clone() for k, v in self.model.state_dict().items()},
+            "opt": self.opt.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "gen": self.gen.get_state(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])

@@ -66,8 +66,15 @@ class PredictiveEvaluation:
     the targets' original units when `y_std` (the standardisation scale) is given.
     """
 
-    def _setup_eval(self, data: TaskData, seed: int, n_eval_samples: int, y_std=None,
-                    train_eval_size: int | None = None, eval_batch_size: int = 8192) -> None:
+    def _setup_eval(
+        self,
+        data: TaskData,
+        seed: int,
+        n_eval_samples: int,
+        y_std=None,
+        train_eval_size: int | None = None,
+        eval_batch_size: int = 8192,
+    ) -> None:
         self.eval_data = data
         self.eval_seed = int(seed)
         self.eval_device = data.device
@@ -76,7 +83,13 @@ class PredictiveEvaluation:
         self.eval_batch_size = int(eval_batch_size)
         self.train_eval_idx = None
         if train_eval_size is not None and int(train_eval_size) < data.n_train:
-            idx = torch.randperm(data.n_train, generator=seeds.generator(seed, "train_eval_subset"))[: int(train_eval_size)].sort().values
+            idx = (
+                torch.randperm(data.n_train, generator=seeds.generator(seed, "train_eval_subset"))[
+                    : int(train_eval_size)
+                ]
+                .sort()
+                .values
+            )
             self.train_eval_idx = idx.to(data.device)
 
     def eval_splits(self) -> dict:
@@ -96,10 +109,15 @@ class PredictiveEvaluation:
 
         gen = seeds.generator(self.eval_seed, "eval", self.eval_device)  # the same draws at every evaluation
         regression = self.eval_data.task == "regression"
-        return split_metrics(lambda x, s: self.sample_outputs(x, s, generator=gen), self.eval_splits(),
-                             self.eval_data.task, self.n_eval_samples if n_samples is None else int(n_samples),
-                             noise_cov=self.noise_cov if regression else None, y_std=self.y_std,
-                             batch_size=self.eval_batch_size)
+        return split_metrics(
+            lambda x, s: self.sample_outputs(x, s, generator=gen),
+            self.eval_splits(),
+            self.eval_data.task,
+            self.n_eval_samples if n_samples is None else int(n_samples),
+            noise_cov=self.noise_cov if regression else None,
+            y_std=self.y_std,
+            batch_size=self.eval_batch_size,
+        )
 
     def final_metrics(self, n_samples: int | None = None) -> dict[str, float]:
         out = self.evaluate(-1, n_samples)

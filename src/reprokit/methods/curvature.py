@@ -31,7 +31,9 @@ class LinearDiagGGN(CurvlinopsGGN):
     def diag(self, x, y, **kwargs):
         layers = self._linear_layers()
         inputs: dict[nn.Linear, torch.Tensor] = {}
-        hooks = [m.register_forward_hook(lambda mod, inp, out: inputs.__setitem__(mod, inp[0].detach())) for m in layers]
+        hooks = [
+            m.register_forward_hook(lambda mod, inp, out: inputs.__setitem__(mod, inp[0].detach())) for m in layers
+        ]
         try:
             f = self.model(x)
         finally:
@@ -50,8 +52,10 @@ class LinearDiagGGN(CurvlinopsGGN):
         diag = {p: torch.zeros_like(p) for p in self.model.parameters() if p.requires_grad}
         outputs: dict[nn.Linear, torch.Tensor] = {}
         for j in range(sqrt_h.shape[-1]):
-            hooks = [m.register_full_backward_hook(lambda mod, gin, gout: outputs.__setitem__(mod, gout[0].detach()))
-                     for m in layers]
+            hooks = [
+                m.register_full_backward_hook(lambda mod, gin, gout: outputs.__setitem__(mod, gout[0].detach()))
+                for m in layers
+            ]
             try:
                 fj = self.model(x)
                 grads = torch.autograd.grad((fj * sqrt_h[..., j]).sum(), [m.weight for m in layers], allow_unused=True)

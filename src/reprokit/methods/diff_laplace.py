@@ -117,6 +117,7 @@ PRIOR_STRUCTURES = ("layerwise", "scalar")
 class Block(NamedTuple):
     """One block of the block-diagonal GGN: ``kind`` "kron" (a weight, ``factors = [G, A]``), "bias"
     (``[G]``) or "diag" (``[d]``, the exact GGN diagonal of ``param``, flattened)."""
+
     param: torch.Tensor
     kind: str
     factors: list
@@ -138,8 +139,10 @@ def split_modules(model: nn.Module) -> tuple[list[nn.Module], list[nn.Module]]:
             if isinstance(m, nn.modules.batchnorm._BatchNorm):
                 raise TypeError(f"Laplace GGN: BatchNorm ({name}) couples the examples of a batch; not supported")
             if next(m.children(), None) is not None:
-                raise TypeError(f"Laplace GGN: parameters of a non-leaf module ({name}: {type(m).__name__}) are not "
-                                "supported; put them in a leaf module")
+                raise TypeError(
+                    f"Laplace GGN: parameters of a non-leaf module ({name}: {type(m).__name__}) are not "
+                    "supported; put them in a leaf module"
+                )
             diag.append(m)
     return kfac, diag
 
@@ -195,9 +198,14 @@ def _sqrt_output_hessian(logp: torch.Tensor) -> torch.Tensor:
     return (eye - p.unsqueeze(-1)) * p.clamp_min(1e-30).sqrt().unsqueeze(-2)
 
 
-def kfac_factors(net: nn.Module, x: torch.Tensor, y: torch.Tensor, n_samples: int | None = None,
-                 generator: torch.Generator | None = None,
-                 n_total: int | None = None) -> tuple[torch.Tensor, list[Block]]:
+def kfac_factors(
+    net: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    n_samples: int | None = None,
+    generator: torch.Generator | None = None,
+    n_total: int | None = None,
+) -> tuple[torch.Tensor, list[Block]]:
     """GGN blocks (KFAC factors and exact diagonals) of an augmentation-averaged classifier on (x, y).
 
     ``net`` is an :class:`AugmentedModel` (``.model``, ``.augmentation``; ``augmentation=None`` means the
@@ -245,22 +253,29 @@ def _kfac_factors(net, x, y, n_samples, generator, create_graph: bool, n_total: 
     sqrt_h = _sqrt_output_hessian(logp)  # (M, C, C)
     outs = [outputs[m] for m in layers]
     # the diagonal blocks: every call's expanded parameters, keyed by the parameter they expand
-    expanded = [(getattr(m, name), t) for m in diag_modules for call in per_example.calls.get(m, [])
-                for name, t in call.items()]
+    expanded = [
+        (getattr(m, name), t) for m in diag_modules for call in per_example.calls.get(m, []) for name, t in call.items()
+    ]
     for _, t in expanded:
         if t.shape[0] != S * M:
             raise TypeError(f"Laplace GGN: a diagonal-block module saw batch {t.shape[0]}, expected {S * M}")
     G = dict.fromkeys(layers, 0.0)
     D = {id(m_p): 0.0 for m in diag_modules for m_p in m.parameters(recurse=False)}
     for j in range(sqrt_h.shape[-1]):
-        grads = torch.autograd.grad(logp, outs + [t for _, t in expanded], grad_outputs=sqrt_h[..., j],
-                                    retain_graph=True, create_graph=create_graph, allow_unused=True)
-        for m, g in zip(layers, grads[:len(layers)]):
+        grads = torch.autograd.grad(
+            logp,
+            outs + [t for _, t in expanded],
+            grad_outputs=sqrt_h[..., j],
+            retain_graph=True,
+            create_graph=create_graph,
+            allow_unused=True,
+        )
+        for m, g in zip(layers, grads[: len(layers)]):
             gs = _out_grads(m, g)
             gbar = gs.reshape(S, M, *gs.shape[1:]).sum(0)  # reduce over augmentation samples: sum
             G[m] = G[m] + torch.einsum("ntd,nte->de", gbar, gbar)
         per_param = {}
-        for (p, _), g in zip(expanded, grads[len(layers):]):
+        for (p, _), g in zip(expanded, grads[len(layers) :]):
             if g is not None:  # J_n^T L_nj: summed over the S copies of example n and over the module's calls
                 per_param[id(p)] = per_param.get(id(p), 0.0) + g.reshape(S, M, -1).sum(0)
         for key, jn in per_param.items():
@@ -290,7 +305,9 @@ def expand_prior_precision(prior_precision: torch.Tensor | float, n_params: int,
     if delta.numel() == 1:
         return delta.expand(n_params)
     if delta.numel() != n_params:
-        raise ValueError(f"prior precision: expected 1 or {n_params} values (one per parameter tensor), got {delta.numel()}")
+        raise ValueError(
+            f"prior precision: expected 1 or {n_params} values (one per parameter tensor), got {delta.numel()}"
+        )
     return delta
 
 
@@ -325,8 +342,9 @@ def kron_logdet(blocks: list[Block], deltas: torch.Tensor, scale: float = 1.0) -
     return total
 
 
-def log_marginal_likelihood_from_factors(nll: torch.Tensor, blocks: list[Block], prior_precision: torch.Tensor | float,
-                                         scale: float = 1.0) -> torch.Tensor:
+def log_marginal_likelihood_from_factors(
+    nll: torch.Tensor, blocks: list[Block], prior_precision: torch.Tensor | float, scale: float = 1.0
+) -> torch.Tensor:
     """The marginal likelihood (module docstring) from the summed NLL and the GGN blocks of
     :func:`kfac_factors` (summed over batches); ``scale`` = N / M."""
     params = [b.param for b in blocks]
@@ -337,10 +355,15 @@ def log_marginal_likelihood_from_factors(nll: torch.Tensor, blocks: list[Block],
     return -scale * nll - 0.5 * (logdet_post - logdet_prior + scatter)
 
 
-def laplace_log_marginal_likelihood(net: nn.Module, x: torch.Tensor, y: torch.Tensor,
-                                    prior_precision: torch.Tensor, n_samples: int | None = None,
-                                    generator: torch.Generator | None = None,
-                                    n_data: int | None = None) -> torch.Tensor:
+def laplace_log_marginal_likelihood(
+    net: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    prior_precision: torch.Tensor,
+    n_samples: int | None = None,
+    generator: torch.Generator | None = None,
+    n_data: int | None = None,
+) -> torch.Tensor:
     """KFAC(+ diagonal)-GGN Laplace log marginal likelihood of ``net`` (module docstring) at its current weights.
 
     ``prior_precision``: scalar or one value per parameter tensor of ``net.model``; ``n_data``: the number
@@ -358,8 +381,9 @@ def _random_streams(generator: torch.Generator | None, device: torch.device) -> 
     CPU and of ``device`` (e.g. a dropout layer of the model)."""
     gens = [torch.default_generator]
     if device.type == "cuda":
-        gens.append(torch.cuda.default_generators[device.index if device.index is not None
-                                                  else torch.cuda.current_device()])
+        gens.append(
+            torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+        )
     if generator is not None and all(generator is not g for g in gens):
         gens.append(generator)
     return gens
@@ -371,11 +395,17 @@ def _flat(nll: torch.Tensor, blocks: list[Block]) -> list[torch.Tensor]:
     return [nll] + [f for b in blocks for f in b.factors]
 
 
-def log_marginal_likelihood_and_grads(net: nn.Module, x: torch.Tensor, y: torch.Tensor,
-                                      prior_precision: torch.Tensor, wrt: list[torch.Tensor],
-                                      n_samples: int | None = None, generator: torch.Generator | None = None,
-                                      n_data: int | None = None, batch_size: int | None = None,
-                                      ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+def log_marginal_likelihood_and_grads(
+    net: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    prior_precision: torch.Tensor,
+    wrt: list[torch.Tensor],
+    n_samples: int | None = None,
+    generator: torch.Generator | None = None,
+    n_data: int | None = None,
+    batch_size: int | None = None,
+) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
     """(:func:`laplace_log_marginal_likelihood` on all of (x, y), detached; its gradient w.r.t. ``wrt``
     (None where it does not depend on one)), with the factors summed over the batches of ``batch_size``
     consecutive examples of (x, y) (default: one batch), each with its own augmentation draws.
@@ -384,8 +414,11 @@ def log_marginal_likelihood_and_grads(net: nn.Module, x: torch.Tensor, y: torch.
     ``wrt`` may hold parameters of ``net`` (the augmentation's; the factors depend on those) and tensors
     that ``prior_precision`` is computed from (the log prior precision).
     """
-    batches = [(x, y)] if batch_size is None or batch_size >= x.shape[0] else \
-        list(zip(x.split(int(batch_size)), y.split(int(batch_size))))
+    batches = (
+        [(x, y)]
+        if batch_size is None or batch_size >= x.shape[0]
+        else list(zip(x.split(int(batch_size)), y.split(int(batch_size))))
+    )
     if len(batches) == 1:
         lml = laplace_log_marginal_likelihood(net, x, y, prior_precision, n_samples, generator, n_data)
         return lml.detach(), list(torch.autograd.grad(lml, wrt, allow_unused=True))
@@ -410,7 +443,7 @@ def log_marginal_likelihood_and_grads(net: nn.Module, x: torch.Tensor, y: torch.
     with torch.enable_grad():
         lml = log_marginal_likelihood_from_factors(leaves[0], leaf_blocks, prior_precision, scale)
     outer = torch.autograd.grad(lml, leaves + list(wrt), allow_unused=True)
-    cotangents, grads = outer[:len(leaves)], list(outer[len(leaves):])
+    cotangents, grads = outer[: len(leaves)], list(outer[len(leaves) :])
 
     # pass 2: each batch again, the same draws, with a graph: <d lml / d sums, batch terms> backpropagated to
     # the parameters of net in wrt (the vector-Jacobian product), one batch's graph alive at a time
@@ -438,8 +471,9 @@ def log_marginal_likelihood_and_grads(net: nn.Module, x: torch.Tensor, y: torch.
 # ----------------------------------------------------------------------------------------- the method
 
 
-def map_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, prior_precision: torch.Tensor,
-             n_data: int) -> tuple[torch.Tensor, torch.Tensor]:
+def map_loss(
+    net: nn.Module, x: torch.Tensor, y: torch.Tensor, prior_precision: torch.Tensor, n_data: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """LILA's weight loss: (mean NLL of the averaged prediction, that + sum_l delta_l |theta_l|^2 / (2 N))."""
     nll = F.nll_loss(net(x), y)
     params = list(net.model.parameters())
@@ -448,9 +482,17 @@ def map_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, prior_precision: 
     return nll, nll + prior
 
 
-def hyper_update(net: nn.Module, x: torch.Tensor, y: torch.Tensor, log_prior_prec: torch.Tensor,
-                 hyper_opt: torch.optim.Optimizer, n_samples: int, generator: torch.Generator | None,
-                 n_data: int, batch_size: int | None = None) -> torch.Tensor:
+def hyper_update(
+    net: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    log_prior_prec: torch.Tensor,
+    hyper_opt: torch.optim.Optimizer,
+    n_samples: int,
+    generator: torch.Generator | None,
+    n_data: int,
+    batch_size: int | None = None,
+) -> torch.Tensor:
     """LILA's hyperparameter update: the gradient of -(marginal likelihood / N) on (x, y) standing for
     ``n_data`` examples, with ``n_samples`` augmentation samples, w.r.t. the parameters of ``hyper_opt``
     (the augmentation parameters and ``log_prior_prec``; the weights get none), and one step of it.
@@ -458,8 +500,9 @@ def hyper_update(net: nn.Module, x: torch.Tensor, y: torch.Tensor, log_prior_pre
     memory of one batch (:func:`log_marginal_likelihood_and_grads`); default one batch.
     Returns the marginal likelihood / N (detached)."""
     hyper = hyper_opt.param_groups[0]["params"]
-    lml, grads = log_marginal_likelihood_and_grads(net, x, y, log_prior_prec.exp(), hyper, n_samples, generator,
-                                                   n_data, batch_size)
+    lml, grads = log_marginal_likelihood_and_grads(
+        net, x, y, log_prior_prec.exp(), hyper, n_samples, generator, n_data, batch_size
+    )
     for p, g in zip(hyper, grads):  # the weights only move on the MAP loss
         p.grad = None if g is None else torch.nan_to_num(-g / n_data)  # as LILA: a NaN gradient entry does not step
     hyper_opt.step()
@@ -479,12 +522,26 @@ class DiffLaplaceTraining:
     of ``net.model``, as in LILA, or "scalar"; initial value ``prior_prec_init``) are the hyperparameters.
     """
 
-    def __init__(self, net: nn.Module, data: TaskData, optim: OptimConfig, n_steps: int, seed: int,
-                 burnin: int = 0, marglik_every: int = 1, marglik_steps: int = 1, marglik_batches: int = 1,
-                 marglik_batch_size: int | None = None, n_aug_marglik: int = 31, hyper_lr: float = 0.05,
-                 hyper_final_factor: float = 0.1, prior_structure: str = "layerwise",
-                 prior_prec_init: float = 1.0, eval_samples: int | None = None,
-                 evaluate_fn: Callable[[], dict[str, float]] | None = None):
+    def __init__(
+        self,
+        net: nn.Module,
+        data: TaskData,
+        optim: OptimConfig,
+        n_steps: int,
+        seed: int,
+        burnin: int = 0,
+        marglik_every: int = 1,
+        marglik_steps: int = 1,
+        marglik_batches: int = 1,
+        marglik_batch_size: int | None = None,
+        n_aug_marglik: int = 31,
+        hyper_lr: float = 0.05,
+        hyper_final_factor: float = 0.1,
+        prior_structure: str = "layerwise",
+        prior_prec_init: float = 1.0,
+        eval_samples: int | None = None,
+        evaluate_fn: Callable[[], dict[str, float]] | None = None,
+    ):
         if prior_structure not in PRIOR_STRUCTURES:
             raise ValueError(f"prior_structure must be one of {PRIOR_STRUCTURES}, got {prior_structure!r}")
         if marglik_every < 1 or marglik_steps < 0 or marglik_batches < 1:
@@ -504,16 +561,25 @@ class DiffLaplaceTraining:
         self.sched = make_scheduler(self.opt, optim, n_steps)
         self.hyper_opt = torch.optim.Adam([*aug_params, self.log_prior_prec], lr=hyper_lr)
         t_max = max(1, count_hyper_rounds(n_steps, self.burnin, self.every) * self.hsteps)
-        self.hyper_sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.hyper_opt, T_max=t_max,
-                                                                      eta_min=hyper_lr * hyper_final_factor)
+        self.hyper_sched = torch.optim.lr_scheduler.CosineAnnealingLR(
+            self.hyper_opt, T_max=t_max, eta_min=hyper_lr * hyper_final_factor
+        )
         self.sampler = EpochSampler(data.n_train, optim.batch_size, seeds.generator(seed, "minibatches", dev))
-        self.marglik_sampler = EpochSampler(data.n_train, marglik_batch_size or optim.batch_size,
-                                            seeds.generator(seed, "marglik_batches", dev))
+        self.marglik_sampler = EpochSampler(
+            data.n_train, marglik_batch_size or optim.batch_size, seeds.generator(seed, "marglik_batches", dev)
+        )
         self.marglik_gen = seeds.generator(seed, "marglik_augment", dev)
         self.last_marglik = float("nan")
         if evaluate_fn is None:
-            evaluate_fn = make_evaluator(net, data.x_test, data.y_test, eval_samples or net.n_samples, seed,
-                                         train=(data.x_train, data.y_train), extra=self.hyper_metrics)
+            evaluate_fn = make_evaluator(
+                net,
+                data.x_test,
+                data.y_test,
+                eval_samples or net.n_samples,
+                seed,
+                train=(data.x_train, data.y_train),
+                extra=self.hyper_metrics,
+            )
         self.evaluate_fn = evaluate_fn
 
     def prior_precision(self) -> torch.Tensor:
@@ -526,9 +592,17 @@ class DiffLaplaceTraining:
     def hyper_step(self) -> float:
         """One Adam step on (augmentation, log prior precision); returns the marginal likelihood / N."""
         idx = torch.cat([self.marglik_sampler.next() for _ in range(self.n_batches)])
-        lml = hyper_update(self.net, self.data.x_train[idx], self.data.y_train[idx], self.log_prior_prec,
-                           self.hyper_opt, self.n_aug, self.marglik_gen, self.data.n_train,
-                           batch_size=self.marglik_sampler.batch_size)
+        lml = hyper_update(
+            self.net,
+            self.data.x_train[idx],
+            self.data.y_train[idx],
+            self.log_prior_prec,
+            self.hyper_opt,
+            self.n_aug,
+            self.marglik_gen,
+            self.data.n_train,
+            batch_size=self.marglik_sampler.batch_size,
+        )
         self.hyper_sched.step()
         return float(lml)
 
@@ -552,8 +626,11 @@ class DiffLaplaceTraining:
 
     def hyper_metrics(self) -> dict[str, float]:
         pp = self.prior_precision().detach()
-        return {**ranges_metrics(self.net.augmentation), "marglik": self.last_marglik,
-                "prior_prec_mean": float(pp.mean())}
+        return {
+            **ranges_metrics(self.net.augmentation),
+            "marglik": self.last_marglik,
+            "prior_prec_mean": float(pp.mean()),
+        }
 
     def evaluate(self, step: int) -> dict[str, float]:
         return self.evaluate_fn()

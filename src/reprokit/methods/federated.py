@@ -90,6 +90,7 @@ def vmap_grid_sample_grad_needs_input_grad() -> bool:
     undefined input gradient and raises "Expected a proper Tensor but got None". Asking for the input's
     gradient as well avoids it, at the cost of that one gradient, which is dropped. A probe on tiny CPU
     tensors, once per process, rather than a version check."""
+
     def loss(grid, x):
         return F.grid_sample(x, grid, align_corners=False).sum()
 
@@ -155,8 +156,10 @@ class FedNet(nn.Module):
 
     def probe_dropout_shapes(self, x: torch.Tensor) -> list[tuple]:
         """The per-example input shape of each dropout module (one eval-mode pass of one example)."""
-        shapes, hooks = [], [m.register_forward_pre_hook(lambda _m, a: shapes.append(tuple(a[0].shape[1:])))
-                             for m in self.dropouts]
+        shapes, hooks = (
+            [],
+            [m.register_forward_pre_hook(lambda _m, a: shapes.append(tuple(a[0].shape[1:]))) for m in self.dropouts],
+        )
         was = self.training
         try:
             self.eval()
@@ -182,8 +185,15 @@ class FedNet(nn.Module):
             for m in self.dropouts:
                 m.noise = None
 
-    def forward(self, x: torch.Tensor, n_samples: int | None = None, generator: torch.Generator | None = None,
-                reg_kind: str | None = None, aug_uniforms: torch.Tensor | None = None, dropout_noise=None):
+    def forward(
+        self,
+        x: torch.Tensor,
+        n_samples: int | None = None,
+        generator: torch.Generator | None = None,
+        reg_kind: str | None = None,
+        aug_uniforms: torch.Tensor | None = None,
+        dropout_noise=None,
+    ):
         with self._noise(dropout_noise):
             if self.augmentation is None:
                 logp = F.log_softmax(self.model(x), dim=-1)
@@ -267,17 +277,21 @@ class FederatedTraining:
     def __init__(self, net: FedNet, data: FedData, cfg: FedConfig, seed: int):
         self.net, self.data, self.cfg, self.seed = net, data, cfg, int(seed)
         device = data.x_train.device
-        self.batching = cfg.client_batching if cfg.client_batching != "auto" else (
-            "vmap" if device.type == "cuda" else "loop")
+        self.batching = (
+            cfg.client_batching if cfg.client_batching != "auto" else ("vmap" if device.type == "cuda" else "loop")
+        )
         # vmap on a torch whose grid_sample batching rule needs the input's gradient: _loss's x (argument 3)
         # is differentiated too, and that gradient dropped (vmap_grid_sample_grad_needs_input_grad)
-        self._grad_x = (self.batching == "vmap" and net.augmentation is not None
-                        and vmap_grid_sample_grad_needs_input_grad())
+        self._grad_x = (
+            self.batching == "vmap" and net.augmentation is not None and vmap_grid_sample_grad_needs_input_grad()
+        )
         if self.batching == "vmap":
             norms = [n for n, m in net.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
             if norms:
-                raise ValueError(f"client_batching 'vmap' with method '{cfg.method}': batch norm ({norms[0]}) "
-                                 "mixes a client's padded examples; use client_batching 'loop'")
+                raise ValueError(
+                    f"client_batching 'vmap' with method '{cfg.method}': batch norm ({norms[0]}) "
+                    "mixes a client's padded examples; use client_batching 'loop'"
+                )
         hyper = concrete_dropout_parameters(net.model) if cfg.method == "partitioned" else []
         if cfg.method != "fedavg" and net.augmentation is not None:
             hyper += list(net.augmentation.parameters())
@@ -289,8 +303,11 @@ class FederatedTraining:
             net.augmentation.requires_grad_(False)
         names = {id(p): n for n, p in net.named_parameters()}
         self.hyper_names = [names[id(p)] for p in hyper]
-        self.weight_names = [n for n, p in net.named_parameters()
-                             if id(p) not in hyper_ids and p.requires_grad and n.startswith("model.")]
+        self.weight_names = [
+            n
+            for n, p in net.named_parameters()
+            if id(p) not in hyper_ids and p.requires_grad and n.startswith("model.")
+        ]
         params = dict(net.named_parameters())
         self.weights = {n: params[n] for n in self.weight_names}
         self.hyper = {n: params[n] for n in self.hyper_names}
@@ -315,8 +332,12 @@ class FederatedTraining:
             # App. I.2: a normalisation layer's scale / bias is C vectors, one per partition (row i-1 of a
             # (C, *shape) server tensor belongs to partition i); subnetwork k uses their product / sum over
             # 1..k. Stacked at (init, 1, ..., 1) / (init, 0, ..., 0): every subnetwork starts at the init affine.
-            norm = {f"model.{m}.{p}": ("scale" if p == "weight" else "bias") for m, mod in net.model.named_modules()
-                    if isinstance(mod, NORM_TYPES) for p in ("weight", "bias")}
+            norm = {
+                f"model.{m}.{p}": ("scale" if p == "weight" else "bias")
+                for m, mod in net.model.named_modules()
+                if isinstance(mod, NORM_TYPES)
+                for p in ("weight", "bias")
+            }
             self.stacked = {n: norm[n] for n in self.weight_names if n in norm}
             C, self.assign = self.n_chunks, {}
             for n, p in self.net_weights.items():
@@ -355,9 +376,14 @@ class FederatedTraining:
         for _ in range(epochs):
             perm = idx[torch.randperm(idx.numel(), generator=gen, device=dev)]
             bs = perm.numel() if batch is None else int(batch)
-            batches += [perm[i:i + bs] for i in range(0, perm.numel(), bs)]
-        return _Task(c, j, batches, seeds.generator(self.seed, "augment", dev, keys),
-                     seeds.generator(self.seed, "dropout_masks", dev, keys))
+            batches += [perm[i : i + bs] for i in range(0, perm.numel(), bs)]
+        return _Task(
+            c,
+            j,
+            batches,
+            seeds.generator(self.seed, "augment", dev, keys),
+            seeds.generator(self.seed, "dropout_masks", dev, keys),
+        )
 
     def _tasks(self, step: int, c: int) -> tuple[list[_Task], _Task | None]:
         """Client c's local-SGD tasks (partitions k..C, or the one task of FedAvg / Augerino) and, for a
@@ -372,7 +398,7 @@ class FederatedTraining:
             hb = self.cfg.hyper_batch_size
             psi = self._task(step, c, 0, idx, 1, None)
             if hb is not None:
-                psi.batches = [psi.batches[0][:int(hb)]]
+                psi.batches = [psi.batches[0][: int(hb)]]
         return tasks, psi
 
     def _draws(self, task: _Task, n: int) -> tuple[torch.Tensor | None, list[torch.Tensor]]:
@@ -382,8 +408,10 @@ class FederatedTraining:
         aug = None
         if self.net.augmentation is not None:
             aug = torch.rand((S, n, len(self.net.augmentation.names)), generator=task.gen_aug, dtype=dt, device=dev)
-        noise = [torch.rand((S, n, *shape), generator=task.gen_drop, dtype=dt, device=dev)
-                 for shape in self.net.dropout_shapes]
+        noise = [
+            torch.rand((S, n, *shape), generator=task.gen_drop, dtype=dt, device=dev)
+            for shape in self.net.dropout_shapes
+        ]
         return aug, noise
 
     def _effective(self, w: dict, j) -> dict:
@@ -409,9 +437,12 @@ class FederatedTraining:
     def _loss(self, w: dict, psi: dict, j, x, y, wts, aug_u, noise, reg: bool):
         """Weighted NLL (weights `wts`: 1/n for a batch of n, 0 for padding) of subnetwork j, plus the
         Augerino regulariser when `reg`."""
-        out = functional_call(self.net, {**self._effective(w, j), **psi}, (x,),
-                              {"reg_kind": self.cfg.augerino_reg_kind if reg else None,
-                               "aug_uniforms": aug_u, "dropout_noise": noise})
+        out = functional_call(
+            self.net,
+            {**self._effective(w, j), **psi},
+            (x,),
+            {"reg_kind": self.cfg.augerino_reg_kind if reg else None, "aug_uniforms": aug_u, "dropout_noise": noise},
+        )
         logp, r = out if reg else (out, None)
         loss = -(logp.gather(-1, y.unsqueeze(-1)).squeeze(-1) * wts).sum()
         return loss + self.cfg.augerino_reg * r if reg else loss
@@ -421,7 +452,8 @@ class FederatedTraining:
         only the entries of partition j move (subnetwork j's gradient is already 0 above j)."""
         augerino = self.cfg.method == "augerino"
         g, loss = grad_and_value(self._loss, argnums=self._argnums((0, 1) if augerino else (0,)))(
-            w, psi, j, x, y, wts, aug_u, noise, augerino)
+            w, psi, j, x, y, wts, aug_u, noise, augerino
+        )
         gw, gp = g[0], g[1] if augerino else {}
         lr = float(self.cfg.local_lr)
         if self.cfg.method == "partitioned":
@@ -443,8 +475,9 @@ class FederatedTraining:
         for b in task.batches:
             aug_u, noise = self._draws(task, b.numel())
             wts = torch.full((b.numel(),), 1.0 / b.numel(), dtype=self.data.x_train.dtype, device=b.device)
-            new_w, new_psi, loss = self._sgd_step(w, psi, task.j, self.data.x_train[b], self.data.y_train[b], wts,
-                                                  aug_u, noise)
+            new_w, new_psi, loss = self._sgd_step(
+                w, psi, task.j, self.data.x_train[b], self.data.y_train[b], wts, aug_u, noise
+            )
             w, psi = new_w, {**psi, **new_psi}
             losses.append(float(loss))
         return w, psi, losses
@@ -460,8 +493,14 @@ class FederatedTraining:
         tasks, psi_task = self._tasks(step, c)
         upload, psi_grad, losses = [], None, []
         if not tasks:
-            return {"upload": [], "psi_grad": None, "upload_bytes": 0, "download_bytes": download, "loss": float("nan"),
-                    "chunk": k}
+            return {
+                "upload": [],
+                "psi_grad": None,
+                "upload_bytes": 0,
+                "download_bytes": download,
+                "loss": float("nan"),
+                "chunk": k,
+            }
         for task in tasks:
             new_w, new_h, ls = self._run_task_loop(task, server_w, server_h)
             losses += ls
@@ -477,11 +516,18 @@ class FederatedTraining:
             b = psi_task.batches[0]
             aug_u, noise = self._draws(psi_task, b.numel())
             wts = torch.full((b.numel(),), 1.0 / b.numel(), dtype=self.data.x_train.dtype, device=b.device)
-            psi_grad = self._psi_grad(server_h, server_w, k - 1, self.data.x_train[b], self.data.y_train[b], wts,
-                                      aug_u, noise)
+            psi_grad = self._psi_grad(
+                server_h, server_w, k - 1, self.data.x_train[b], self.data.y_train[b], wts, aug_u, noise
+            )
         sent = [t for _, _, t in upload] + (list(psi_grad.values()) if psi_grad else [])
-        return {"upload": upload, "psi_grad": psi_grad, "upload_bytes": message_bytes(sent), "download_bytes": download,
-                "loss": sum(losses) / len(losses), "chunk": k}
+        return {
+            "upload": upload,
+            "psi_grad": psi_grad,
+            "upload_bytes": message_bytes(sent),
+            "download_bytes": download,
+            "loss": sum(losses) / len(losses),
+            "chunk": k,
+        }
 
     def _padded(self, tasks: list[_Task], s: int):
         """Step s of `tasks` stacked: x, y, weights (0 on padding), augmentation uniforms, dropout noise,
@@ -490,8 +536,11 @@ class FederatedTraining:
         n, R, dev, dt = max(sizes), len(tasks), self.data.x_train.device, self.data.x_train.dtype
         idx = torch.zeros(R, n, dtype=torch.long, device=dev)
         wts = torch.zeros(R, n, dtype=dt, device=dev)
-        aug = None if self.net.augmentation is None else \
-            torch.zeros(R, self.n_aug, n, len(self.net.augmentation.names), dtype=dt, device=dev)
+        aug = (
+            None
+            if self.net.augmentation is None
+            else torch.zeros(R, self.n_aug, n, len(self.net.augmentation.names), dtype=dt, device=dev)
+        )
         noise = [torch.zeros(R, self.n_aug, n, *shape, dtype=dt, device=dev) for shape in self.net.dropout_shapes]
         for r, (t, m) in enumerate(zip(tasks, sizes)):
             idx[r, :m], wts[r, :m] = t.batches[s], 1.0 / m
@@ -529,8 +578,9 @@ class FederatedTraining:
             else:
                 a = torch.tensor(act, device=dev)
                 sub_p = {n: v[a] for n, v in P.items()} if augerino else P
-                new_w, new_p, losses[a, s] = step_fn({n: v[a] for n, v in W.items()}, sub_p, J[a], x, y, wts, aug,
-                                                     noise)
+                new_w, new_p, losses[a, s] = step_fn(
+                    {n: v[a] for n, v in W.items()}, sub_p, J[a], x, y, wts, aug, noise
+                )
                 for n in W:
                     W[n][a] = new_w[n]
                 for n in new_p:
@@ -563,8 +613,9 @@ class FederatedTraining:
         if psi_tasks:
             x, y, wts, aug, noise = self._padded(psi_tasks, 0)
             jk = torch.tensor([self.client_chunk[t.client] - 1 for t in psi_tasks], dtype=torch.long, device=dev)
-            g = vmap(self._psi_grad, in_dims=(None, None, 0, 0, 0, 0, aug_dim, 0))(server_h, server_w, jk, x, y, wts,
-                                                                                  aug, noise)
+            g = vmap(self._psi_grad, in_dims=(None, None, 0, 0, 0, 0, aug_dim, 0))(
+                server_h, server_w, jk, x, y, wts, aug, noise
+            )
             for n in psi_sum:
                 psi_sum[n] += g[n].sum(0)
                 up += server_h[n].numel() * server_h[n].element_size() * len(psi_tasks)
@@ -628,6 +679,7 @@ class FederatedTraining:
         self.comm["clients"] += m
         loss = sum(losses) / len(losses) if losses else float("nan")
         return {"loss": loss, "round_upload_bytes": up, "round_download_bytes": down}
+
     @torch.no_grad()
     def _val_metrics(self) -> dict[str, float]:
         was = self.net.training
@@ -635,8 +687,12 @@ class FederatedTraining:
         try:
             gen = seeds.generator(int(self.cfg.eval_seed), "eval", self.data.x_val.device)
             bs = int(self.cfg.eval_batch_size)
-            logp = torch.cat([self.net(self.data.x_val[i:i + bs], n_samples=self.cfg.eval_aug_samples, generator=gen)
-                              for i in range(0, self.data.x_val.shape[0], bs)])
+            logp = torch.cat(
+                [
+                    self.net(self.data.x_val[i : i + bs], n_samples=self.cfg.eval_aug_samples, generator=gen)
+                    for i in range(0, self.data.x_val.shape[0], bs)
+                ]
+            )
         finally:
             self.net.train(was)
         return {f"val_{k}": v for k, v in classification_metrics(logp, self.data.y_val).items()}
@@ -651,10 +707,13 @@ class FederatedTraining:
 
     def comm_metrics(self) -> dict[str, float]:
         full = self.comm["full_upload_bytes"]
-        return {"upload_bytes": float(self.comm["upload_bytes"]), "download_bytes": float(self.comm["download_bytes"]),
-                "comm_bytes": float(self.comm["upload_bytes"] + self.comm["download_bytes"]),
-                "full_upload_bytes": float(full),
-                "upload_pct": 100.0 * self.comm["upload_bytes"] / full if full else float("nan")}
+        return {
+            "upload_bytes": float(self.comm["upload_bytes"]),
+            "download_bytes": float(self.comm["download_bytes"]),
+            "comm_bytes": float(self.comm["upload_bytes"] + self.comm["download_bytes"]),
+            "full_upload_bytes": float(full),
+            "upload_pct": 100.0 * self.comm["upload_bytes"] / full if full else float("nan"),
+        }
 
     def evaluate(self, step: int) -> dict[str, float]:
         out = {**self._val_metrics(), **self.psi_metrics(), **self.comm_metrics()}
@@ -664,15 +723,20 @@ class FederatedTraining:
 
     def final_metrics(self) -> dict[str, float]:
         out = {**self._val_metrics(), **self.psi_metrics(), **self.comm_metrics()}
-        last = self.history[-int(self.cfg.last_k):]
+        last = self.history[-int(self.cfg.last_k) :]
         out["val_acc_last"] = sum(last) / len(last) if last else out["val_acc"]
         out["n_evaluations_last"] = float(len(last))
         return out
 
     def state_dict(self) -> dict:
-        return {"net": self.net.state_dict(), "server_opt": self.server_opt.state_dict(),
-                "gen_clients": self.gen_clients.get_state(), "comm": dict(self.comm), "history": list(self.history),
-                "stacked": {n: self.weights[n].detach().clone() for n in self.stacked}}
+        return {
+            "net": self.net.state_dict(),
+            "server_opt": self.server_opt.state_dict(),
+            "gen_clients": self.gen_clients.get_state(),
+            "comm": dict(self.comm),
+            "history": list(self.history),
+            "stacked": {n: self.weights[n].detach().clone() for n in self.stacked},
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.net.load_state_dict(state["net"])

@@ -72,8 +72,12 @@ def tau_log_likelihood(samples: torch.Tensor, y: torch.Tensor, tau: float) -> to
     s = samples.to(torch.float64).reshape(samples.shape[0], -1)
     yy = y.to(torch.float64).reshape(1, -1)
     t = s.shape[0]
-    return (torch.logsumexp(-0.5 * float(tau) * (yy - s).square(), dim=0) - math.log(t)
-            - 0.5 * math.log(2 * math.pi) + 0.5 * math.log(float(tau)))
+    return (
+        torch.logsumexp(-0.5 * float(tau) * (yy - s).square(), dim=0)
+        - math.log(t)
+        - 0.5 * math.log(2 * math.pi)
+        + 0.5 * math.log(float(tau))
+    )
 
 
 def select_best(results: list[dict]) -> dict:
@@ -90,6 +94,7 @@ def select_best(results: list[dict]) -> dict:
 @dataclass
 class _Scaled:
     """A phase's training rows in standardised units and the statistics that map back."""
+
     x: torch.Tensor
     y: torch.Tensor
     x_mean: torch.Tensor
@@ -124,10 +129,24 @@ class GalDropoutProtocol:
 
     progress_seconds = 30.0  # a scoring log line at most this often (the training loop's cadence)
 
-    def __init__(self, data: TaskData, hidden: list[int], rates, taus, epochs: int, seed: int,
-                 batch_size: int = 128, lengthscale: float = 1e-2, lr: float = 1e-3, val_fraction: float = 0.2,
-                 predictive_samples: int = 10000, eval_samples: int = 100, sample_chunk: int = 1000,
-                 activation: str = "relu", parallel_grid: bool = False):
+    def __init__(
+        self,
+        data: TaskData,
+        hidden: list[int],
+        rates,
+        taus,
+        epochs: int,
+        seed: int,
+        batch_size: int = 128,
+        lengthscale: float = 1e-2,
+        lr: float = 1e-3,
+        val_fraction: float = 0.2,
+        predictive_samples: int = 10000,
+        eval_samples: int = 100,
+        sample_chunk: int = 1000,
+        activation: str = "relu",
+        parallel_grid: bool = False,
+    ):
         if data.task != "regression":
             raise ValueError("Gal's protocol is for regression")
         self.data, self.hidden, self.activation = data, [int(h) for h in hidden], activation
@@ -172,16 +191,28 @@ class GalDropoutProtocol:
             return self.grid[k]
         if self.chosen is None:
             self.chosen = select_best(self.results)
-            log.info("grid done: chose p=%g tau=%g (validation LL %.4f)", self.chosen["p"], self.chosen["tau"],
-                     self.chosen["val_ll"])
+            log.info(
+                "grid done: chose p=%g tau=%g (validation LL %.4f)",
+                self.chosen["p"],
+                self.chosen["tau"],
+                self.chosen["val_ll"],
+            )
         return float(self.chosen["p"]), float(self.chosen["tau"])
 
     def _new_net(self, p: float, tau: float, keys: tuple) -> DropoutMLP:
         """A phase's network: Glorot-uniform from the `init` stream's sub-stream `keys`, on the data's device."""
         init_gen = seeds.generator(self.seed, "init", keys=keys)  # on the CPU; the net moves after init
         with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws: the global RNG stays untouched
-            net = DropoutMLP(self.data.x_train.shape[1], self.hidden, 1, self.activation, p, dropout_input=True,
-                             task="regression", noise_std=1.0 / math.sqrt(tau))
+            net = DropoutMLP(
+                self.data.x_train.shape[1],
+                self.hidden,
+                1,
+                self.activation,
+                p,
+                dropout_input=True,
+                task="regression",
+                noise_std=1.0 / math.sqrt(tau),
+            )
         glorot_init(net, init_gen)
         return net.to(self.data.device)
 
@@ -199,7 +230,9 @@ class GalDropoutProtocol:
                 [self._new_net(p, t, kk) for (p, t), kk in zip(self.grid, keys)],
                 [weight_reg(p, t, x.shape[0], self.lengthscale) for p, t in self.grid],
                 [seeds.generator(self.seed, "dropout_masks", self.data.device, keys=kk) for kk in keys],
-                [self._new_sampler(x.shape[0], kk) for kk in keys], self.lr)
+                [self._new_sampler(x.shape[0], kk) for kk in keys],
+                self.lr,
+            )
             self.net = None
             log.info("grid: %d points side by side on %d rows, %d steps", len(self.grid), x.shape[0], self.inner_steps)
             return
@@ -213,8 +246,14 @@ class GalDropoutProtocol:
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, eps=1e-7)
         self.sampler = self._new_sampler(x.shape[0], keys)
         what = f"grid point {k + 1}/{len(self.grid)}" if k < len(self.grid) else "final retraining"
-        log.info("%s: p=%g tau=%g on %d rows, %d steps", what, p, tau, x.shape[0],
-                 self.inner_steps if k < len(self.grid) else self.full_steps)
+        log.info(
+            "%s: p=%g tau=%g on %d rows, %d steps",
+            what,
+            p,
+            tau,
+            x.shape[0],
+            self.inner_steps if k < len(self.grid) else self.full_steps,
+        )
 
     def _end_grid(self) -> None:
         """Parallel grid done: score every point with its own network, in grid order, as the sequential grid."""
@@ -228,11 +267,19 @@ class GalDropoutProtocol:
     def _end_grid_point(self, k: int) -> None:
         n = self.data.n_train
         xv, yv = self.data.x_train[self.n_inner : n], self.data.y_train[self.n_inner : n]
-        m = self.predict_metrics(xv, yv, self.predictive_samples, seeds.generator(self.seed, "eval", self.data.device,
-                                                                                  keys=(1, k)))
+        m = self.predict_metrics(
+            xv, yv, self.predictive_samples, seeds.generator(self.seed, "eval", self.data.device, keys=(1, k))
+        )
         self.results.append({"p": self.p, "tau": self.tau, "val_ll": m["ll"], "val_rmse": m["rmse"]})
-        log.info("grid point %d/%d: p=%g tau=%g validation LL %.4f RMSE %.4f", k + 1, len(self.grid), self.p, self.tau,
-                 m["ll"], m["rmse"])
+        log.info(
+            "grid point %d/%d: p=%g tau=%g validation LL %.4f RMSE %.4f",
+            k + 1,
+            len(self.grid),
+            self.p,
+            self.tau,
+            m["ll"],
+            m["rmse"],
+        )
 
     # ---------------------------------------------------------------- Method protocol
     def train_step(self, step: int) -> dict[str, float]:
@@ -270,7 +317,10 @@ class GalDropoutProtocol:
             for start in range(0, int(n_samples), chunk):
                 t = min(chunk, int(n_samples) - start)
                 rep = z.unsqueeze(0).expand(t, *z.shape).reshape(t * z.shape[0], z.shape[1])
-                yield self.net(rep, mc=True, generator=generator).reshape(t, z.shape[0]) * self.scaled.y_std + self.scaled.y_mean
+                yield (
+                    self.net(rep, mc=True, generator=generator).reshape(t, z.shape[0]) * self.scaled.y_std
+                    + self.scaled.y_mean
+                )
         finally:
             self.net.train(was)
 
@@ -304,23 +354,36 @@ class GalDropoutProtocol:
         """Curve row: the last finished grid point's validation scores; in the final phase, test metrics of
         the retrained network with `eval_samples` passes."""
         if self.phase == len(self.grid):
-            m = self.predict_metrics(self.data.x_test, self.data.y_test, self.eval_samples,
-                                     seeds.generator(self.seed, "eval", self.data.device))
+            m = self.predict_metrics(
+                self.data.x_test,
+                self.data.y_test,
+                self.eval_samples,
+                seeds.generator(self.seed, "eval", self.data.device),
+            )
             return {"phase": self.phase, "p": self.p, "tau": self.tau, **{f"test_{k}": v for k, v in m.items()}}
         if not self.results:
             return {"phase": max(self.phase, 0)}
         r = self.results[-1]
-        return {"phase": len(self.results) - 1, "p": r["p"], "tau": r["tau"], "val_ll": r["val_ll"],
-                "val_rmse": r["val_rmse"]}
+        return {
+            "phase": len(self.results) - 1,
+            "p": r["p"],
+            "tau": r["tau"],
+            "val_ll": r["val_ll"],
+            "val_rmse": r["val_rmse"],
+        }
 
     def final_metrics(self, n_samples: int | None = None) -> dict[str, float]:
         t = self.predictive_samples if n_samples is None else int(n_samples)
         gen = seeds.generator(self.seed, "final", self.data.device)
         out = {}
-        for split, x, y in (("train", self.data.x_train, self.data.y_train), ("test", self.data.x_test, self.data.y_test)):
+        for split, x, y in (
+            ("train", self.data.x_train, self.data.y_train),
+            ("test", self.data.x_test, self.data.y_test),
+        ):
             out.update({f"{split}_{k}": v for k, v in self.predict_metrics(x, y, t, gen).items()})
-        out.update({"noise_sd": 1.0 / math.sqrt(self.tau), "chosen_p": self.p, "chosen_tau": self.tau,
-                    "predictive_samples": t})
+        out.update(
+            {"noise_sd": 1.0 / math.sqrt(self.tau), "chosen_p": self.p, "chosen_tau": self.tau, "predictive_samples": t}
+        )
         if self.results:
             out["best_val_ll"] = float(select_best(self.results)["val_ll"])
         for r in self.results:  # the whole grid, one key per point
@@ -332,8 +395,14 @@ class GalDropoutProtocol:
         if self.grid_batch is not None:
             state["grid_batch"] = self.grid_batch.state_dict()
         elif self.net is not None:
-            state.update({"net": self.net.state_dict(), "opt": self.opt.state_dict(),
-                          "sampler": self.sampler.state_dict(), "mask_gen": self.mask_gen.get_state()})
+            state.update(
+                {
+                    "net": self.net.state_dict(),
+                    "opt": self.opt.state_dict(),
+                    "sampler": self.sampler.state_dict(),
+                    "mask_gen": self.mask_gen.get_state(),
+                }
+            )
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -358,24 +427,38 @@ class _GridBatch:
     own sampler and its masks from its own generator, in the order one DropoutMLP would (inputs, then each
     hidden layer; none where p = 0). Written by hand: torch.func.vmap cannot batch the per-point generators."""
 
-    def __init__(self, nets: list[DropoutMLP], regs: list[float], mask_gens: list[torch.Generator],
-                 samplers: list[EpochSampler], lr: float):
+    def __init__(
+        self,
+        nets: list[DropoutMLP],
+        regs: list[float],
+        mask_gens: list[torch.Generator],
+        samplers: list[EpochSampler],
+        lr: float,
+    ):
         first = nets[0]
         self.activation, self.mask_gens, self.samplers = first.activation, mask_gens, samplers
         self.ps = [float(n.p) for n in nets]
         dev = first.linears[0].weight.device
-        self.weights = [nn.Parameter(torch.stack([n.linears[i].weight.detach() for n in nets]))
-                        for i in range(len(first.linears))]
-        self.biases = [nn.Parameter(torch.stack([n.linears[i].bias.detach() for n in nets]).unsqueeze(1))
-                       for i in range(len(first.linears))]
+        self.weights = [
+            nn.Parameter(torch.stack([n.linears[i].weight.detach() for n in nets])) for i in range(len(first.linears))
+        ]
+        self.biases = [
+            nn.Parameter(torch.stack([n.linears[i].bias.detach() for n in nets]).unsqueeze(1))
+            for i in range(len(first.linears))
+        ]
         self.keep_scale = torch.tensor([1.0 - p for p in self.ps], device=dev).reshape(-1, 1, 1)
         self.reg = torch.tensor(regs, device=dev)
         self.opt = torch.optim.Adam([*self.weights, *self.biases], lr=lr, eps=1e-7)
 
     def _drop(self, h: torch.Tensor) -> torch.Tensor:
-        keep = torch.stack([torch.rand(h.shape[1:], generator=g, dtype=h.dtype, device=h.device) >= p if p > 0.0
-                            else torch.ones(h.shape[1:], dtype=torch.bool, device=h.device)
-                            for p, g in zip(self.ps, self.mask_gens)])
+        keep = torch.stack(
+            [
+                torch.rand(h.shape[1:], generator=g, dtype=h.dtype, device=h.device) >= p
+                if p > 0.0
+                else torch.ones(h.shape[1:], dtype=torch.bool, device=h.device)
+                for p, g in zip(self.ps, self.mask_gens)
+            ]
+        )
         return h * keep / self.keep_scale
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -402,9 +485,13 @@ class _GridBatch:
         return net
 
     def state_dict(self) -> dict:
-        return {"weights": [w.detach().clone() for w in self.weights], "biases": [b.detach().clone() for b in self.biases],
-                "opt": self.opt.state_dict(), "samplers": [s.state_dict() for s in self.samplers],
-                "mask_gens": [g.get_state() for g in self.mask_gens]}
+        return {
+            "weights": [w.detach().clone() for w in self.weights],
+            "biases": [b.detach().clone() for b in self.biases],
+            "opt": self.opt.state_dict(),
+            "samplers": [s.state_dict() for s in self.samplers],
+            "mask_gens": [g.get_state() for g in self.mask_gens],
+        }
 
     def load_state_dict(self, state: dict) -> None:
         with torch.no_grad():

@@ -17,5 +17,7 @@ def gal_inner_size(n_train: int, val_fraction: float) -> int:
 def gal_protocol_steps(n_train: int, epochs: int, batch_size: int, val_fraction: float) -> tuple[int, int]:
     """(steps of one grid point on the inner split, steps of the final retraining on all rows); torch-free:
     the plan's step count (plan/uci_regression.py) and methods/gal_dropout.py both use it."""
-    return (int(epochs) * gal_steps_per_epoch(gal_inner_size(n_train, val_fraction), batch_size),
-            int(epochs) * gal_steps_per_epoch(n_train, batch_size))
+    return (
+        int(epochs) * gal_steps_per_epoch(gal_inner_size(n_train, val_fraction), batch_size),
+        int(epochs) * gal_steps_per_epoch(n_train, batch_size),
+    )

@@ -16,8 +16,16 @@ from .standard import OptimConfig, StandardTraining
 
 
 class PosthocDiagLaplace(StandardTraining):
-    def __init__(self, net: nn.Module, data: TaskData, optim: OptimConfig, n_steps: int, seed: int,
-                 marglik_batch_size: int = 512, marglik_steps: int = 100):
+    def __init__(
+        self,
+        net: nn.Module,
+        data: TaskData,
+        optim: OptimConfig,
+        n_steps: int,
+        seed: int,
+        marglik_batch_size: int = 512,
+        marglik_steps: int = 100,
+    ):
         super().__init__(net, data, optim, n_steps, seed)
         self.marglik_batch_size = marglik_batch_size
         self.marglik_steps = marglik_steps

@@ -70,7 +70,9 @@ class OrbitKernel(gpytorch.Module):
 
     def __init__(self, base_kernel: gpytorch.kernels.Kernel | None = None):
         super().__init__()
-        self.base_kernel = base_kernel if base_kernel is not None else gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+        self.base_kernel = (
+            base_kernel if base_kernel is not None else gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+        )
 
     def forward(self, orbits1: torch.Tensor, orbits2: torch.Tensor) -> torch.Tensor:
         """Dense (N1, N2): mean over all S1 x S2 pairs of the base kernel."""
@@ -100,10 +102,16 @@ class OrbitVariationalStrategy(_VariationalStrategy):
     output's covariance is diagonal: the marginal variances of q(f(x_n)), per class.
     """
 
-    def __init__(self, model: InvariantGP, inducing_points: torch.Tensor,
-                 variational_distribution: CholeskyVariationalDistribution, jitter_val: float | None = None):
-        super().__init__(model, inducing_points, variational_distribution, learn_inducing_locations=True,
-                         jitter_val=jitter_val)
+    def __init__(
+        self,
+        model: InvariantGP,
+        inducing_points: torch.Tensor,
+        variational_distribution: CholeskyVariationalDistribution,
+        jitter_val: float | None = None,
+    ):
+        super().__init__(
+            model, inducing_points, variational_distribution, learn_inducing_locations=True, jitter_val=jitter_val
+        )
         self.feature_dim = int(inducing_points.shape[-1])
         # whitened q(v) starts at the prior N(0, I), explicitly (gpytorch would add global-RNG noise on first use)
         with torch.no_grad():
@@ -150,7 +158,9 @@ class OrbitVariationalStrategy(_VariationalStrategy):
 class InvariantGP(gpytorch.models.ApproximateGP):
     """One latent GP per class on orbit features, shared inducing points (M, D)."""
 
-    def __init__(self, inducing_points: torch.Tensor, n_classes: int, base_kernel=None, jitter_val: float | None = None):
+    def __init__(
+        self, inducing_points: torch.Tensor, n_classes: int, base_kernel=None, jitter_val: float | None = None
+    ):
         q_u = CholeskyVariationalDistribution(inducing_points.shape[-2], batch_shape=torch.Size([n_classes]))
         base = OrbitVariationalStrategy(self, inducing_points, q_u, jitter_val=jitter_val)
         super().__init__(IndependentMultitaskVariationalStrategy(base, num_tasks=n_classes))
@@ -238,9 +248,17 @@ class LastLayerGPTraining:
     Metrics: test_acc, test_ll (predictive with the invariant kernel), aug_* ranges, gp_* hyperparameters.
     """
 
-    def __init__(self, features: nn.Module, augmentation: AffineAugmentation | None, data: TaskData,
-                 optim: OptimConfig | None = None, config: LastLayerGPConfig | None = None, seed: int = 0,
-                 base_kernel: gpytorch.kernels.Kernel | None = None, head: nn.Module | None = None):
+    def __init__(
+        self,
+        features: nn.Module,
+        augmentation: AffineAugmentation | None,
+        data: TaskData,
+        optim: OptimConfig | None = None,
+        config: LastLayerGPConfig | None = None,
+        seed: int = 0,
+        base_kernel: gpytorch.kernels.Kernel | None = None,
+        head: nn.Module | None = None,
+    ):
         if data.task != "classification":
             raise ValueError("the last-layer GP is a classifier")
         self.data, self.cfg, self.optim_cfg = data, config or LastLayerGPConfig(), optim or OptimConfig(batch_size=200)
@@ -256,8 +274,9 @@ class LastLayerGPTraining:
         gp = InvariantGP(z, n_classes, base_kernel, jitter_val=self.cfg.jitter)
         self.model = LastLayerGPModel(features, augmentation, gp).to(device)
         self._set_lengthscale(z)
-        self.likelihood = gpytorch.likelihoods.SoftmaxLikelihood(num_features=n_classes, num_classes=n_classes,
-                                                                 mixing_weights=False).to(device)
+        self.likelihood = gpytorch.likelihoods.SoftmaxLikelihood(
+            num_features=n_classes, num_classes=n_classes, mixing_weights=False
+        ).to(device)
 
         aug_params = list(augmentation.parameters()) if augmentation is not None else []
         aug_ids = {id(p) for p in aug_params}
@@ -270,7 +289,9 @@ class LastLayerGPTraining:
         trainable_aug = [p for p in aug_params if p.requires_grad]
         self.aug_opt = torch.optim.Adam(trainable_aug, lr=self.cfg.aug_lr) if trainable_aug else None
 
-        self.sampler = EpochSampler(data.n_train, self.optim_cfg.batch_size, seeds.generator(seed, "minibatches", device))
+        self.sampler = EpochSampler(
+            data.n_train, self.optim_cfg.batch_size, seeds.generator(seed, "minibatches", device)
+        )
         self.aug_gen = seeds.generator(seed, "augment", device)
         self.latent_gen = seeds.generator(seed, "latent_samples", device)
         self.curve_idx = None
@@ -287,7 +308,9 @@ class LastLayerGPTraining:
     def _inducing_features(self, features: nn.Module) -> torch.Tensor:
         """Features of min(n_inducing, n_train) distinct training images (identity transformation)."""
         m = min(int(self.cfg.n_inducing), self.data.n_train)
-        pick = torch.randperm(self.data.n_train, generator=seeds.generator(self.seed, "inducing_init"), device="cpu")[:m]
+        pick = torch.randperm(self.data.n_train, generator=seeds.generator(self.seed, "inducing_init"), device="cpu")[
+            :m
+        ]
         pick = pick.to(self.data.device)
         return torch.cat([features(self.data.x_train[pick[i : i + 500]]) for i in range(0, m, 500)])
 
@@ -298,7 +321,9 @@ class LastLayerGPTraining:
         if ls is None:
             ls = float(torch.pdist(z[:500]).median().clamp_min(1e-3)) if z.shape[0] > 1 else 1.0
         # a tensor on z's device: gpytorch would make a Python float a tensor on the default device
-        self.model.gp.kernel.base_kernel.base_kernel.lengthscale = torch.tensor(float(ls), dtype=z.dtype, device=z.device)
+        self.model.gp.kernel.base_kernel.base_kernel.lengthscale = torch.tensor(
+            float(ls), dtype=z.dtype, device=z.device
+        )
 
     def stage(self, step: int) -> str:
         p, w = int(self.cfg.pretrain_steps), int(self.cfg.gp_warmup_steps)
@@ -324,8 +349,9 @@ class LastLayerGPTraining:
         eps = torch.randn((k, *mean.shape), generator=generator, dtype=mean.dtype, device=generator.device)
         return mean + var.sqrt() * eps.to(mean.device)
 
-    def elbo(self, x: torch.Tensor, y: torch.Tensor, aug_gen: torch.Generator | None,
-             latent_gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def elbo(
+        self, x: torch.Tensor, y: torch.Tensor, aug_gen: torch.Generator | None, latent_gen: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(ELBO / N, expected log-likelihood per example, KL / N) on a minibatch (unbiased for the full ELBO)."""
         mean, var = self.model.latent(x, int(self.cfg.orbit_size), aug_gen)
         f = self._draws(mean, var, int(self.cfg.likelihood_samples), latent_gen)  # (K, B, C)

@@ -33,9 +33,18 @@ class DropoutMLP(nn.Module):
     the inputs (Gal's UCI regression setup). `noise_std=None` in regression learns a homoscedastic noise
     scale (a parameter `log_noise_std`); classification has none."""
 
-    def __init__(self, in_features: int, hidden: list[int], out_features: int, activation: str = "relu",
-                 p: float = 0.1, dropout_input: bool = False, task: str = "classification",
-                 noise_std: float | None = None, init_noise_std: float = 0.1):
+    def __init__(
+        self,
+        in_features: int,
+        hidden: list[int],
+        out_features: int,
+        activation: str = "relu",
+        p: float = 0.1,
+        dropout_input: bool = False,
+        task: str = "classification",
+        noise_std: float | None = None,
+        init_noise_std: float = 0.1,
+    ):
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
@@ -59,7 +68,9 @@ class DropoutMLP(nn.Module):
         keep = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device) >= self.p
         return h * keep / (1.0 - self.p)
 
-    def forward(self, x: torch.Tensor, mc: bool | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, mc: bool | None = None, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """Dropout is active when `mc` is True, or (mc None) in training mode."""
         active = self.training if mc is None else bool(mc)
         gen = generator if generator is not None else self.generator
@@ -87,14 +98,32 @@ class DropoutMLP(nn.Module):
 
 
 class MCDropout(PredictiveEvaluation, StandardTraining):
-    def __init__(self, data: TaskData, hidden: list[int], activation: str, p: float, optim: OptimConfig,
-                 n_steps: int, seed: int, n_eval_samples: int = 100, y_std=None, dropout_input: bool = False,
-                 noise_std: float | None = None, train_eval_size: int | None = None, eval_batch_size: int = 8192):
-        out_dim = int(data.n_classes) if data.task == "classification" else int(data.y_train.reshape(data.n_train, -1).shape[1])
+    def __init__(
+        self,
+        data: TaskData,
+        hidden: list[int],
+        activation: str,
+        p: float,
+        optim: OptimConfig,
+        n_steps: int,
+        seed: int,
+        n_eval_samples: int = 100,
+        y_std=None,
+        dropout_input: bool = False,
+        noise_std: float | None = None,
+        train_eval_size: int | None = None,
+        eval_batch_size: int = 8192,
+    ):
+        out_dim = (
+            int(data.n_classes)
+            if data.task == "classification"
+            else int(data.y_train.reshape(data.n_train, -1).shape[1])
+        )
         with torch.random.fork_rng(devices=[]):  # initialisation from `seed`, global RNG untouched
             torch.manual_seed(seeds.stream_seed(seed, "init"))
-            net = DropoutMLP(int(data.x_train[0].numel()), hidden, out_dim, activation, p, dropout_input, data.task,
-                             noise_std).to(data.device)  # initialised on the CPU, then placed with the data
+            net = DropoutMLP(
+                int(data.x_train[0].numel()), hidden, out_dim, activation, p, dropout_input, data.task, noise_std
+            ).to(data.device)  # initialised on the CPU, then placed with the data
         self.mask_gen = seeds.generator(seed, "dropout_masks", data.device)
         net.generator = self.mask_gen
         super().__init__(net, data, optim, n_steps, int(seed))  # StandardTraining (MRO: after the mixin)
@@ -129,8 +158,31 @@ class MCDropout(PredictiveEvaluation, StandardTraining):
 class MAP(MCDropout):
     """Deterministic network, maximum a posteriori via Adam + weight decay (Table 6 with p = 0)."""
 
-    def __init__(self, data: TaskData, hidden: list[int], activation: str, optim: OptimConfig, n_steps: int,
-                 seed: int, y_std=None, noise_std: float | None = None, train_eval_size: int | None = None,
-                 eval_batch_size: int = 8192):
-        super().__init__(data, hidden, activation, 0.0, optim, n_steps, seed, 1, y_std, False, noise_std,
-                         train_eval_size, eval_batch_size)
+    def __init__(
+        self,
+        data: TaskData,
+        hidden: list[int],
+        activation: str,
+        optim: OptimConfig,
+        n_steps: int,
+        seed: int,
+        y_std=None,
+        noise_std: float | None = None,
+        train_eval_size: int | None = None,
+        eval_batch_size: int = 8192,
+    ):
+        super().__init__(
+            data,
+            hidden,
+            activation,
+            0.0,
+            optim,
+            n_steps,
+            seed,
+            1,
+            y_std,
+            False,
+            noise_std,
+            train_eval_size,
+            eval_batch_size,
+        )

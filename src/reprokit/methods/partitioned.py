@@ -41,8 +41,9 @@ def param_update(pmodel, opt, k: int, loss_fn: Callable[[], torch.Tensor], param
     return loss.detach()
 
 
-def hyper_update(pmodel, hyper_opt, k: int, loss_fn: Callable[[], torch.Tensor],
-                 hyper_params: list[torch.Tensor]) -> torch.Tensor:
+def hyper_update(
+    pmodel, hyper_opt, k: int, loss_fn: Callable[[], torch.Tensor], hyper_params: list[torch.Tensor]
+) -> torch.Tensor:
     """Partitioned hyperparameter update (App. I.1): k >= 2 is the chunk the batch came from; the loss is
     that of subnetwork k-1 and only psi is differentiated (no weight gradients are computed)."""
     with pmodel.subnetwork(k - 1):
@@ -67,8 +68,17 @@ class PartitionedTraining:
     """`net` maps inputs to outputs and contains `pmodel` (the partitioned model) and the
     hyperparameter modules whose parameters are `hyper_params`."""
 
-    def __init__(self, net: nn.Module, pmodel, hyper_params: list[nn.Parameter], data: TaskData,
-                 chunk_ids: torch.Tensor, cfg: PartitionedConfig, n_steps: int, seed: int):
+    def __init__(
+        self,
+        net: nn.Module,
+        pmodel,
+        hyper_params: list[nn.Parameter],
+        data: TaskData,
+        chunk_ids: torch.Tensor,
+        cfg: PartitionedConfig,
+        n_steps: int,
+        seed: int,
+    ):
         self.net, self.pmodel, self.data, self.cfg = net, pmodel, data, cfg
         self.chunk_ids = torch.as_tensor(chunk_ids, dtype=torch.long)
         n_chunks = len(cfg.chunk_proportions)
@@ -76,8 +86,12 @@ class PartitionedTraining:
         if min(self.chunk_sizes) == 0:
             raise ValueError(f"empty data chunk: chunk sizes {self.chunk_sizes}")
         self.proportions = [s / sum(self.chunk_sizes) for s in self.chunk_sizes]
-        opt_kw = dict(lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay, chunk_sizes=self.chunk_sizes,
-                      wd_scaling=cfg.wd_scaling)
+        opt_kw = dict(
+            lr=cfg.optim.lr,
+            weight_decay=cfg.optim.weight_decay,
+            chunk_sizes=self.chunk_sizes,
+            wd_scaling=cfg.wd_scaling,
+        )
         if cfg.optim.optimizer == "adam":
             self.opt = PartitionedAdam(pmodel, **opt_kw)
         elif cfg.optim.optimizer == "sgd":
@@ -89,14 +103,16 @@ class PartitionedTraining:
         hyper_ids = {id(p) for p in self.hyper_params}
         self.weight_params = [p for p in optimised_params(self.opt) if id(p) not in hyper_ids]
         self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=cfg.hyper_lr) if self.hyper_params else None
-        self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), self.proportions, seeds.generator(seed, "minibatches"),
-                                          device=data.device)
+        self.schedule = PartitionSchedule(
+            self.chunk_ids.to(torch.uint8), self.proportions, seeds.generator(seed, "minibatches"), device=data.device
+        )
         self.best: dict | None = None
 
     def _batch_loss(self, idx: torch.Tensor) -> Callable[[], torch.Tensor]:
         def loss_fn():
             out = self.net(self.data.x_train[idx])
             return -log_likelihood(out, self.data.y_train[idx], self.data.task).mean()
+
         return loss_fn
 
     def train_step(self, step: int) -> dict[str, float]:

@@ -39,9 +39,18 @@ UPDATES = ("all", "sample")
 class PartitionedEnsembleTraining:
     """`nets[k-1]` maps inputs to outputs for network k; `hyper_params` may be shared by all of them."""
 
-    def __init__(self, nets: list[nn.Module], hyper_params: list[nn.Parameter], data: TaskData,
-                 chunk_ids: torch.Tensor, optim: OptimConfig, n_steps: int, seed: int, hyper_lr: float = 1e-3,
-                 update: str = "all"):
+    def __init__(
+        self,
+        nets: list[nn.Module],
+        hyper_params: list[nn.Parameter],
+        data: TaskData,
+        chunk_ids: torch.Tensor,
+        optim: OptimConfig,
+        n_steps: int,
+        seed: int,
+        hyper_lr: float = 1e-3,
+        update: str = "all",
+    ):
         if update not in UPDATES:
             raise ValueError(f"partitioned_ens update must be one of {UPDATES}, got {update!r}")
         self.nets, self.data, self.cfg, self.update = list(nets), data, optim, update
@@ -62,8 +71,9 @@ class PartitionedEnsembleTraining:
             self.opts.append(opt)
             self.scheds.append(make_scheduler(opt, optim, n_steps))
         self.hyper_opt = torch.optim.Adam(self.hyper_params, lr=hyper_lr) if self.hyper_params else None
-        self.schedule = PartitionSchedule(self.chunk_ids.to(torch.uint8), None, seeds.generator(seed, "minibatches"),
-                                          device=data.device)
+        self.schedule = PartitionSchedule(
+            self.chunk_ids.to(torch.uint8), None, seeds.generator(seed, "minibatches"), device=data.device
+        )
         self.gen = seeds.generator(seed, "minibatches_all", data.device)  # minibatches of update="all"
         # D_1:k as example indices (k = 1..C)
         self.prefix = [torch.cat([self.schedule.chunk_indices(j) for j in range(1, k + 1)]) for k in range(1, c + 1)]

@@ -75,8 +75,16 @@ def evaluate_classifier(net: nn.Module, data: TaskData) -> dict[str, float]:
 
 
 class StandardTraining:
-    def __init__(self, net: nn.Module, data: TaskData, optim: OptimConfig, n_steps: int, seed: int,
-                 hyper_params: list[nn.Parameter] | None = None, hyper_lr: float = 1e-3):
+    def __init__(
+        self,
+        net: nn.Module,
+        data: TaskData,
+        optim: OptimConfig,
+        n_steps: int,
+        seed: int,
+        hyper_params: list[nn.Parameter] | None = None,
+        hyper_lr: float = 1e-3,
+    ):
         self.net, self.data, self.cfg = net, data, optim
         self.hyper_params = list(hyper_params or [])
         hyper_ids = {id(p) for p in self.hyper_params}

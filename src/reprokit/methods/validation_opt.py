@@ -49,7 +49,9 @@ def validation_split_ids(n: int, proportions: Sequence[float], seed: int) -> tor
     """Chunk id 0 (training part) or 1 (validation part) per example, exact counts, from the cell seed's
     ``validation_split`` stream."""
     if len(proportions) != 2:
-        raise ValueError(f"validation-set optimisation needs two proportions [train, validation], got {list(proportions)}")
+        raise ValueError(
+            f"validation-set optimisation needs two proportions [train, validation], got {list(proportions)}"
+        )
     return torch.as_tensor(chunk_assignment(n, proportions, seeds.stream_seed(seed, "validation_split"))).long()
 
 
@@ -61,11 +63,21 @@ class ValidationSetOptimisation(StandardTraining):
     """``net`` maps inputs to outputs and contains psi (``hyper_params``); the other trainable parameters of
     ``net`` are the weights. ``data`` is all the training data (training + validation part)."""
 
-    def __init__(self, net: nn.Module, hyper_params: list[nn.Parameter], data: TaskData, optim: OptimConfig,
-                 n_steps: int, seed: int, hyper_lr: float = 1e-3, chunk_ids: torch.Tensor | None = None,
-                 split: Sequence[float] = (0.9, 0.1), finetune_epochs: int = 20,
-                 finetune_optim: OptimConfig | None = None,
-                 evaluate_fn: Callable[[], dict[str, float]] | None = None):
+    def __init__(
+        self,
+        net: nn.Module,
+        hyper_params: list[nn.Parameter],
+        data: TaskData,
+        optim: OptimConfig,
+        n_steps: int,
+        seed: int,
+        hyper_lr: float = 1e-3,
+        chunk_ids: torch.Tensor | None = None,
+        split: Sequence[float] = (0.9, 0.1),
+        finetune_epochs: int = 20,
+        finetune_optim: OptimConfig | None = None,
+        evaluate_fn: Callable[[], dict[str, float]] | None = None,
+    ):
         if not hyper_params:
             raise ValueError("validation-set optimisation needs hyperparameters psi to optimise")
         if chunk_ids is None:
@@ -79,15 +91,17 @@ class ValidationSetOptimisation(StandardTraining):
         self.split_sizes = [int(train_idx.numel()), int(val_idx.numel())]
         self.all_data, self.val_data = data, _subset(data, val_idx)
         # the weights' optimiser, scheduler and minibatches over the training part, psi's Adam: StandardTraining's
-        super().__init__(net, _subset(data, train_idx), optim, n_steps, seed, hyper_params=hyper_params,
-                         hyper_lr=hyper_lr)
+        super().__init__(
+            net, _subset(data, train_idx), optim, n_steps, seed, hyper_params=hyper_params, hyper_lr=hyper_lr
+        )
         # what is measured before and after finetuning (e.g. the kind's seeded, augmentation-averaged
         # test metrics); default: plain train/test metrics of `net`
         self.evaluate_fn = evaluate_fn
         hyper_ids = {id(p) for p in self.hyper_params}
         self.weight_params = [p for p in net.parameters() if p.requires_grad and id(p) not in hyper_ids]
-        self.val_sampler = EpochSampler(self.val_data.n_train, optim.batch_size,
-                                        seeds.generator(seed, "validation_minibatches", data.device))
+        self.val_sampler = EpochSampler(
+            self.val_data.n_train, optim.batch_size, seeds.generator(seed, "validation_minibatches", data.device)
+        )
         self.seed, self.n_search_steps = int(seed), int(n_steps)
         self.finetune_epochs = int(finetune_epochs)
         self.finetune_cfg = finetune_optim or dataclasses.replace(optim, optimizer="sgd", lr=0.01)
@@ -146,8 +160,11 @@ class ValidationSetOptimisation(StandardTraining):
         cfg = self.finetune_cfg
         self.ft_opt = make_optimizer(self.weight_params, cfg)
         self.ft_sched = make_scheduler(self.ft_opt, cfg, self.finetune_steps)
-        self.ft_sampler = EpochSampler(self.all_data.n_train, cfg.batch_size,
-                                       seeds.generator(self.seed, "finetune_minibatches", self.all_data.device))
+        self.ft_sampler = EpochSampler(
+            self.all_data.n_train,
+            cfg.batch_size,
+            seeds.generator(self.seed, "finetune_minibatches", self.all_data.device),
+        )
         self.phase = FINETUNE
 
     # -- evaluation -----------------------------------------------------------------------------
@@ -169,11 +186,18 @@ class ValidationSetOptimisation(StandardTraining):
 
     # -- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        state = {**super().state_dict(), "val_sampler": self.val_sampler.state_dict(), "phase": self.phase,
-                 "pre_finetune": self.pre_finetune}
+        state = {
+            **super().state_dict(),
+            "val_sampler": self.val_sampler.state_dict(),
+            "phase": self.phase,
+            "pre_finetune": self.pre_finetune,
+        }
         if self.phase == FINETUNE:
-            state["finetune"] = {"opt": self.ft_opt.state_dict(), "sampler": self.ft_sampler.state_dict(),
-                                 "sched": self.ft_sched.state_dict() if self.ft_sched is not None else None}
+            state["finetune"] = {
+                "opt": self.ft_opt.state_dict(),
+                "sampler": self.ft_sampler.state_dict(),
+                "sched": self.ft_sched.state_dict() if self.ft_sched is not None else None,
+            }
         return state
 
     def load_state_dict(self, state: dict) -> None:

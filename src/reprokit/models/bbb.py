@@ -133,7 +133,11 @@ class BBBMLP(nn.Module):
         return (0.5 * z.square() + log_std + 0.5 * math.log(2 * math.pi)).sum(-1)
 
     def elbo_loss(
-        self, x: torch.Tensor, y: torch.Tensor, n_data: int, kl_factor: float = 1.0,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        n_data: int,
+        kl_factor: float = 1.0,
         generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, dict]:
         """Negative (down-weighted) ELBO per data point: mean NLL + kl_factor * KL / n_data."""

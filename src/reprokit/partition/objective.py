@@ -56,8 +56,8 @@ def lml_estimate(
             total = torch.zeros((), dtype=torch.float64, device="cpu")  # summed on the host
             with pmodel.subnetwork(k - 1):
                 for i in range(0, len(x_all), batch_size):
-                    x = x_all[i:i + batch_size].to(device)
-                    y = y_all[i:i + batch_size].to(device)
+                    x = x_all[i : i + batch_size].to(device)
+                    y = y_all[i : i + batch_size].to(device)
                     total += log_lik_fn(predict(pmodel, x), y).sum().double().cpu()
             terms.append(float(total))
     finally:

@@ -59,7 +59,9 @@ def weight_decay_factors(chunk_sizes: Sequence[float] | None, num_partitions: in
         raise ValueError(f"wd_scaling={wd_scaling!r} needs chunk_sizes")
     sizes = [float(s) for s in chunk_sizes]
     if len(sizes) != num_partitions or any(s < 0 for s in sizes) or sizes[0] <= 0:
-        raise ValueError(f"chunk_sizes must be {num_partitions} non-negative numbers with a positive first one: {chunk_sizes!r}")
+        raise ValueError(
+            f"chunk_sizes must be {num_partitions} non-negative numbers with a positive first one: {chunk_sizes!r}"
+        )
     total = sum(sizes)
     cum, out = 0.0, []
     for s in sizes:
@@ -177,7 +179,7 @@ class _PartitionedOptimizer(torch.optim.Optimizer):
             for k in range(1, self.num_partitions + 1):
                 n = counts[k]
                 if n:
-                    idx = lay.perm[off:off + n]
+                    idx = lay.perm[off : off + n]
                     first, last = int(idx[0]), int(idx[-1])
                     lay.slots[k] = (off, off + n, (first, last + 1) if last - first + 1 == n else idx)
                 off += n
@@ -231,12 +233,12 @@ class _PartitionedOptimizer(torch.optim.Optimizer):
 
     @staticmethod
     def _gather(flat: torch.Tensor, idx) -> torch.Tensor:
-        return flat[idx[0]:idx[1]] if isinstance(idx, tuple) else flat.index_select(0, idx)
+        return flat[idx[0] : idx[1]] if isinstance(idx, tuple) else flat.index_select(0, idx)
 
     @staticmethod
     def _apply(pflat: torch.Tensor, idx, update: torch.Tensor, alpha: float) -> None:
         if isinstance(idx, tuple):
-            pflat[idx[0]:idx[1]].add_(update, alpha=alpha)
+            pflat[idx[0] : idx[1]].add_(update, alpha=alpha)
         else:
             pflat.index_add_(0, idx, update, alpha=alpha)
 

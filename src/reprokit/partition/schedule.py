@@ -39,8 +39,14 @@ class PartitionSchedule:
             second generator on that device, seeded from the first, so CPU runs are unchanged.
     """
 
-    def __init__(self, chunk_ids, proportions: Sequence[float] | None = None,
-                 generator: torch.Generator | int | None = None, num_chunks: int | None = None, device=None):
+    def __init__(
+        self,
+        chunk_ids,
+        proportions: Sequence[float] | None = None,
+        generator: torch.Generator | int | None = None,
+        num_chunks: int | None = None,
+        device=None,
+    ):
         if isinstance(chunk_ids, torch.Tensor):
             ids = chunk_ids.detach().cpu().to(torch.int64).reshape(-1)
         else:
@@ -90,13 +96,15 @@ class PartitionSchedule:
     def hyper_step(self, batch_size: int) -> tuple[int, torch.Tensor]:
         """k ~ Cat(u_2..u_C) renormalised (k >= 2) and indices drawn from D_k only; evaluate subnetwork k-1."""
         if self._u_hyper is None or float(self._u_hyper.sum()) <= 0:
-            raise ValueError("a hyperparameter step needs at least two chunks with positive probability beyond the first")
+            raise ValueError(
+                "a hyperparameter step needs at least two chunks with positive probability beyond the first"
+            )
         k = int(torch.multinomial(self._u_hyper, 1, generator=self.generator)) + 2
         return k, self._draw(self.cum[k - 1], self.cum[k], batch_size)
 
     def chunk_indices(self, k: int) -> torch.Tensor:
         """Indices of D_k (k = 1..C)."""
-        return self.order[self.cum[k - 1]:self.cum[k]]
+        return self.order[self.cum[k - 1] : self.cum[k]]
 
     def state_dict(self) -> dict:
         out = {"generator": self.generator.get_state()}

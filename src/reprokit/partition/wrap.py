@@ -356,8 +356,15 @@ def partition(
                 mask_shape = torch.Size((p.shape[0],) + (1,) * (p.ndim - 1))
             else:
                 a = random_weight_assignment(p.shape, props.tolist(), gen)
-            par = ElementwisePartition(a.to(p.device), state, default, p if default == "init" else None,
-                                       dtype=p.dtype, mask_shape=mask_shape, cache_masks=cache_masks)
+            par = ElementwisePartition(
+                a.to(p.device),
+                state,
+                default,
+                p if default == "init" else None,
+                dtype=p.dtype,
+                mask_shape=mask_shape,
+                cache_masks=cache_masks,
+            )
             parametrize.register_parametrization(module, pname, par)
         else:
             par = AffinePartition(kind, state, default, p)

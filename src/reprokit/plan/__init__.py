@@ -67,8 +67,7 @@ def _message(err: ValidationError, cls, where: str) -> str:
     if extra:
         keys = sorted(".".join(map(str, e["loc"])) for e in extra)
         valid = ", ".join(cls.model_fields) if all(len(e["loc"]) == 1 for e in extra) else ""
-        return (f"{where}: unknown key(s) {', '.join(keys)} for {cls.__name__}"
-                + (f" (valid: {valid})" if valid else ""))
+        return f"{where}: unknown key(s) {', '.join(keys)} for {cls.__name__}" + (f" (valid: {valid})" if valid else "")
     e = errors[0]
     loc = ".".join(str(p) for p in e["loc"] if isinstance(p, int) or "[" not in str(p))  # drop union member tags
     at = f"{where}.{loc}" if loc else where
@@ -170,8 +169,11 @@ def settings_schema(model: type[Settings], per_axes=()) -> dict:
     defs = schema.pop("$defs", {})
     props = dict(schema.get("properties", {}))
     for axis in per_axes:
-        block = {"type": "object", "description": f"settings for one {axis} (keys: its values), over the above",
-                 "additionalProperties": {"$ref": "#/$defs/settings"}}
+        block = {
+            "type": "object",
+            "description": f"settings for one {axis} (keys: its values), over the above",
+            "additionalProperties": {"$ref": "#/$defs/settings"},
+        }
         values = _allowed(props.get(axis, {}))
         if values:
             block["propertyNames"] = {"enum": [str(v) for v in values]}
@@ -206,6 +208,8 @@ def _partial(schema):
 def kind_schema(name: str) -> dict:
     """The generated schema of experiment kind `name` (see :meth:`KindPlan.schema`), built once."""
     return kind(name).schema()
+
+
 KINDS: dict[str, KindPlan] = {}
 
 
@@ -240,7 +244,7 @@ def validate_cells(grids) -> int:
             except ConfigError as err:
                 text = str(err)
                 prefix = f"{cell.experiment} ({plan.name}): "
-                text = text[len(prefix):] if text.startswith(prefix) else text
+                text = text[len(prefix) :] if text.startswith(prefix) else text
                 raise ConfigError(f"experiment '{grid.name}', cell {cell.rel_dir}: {text}") from None
             n += 1
     return n

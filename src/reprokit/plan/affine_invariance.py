@@ -17,8 +17,18 @@ from ..errors import ConfigError
 from . import KindPlan, Settings, register
 from .costs import EVAL_FORWARD_SHARE, IMAGE_TEST_SIZE, CellWork, Part
 
-Method = Literal["baseline", "augerino", "diff_laplace", "last_layer_ml", "partitioned", "partitioned_ens",
-                 "validation_opt", "random", "retrain", "fixed"]
+Method = Literal[
+    "baseline",
+    "augerino",
+    "diff_laplace",
+    "last_layer_ml",
+    "partitioned",
+    "partitioned_ens",
+    "validation_opt",
+    "random",
+    "retrain",
+    "fixed",
+]
 METHODS = get_args(Method)
 CHUNKED = ("partitioned", "partitioned_ens", "validation_opt")  # the `chunks` variant (validation_opt: [train, val])
 PSI_FEATURE_METHODS = ("partitioned", "validation_opt")  # the methods that learn a feature extractor
@@ -29,16 +39,20 @@ Proportion = Annotated[float, Field(gt=0)]
 class AugerinoBlock(Settings):
     """Augerino (Benton et al. 2020; methods/augerino.py): psi in the same backward as the weights."""
 
-    augmentation: Literal["same", "schwobel", "immer", "augerino"] = Field("same",
+    augmentation: Literal["same", "schwobel", "immer", "augerino"] = Field(
+        "same",
         description="Augerino's parametrisation: same (as `augmentation`, App. I.4), or schwobel, immer, augerino "
-        "(Benton et al.)")
+        "(Benton et al.)",
+    )
     init_raw: float = Field(0.0, description="initial raw width (Benton's parametrisation: softplus(raw))")
     hyper_lr: float = Field(0.05, gt=0, description="Adam learning rate of psi")
     reg: float = Field(0.01, ge=0, description="strength of the width regulariser")
-    reg_kind: Literal["safe", "standard"] = Field("safe",
-        description="the regulariser: safe (bounded below, App. E) or standard (-||psi||, unbounded)")
-    reg_threshold: float = Field(10.0, gt=0, description="safe: the width norm past which the regulariser stops "
-                                 "rewarding wider ranges (App. E)")
+    reg_kind: Literal["safe", "standard"] = Field(
+        "safe", description="the regulariser: safe (bounded below, App. E) or standard (-||psi||, unbounded)"
+    )
+    reg_threshold: float = Field(
+        10.0, gt=0, description="safe: the width norm past which the regulariser stops rewarding wider ranges (App. E)"
+    )
 
 
 class DiffLaplaceBlock(Settings):
@@ -46,8 +60,7 @@ class DiffLaplaceBlock(Settings):
 
     burnin: int = Field(0, ge=0, description="training steps before the first hyperparameter step")
     marglik_every: int = Field(1, ge=1, description="hyperparameter steps after every this many training steps")
-    marglik_steps: int = Field(1, ge=0,
-        description="Adam steps on (psi, log prior precision) each time (0 = none)")
+    marglik_steps: int = Field(1, ge=0, description="Adam steps on (psi, log prior precision) each time (0 = none)")
     marglik_batches: int = Field(1, ge=1, description="minibatches the marginal likelihood is computed on")
     marglik_batch_size: int | None = Field(None, ge=1, description="size of those minibatches (null = batch_size)")
     n_aug_marglik: int = Field(31, ge=1, description="augmentation samples in the marginal likelihood (LILA 31)")
@@ -62,33 +75,41 @@ class LastLayerMLBlock(Settings):
 
     n_inducing: int = Field(1200, ge=1, description="inducing points (at most n_train)")
     orbit_size: int = Field(120, ge=1, description="augmentation samples per image in training")
-    eval_orbit_size: int | None = Field(None, ge=1,
-        description="augmentation samples per image in evaluations (null = orbit_size)")
+    eval_orbit_size: int | None = Field(
+        None, ge=1, description="augmentation samples per image in evaluations (null = orbit_size)"
+    )
     lik_samples: int = Field(8, ge=1, description="latent draws of the ELBO's expected log-likelihood")
     eval_lik_samples: int = Field(32, ge=1, description="latent draws of the predictive")
-    gp_lr: float = Field(0.01, gt=0,
-        description="Adam learning rate of variational parameters, inducing points and kernel")
+    gp_lr: float = Field(
+        0.01, gt=0, description="Adam learning rate of variational parameters, inducing points and kernel"
+    )
     aug_lr: float = Field(0.001, gt=0, description="Adam learning rate of psi")
     eval_batch_size: int = Field(200, ge=1)
-    curve_test_size: int | None = Field(None, ge=1,
-        description="test images of the curve rows (null = all); the final metrics use all")
-    pretrain_steps: int = Field(1000, ge=0,
-        description="stage 1 steps, the CNN with its softmax layer by cross-entropy (0 = none)")
-    gp_warmup_steps: int = Field(500, ge=0,
-        description="stage 2 steps, the GP alone on the pretrained features; the rest is joint")
+    curve_test_size: int | None = Field(
+        None, ge=1, description="test images of the curve rows (null = all); the final metrics use all"
+    )
+    pretrain_steps: int = Field(
+        1000, ge=0, description="stage 1 steps, the CNN with its softmax layer by cross-entropy (0 = none)"
+    )
+    gp_warmup_steps: int = Field(
+        500, ge=0, description="stage 2 steps, the GP alone on the pretrained features; the rest is joint"
+    )
     jitter: float | None = Field(None, gt=0, description="K_uu jitter (null = gpytorch's default for the dtype)")
-    lengthscale_init: float | None = Field(None, gt=0,
-        description="initial RBF lengthscale (null = the median distance of the inducing features)")
+    lengthscale_init: float | None = Field(
+        None, gt=0, description="initial RBF lengthscale (null = the median distance of the inducing features)"
+    )
 
 
 class ValidationOptBlock(Settings):
     """Validation-set optimisation (methods/validation_opt.py): its finetune phase after the search."""
 
     finetune_epochs: int = Field(20, ge=0, description="epochs on all data with psi fixed (0 = no finetuning)")
-    finetune_lr: float = Field(0.01, gt=0,
-        description="SGD learning rate of the finetune phase (the search's other optimiser settings)")
-    finetune_lr_schedule: Literal["constant", "cosine"] | None = Field(None,
-        description="schedule of the finetune phase (null = the search's lr_schedule)")
+    finetune_lr: float = Field(
+        0.01, gt=0, description="SGD learning rate of the finetune phase (the search's other optimiser settings)"
+    )
+    finetune_lr_schedule: Literal["constant", "cosine"] | None = Field(
+        None, description="schedule of the finetune phase (null = the search's lr_schedule)"
+    )
 
 
 METHOD_BLOCKS = ("augerino", "diff_laplace", "last_layer_ml", "validation_opt")  # a block each, named as the method
@@ -111,8 +132,9 @@ class AffineSettings(Settings):
     rotated: bool = False
     param_proportions: list[Proportion] | None = Field(None, min_length=2)
     sample: int = Field(0, description="index of a random-search draw (method `random`)")
-    n_test: int | None = Field(None, ge=1,
-        description="test examples evaluated (a fixed random subset, data_seed); null = the whole test set")
+    n_test: int | None = Field(
+        None, ge=1, description="test examples evaluated (a fixed random subset, data_seed); null = the whole test set"
+    )
     n_eval_train: int = Field(0, ge=0, description="training examples also evaluated (fixed subset; 0 = none)")
     data_seed: int = Field(0, ge=0)
     rotation_seed: int = Field(0, ge=0, description="seed of the rotated variant (one fixed rotation per image)")
@@ -124,57 +146,83 @@ class AffineSettings(Settings):
     weight_decay: float = Field(0.0, ge=0)
     wd_scaling: Literal["reciprocal", "sqrt", "none"] = "reciprocal"
     lr_schedule: Literal["constant", "cosine"] = "constant"
-    lr_cosine_final_factor: float = Field(0.01, gt=0, le=1,
-        description="cosine: the final learning rate as a fraction of lr (100x decay, App. I.4)")
-    lr_cosine_steps: int | None = Field(None, ge=1,
-        description="cosine decay over the first this many steps, then the final learning rate held (null = all "
-        "steps)")
+    lr_cosine_final_factor: float = Field(
+        0.01, gt=0, le=1, description="cosine: the final learning rate as a fraction of lr (100x decay, App. I.4)"
+    )
+    lr_cosine_steps: int | None = Field(
+        None,
+        ge=1,
+        description="cosine decay over the first this many steps, then the final learning rate held (null = all steps)",
+    )
     rotated_steps_factor: float = Field(1.0, gt=0, description="n_steps is multiplied by this for rotated data")
-    rotated_n_steps: int | None = Field(None, ge=1,
-        description="iterations for rotated data (overrides n_steps and rotated_steps_factor)")
+    rotated_n_steps: int | None = Field(
+        None, ge=1, description="iterations for rotated data (overrides n_steps and rotated_steps_factor)"
+    )
     eval_batch_size: int = Field(1000, ge=1)
-    psi: Literal["augmentation", "feature_extractor"] = Field("augmentation",
+    psi: Literal["augmentation", "feature_extractor"] = Field(
+        "augmentation",
         description="hyperparameters of partitioned / validation_opt: the augmentation's parameters, or the stem and "
-        "first two stages of a Wide-ResNet (Table 3)")
-    augmentation: Literal["schwobel", "immer", "augerino"] = Field("schwobel",
+        "first two stages of a Wide-ResNet (Table 3)",
+    )
+    augmentation: Literal["schwobel", "immer", "augerino"] = Field(
+        "schwobel",
         description="parametrisation of psi for partitioned / partitioned_ens / diff_laplace / last_layer_ml / random"
-        " / retrain / fixed")
+        " / retrain / fixed",
+    )
     aug_init: float = Field(0.0, ge=0, description="initial half-width of every transformation (schwobel / immer)")
     aug_samples: int = Field(20, ge=1, description="augmentation samples averaged over in training")
     eval_aug_samples: int | None = Field(None, ge=1)
-    hyper_lr: float | None = Field(None, gt=0,
-        description="Adam learning rate of psi (partitioned, partitioned_ens, validation_opt)")
-    augerino: AugerinoBlock = Field(default_factory=AugerinoBlock,
-        description="method augerino's settings (the other methods' cells drop this block)")
-    diff_laplace: DiffLaplaceBlock = Field(default_factory=DiffLaplaceBlock,
-        description="method diff_laplace's settings (the other methods' cells drop this block)")
-    last_layer_ml: LastLayerMLBlock = Field(default_factory=LastLayerMLBlock,
-        description="method last_layer_ml's settings (the other methods' cells drop this block)")
-    validation_opt: ValidationOptBlock = Field(default_factory=ValidationOptBlock,
-        description="method validation_opt's settings (the other methods' cells drop this block)")
+    hyper_lr: float | None = Field(
+        None, gt=0, description="Adam learning rate of psi (partitioned, partitioned_ens, validation_opt)"
+    )
+    augerino: AugerinoBlock = Field(
+        default_factory=AugerinoBlock,
+        description="method augerino's settings (the other methods' cells drop this block)",
+    )
+    diff_laplace: DiffLaplaceBlock = Field(
+        default_factory=DiffLaplaceBlock,
+        description="method diff_laplace's settings (the other methods' cells drop this block)",
+    )
+    last_layer_ml: LastLayerMLBlock = Field(
+        default_factory=LastLayerMLBlock,
+        description="method last_layer_ml's settings (the other methods' cells drop this block)",
+    )
+    validation_opt: ValidationOptBlock = Field(
+        default_factory=ValidationOptBlock,
+        description="method validation_opt's settings (the other methods' cells drop this block)",
+    )
     partition_scheme: Literal["random", "node"] = "random"
     partition_default: Literal["init", "zero"] = "init"
-    ens_update: Literal["all", "sample"] = Field("all",
-        description="Partitioned (Ens.): all networks step every iteration (all) or one sampled network (sample)")
-    lml_eval_n: int = Field(0, ge=0,
-        description="examples per chunk for the LML estimate in evaluations (0 = not computed)")
-    random_ranges: dict | None = Field(None,
-        description="upper limits of the random-search ranges, by transformation name; 'default' for the rest")
+    ens_update: Literal["all", "sample"] = Field(
+        "all", description="Partitioned (Ens.): all networks step every iteration (all) or one sampled network (sample)"
+    )
+    lml_eval_n: int = Field(
+        0, ge=0, description="examples per chunk for the LML estimate in evaluations (0 = not computed)"
+    )
+    random_ranges: dict | None = Field(
+        None, description="upper limits of the random-search ranges, by transformation name; 'default' for the rest"
+    )
     random_seed: int = Field(0, ge=0)
     fixed_ranges: dict | None = None
-    source_experiment: str | None = Field(None,
+    source_experiment: str | None = Field(
+        None,
         description="method retrain: the experiment whose cell (same coordinates, method source_method) found the "
-        "ranges")
+        "ranges",
+    )
     source_method: str = "partitioned"
 
     @model_validator(mode="after")
     def _psi_and_chunks(self):
         if self.psi == "feature_extractor" and self.method not in PSI_FEATURE_METHODS:
-            raise ValueError("affine_invariance: psi 'feature_extractor' is learned by "
-                             f"{', '.join(PSI_FEATURE_METHODS)} only, not '{self.method}'")
+            raise ValueError(
+                "affine_invariance: psi 'feature_extractor' is learned by "
+                f"{', '.join(PSI_FEATURE_METHODS)} only, not '{self.method}'"
+            )
         if self.method == "validation_opt" and len(self.chunk_proportions) != 2:
-            raise ValueError("affine_invariance: validation_opt needs two chunk_proportions [train, validation], "
-                             f"got {list(self.chunk_proportions)}")
+            raise ValueError(
+                "affine_invariance: validation_opt needs two chunk_proportions [train, validation], "
+                f"got {list(self.chunk_proportions)}"
+            )
         return self
 
     @property
@@ -232,8 +280,10 @@ class AffineInvariancePlan(KindPlan):
         if st.rotated:
             out["rotated"] = (ds, variants.variant_filename("rotated", seed=int(st.rotation_seed)))
         if st.method in CHUNKED:
-            out["chunks"] = (ds, variants.variant_filename("chunks", n=int(st.n_train), proportions=st.chunks,
-                                                           seed=int(st.seed)))
+            out["chunks"] = (
+                ds,
+                variants.variant_filename("chunks", n=int(st.n_train), proportions=st.chunks, seed=int(st.seed)),
+            )
         else:
             out["subset"] = (ds, variants.variant_filename("subset", n=int(st.n_train), seed=int(st.seed)))
         return out
@@ -246,7 +296,6 @@ class AffineInvariancePlan(KindPlan):
         if not st.source_experiment:
             raise ConfigError(f"{cell.rel_dir}: method 'retrain' needs the setting 'source_experiment'")
         return {"found": (st.source_experiment, {**cell.coord_dict, "method": st.source_method})}
-
 
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)
@@ -277,8 +326,11 @@ class AffineInvariancePlan(KindPlan):
         n_evals = (n // every if every > 0 else 0) + 1
         n_test = st.n_test or IMAGE_TEST_SIZE.get(str(st.dataset), 10000)
         n_eval_train = int(st.n_eval_train or 0)
-        parts.append(Part(model, "standard", B * S,
-                          n_evals * EVAL_FORWARD_SHARE * (int(n_test) + n_eval_train) * S_eval / (B * S)))
+        parts.append(
+            Part(
+                model, "standard", B * S, n_evals * EVAL_FORWARD_SHARE * (int(n_test) + n_eval_train) * S_eval / (B * S)
+            )
+        )
         return CellWork(n, parts)
 
 

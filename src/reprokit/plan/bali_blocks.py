@@ -51,18 +51,29 @@ class BaliOptions(Settings):
     (tests/test_builder_arguments.py)."""
 
     scale_input_layer: bool = Field(
-        False, description="also divide the first layer's features (x, 1) by sqrt(D_0 + 1): Eq. 12 scales the hidden "
-        "features, Sec. 2.3 writes x_{n,1} = (x_n, 1) unscaled")
-    u0: float | None = Field(None, gt=0, description="inverse-Wishart prior degrees of freedom u_0, which the paper "
-                             "never states; None: D_y of the layer, the smallest for which the prior is proper")
+        False,
+        description="also divide the first layer's features (x, 1) by sqrt(D_0 + 1): Eq. 12 scales the hidden "
+        "features, Sec. 2.3 writes x_{n,1} = (x_n, 1) unscaled",
+    )
+    u0: float | None = Field(
+        None,
+        gt=0,
+        description="inverse-Wishart prior degrees of freedom u_0, which the paper "
+        "never states; None: D_y of the layer, the smallest for which the prior is proper",
+    )
     sigma_u2_factor_hidden: float | None = Field(
-        None, gt=0, description="U_0 = sigma_u2_factor_hidden * N_eff I in the hidden layers only; None: the last "
-        "layer's U_0 (the paper's single value)")
+        None,
+        gt=0,
+        description="U_0 = sigma_u2_factor_hidden * N_eff I in the hidden layers only; None: the last "
+        "layer's U_0 (the paper's single value)",
+    )
     bias_correction: bool = Field(True, description="divide the EMAs by 1 - prod_s (1 - beta_s) (Sec. 3.2)")
     stats_dtype: Dtype = Field("float64", description="dtype of the EMA statistics and the posterior factors")
     gram_dtype: Dtype = Field(
-        "float64", description="dtype of each batch's Gram products X^T X, X^T Y, Y^T Y before they enter the "
-        "EMAs (float32: a CPU step of the MNIST network ~1.4x faster; benchmarks/bench_bali_step.py)")
+        "float64",
+        description="dtype of each batch's Gram products X^T X, X^T Y, Y^T Y before they enter the "
+        "EMAs (float32: a CPU step of the MNIST network ~1.4x faster; benchmarks/bench_bali_step.py)",
+    )
 
     def library_options(self) -> dict:
         """These settings as `BaliConfig` keywords."""
@@ -95,13 +106,25 @@ class BaliPriors(BaliOptions):
     # classification sets): Sigma under "n" is N_eff / N times the "n_eff" one there.
     wishart_n: Literal["n", "n_eff"] = Field(
         description="the N in the inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d): n = N_train (Alg. 1), "
-        "n_eff = N_eff (the count of the EMA statistics of Eq. 17)")
+        "n_eff = N_eff (the count of the EMA statistics of Eq. 17)"
+    )
 
     def config_kwargs(self, n_train: int, n_steps: int, batch_size: int) -> dict:
         """Every `BaliConfig` keyword of a cell with `n_train` training points (N_eff = n_train / n_eff_divisor).
         The kind's block defines `reparam`."""
-        return dict(alpha=float(self.alpha), beta=float(self.beta), beta_milestones=tuple(self.beta_milestones),
-                    beta_decay=float(self.beta_decay), n_iterations=n_steps, n_eff=n_train / float(self.n_eff_divisor),
-                    sigma_init=float(self.sigma_init), sigma_r2=float(self.sigma_r2),
-                    sigma_u2_factor=float(self.sigma_u2_factor), n_data=float(n_train), wishart_n=self.wishart_n,
-                    batch_size=batch_size, reparam=self.reparam, **self.library_options())
+        return dict(
+            alpha=float(self.alpha),
+            beta=float(self.beta),
+            beta_milestones=tuple(self.beta_milestones),
+            beta_decay=float(self.beta_decay),
+            n_iterations=n_steps,
+            n_eff=n_train / float(self.n_eff_divisor),
+            sigma_init=float(self.sigma_init),
+            sigma_r2=float(self.sigma_r2),
+            sigma_u2_factor=float(self.sigma_u2_factor),
+            n_data=float(n_train),
+            wishart_n=self.wishart_n,
+            batch_size=batch_size,
+            reparam=self.reparam,
+            **self.library_options(),
+        )

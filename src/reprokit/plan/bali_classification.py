@@ -20,14 +20,15 @@ METHOD_KEYS = {"bali": ("bali",), "dropout": ("optim", "dropout_p"), "map": ("op
 
 class ClassificationBaliBlock(BaliPriors):
     """Method `bali` (Table 5)."""
+
     reparam: Literal["weight", "local"]
 
 
 class OptimBlock(Settings):
     """Adam of methods `dropout` and `map` (Table 6)."""
+
     lr: float = Field(gt=0)
     weight_decay: float = Field(ge=0)
-
 
 
 class ClassificationSettings(BaliKindSettings):
@@ -40,22 +41,35 @@ class ClassificationSettings(BaliKindSettings):
     batch_size: int = Field(ge=1)
     n_steps: int = Field(ge=1)
     standardize: bool = Field(False, description="z-score the (tabular) features with training-set statistics")
-    eval_every: int | None = Field(None, ge=1, description="curve evaluation period in iterations; overrides "
-                                   "eval_every_epochs")
-    eval_every_epochs: float | None = Field(None, gt=0, description="curve evaluation period in epochs "
-                                            "(round(epochs * N_train / batch_size) iterations)")
-    eval_doubling_until: int = Field(0, ge=0, description="also a curve evaluation at steps 1, 2, 4, 8, ... "
-                                     "below this step (the curve's start); 0 none")
-    train_eval_size: int | None = Field(None, ge=1, description="random training points on which the curve's "
-                                        "training NLL is evaluated (None: the whole training set)")
-    test_eval_size: int | None = Field(None, ge=1, description="fixed random test subset for curve evaluations "
-                                       "(final metrics use the whole test set)")
-    train_subset: int | None = Field(None, ge=1, description="train on a random subset of this size (tiny test "
-                                     "scale only)")
-    test_subset: int | None = Field(None, ge=1, description="evaluate on a random test subset of this size (tiny "
-                                    "test scale only; also the OOD set)")
-    ood_dataset: Image | None = Field(None, description="dataset whose test split is the OOD set of Fig. 3 (image "
-                                      "experiments)")
+    eval_every: int | None = Field(
+        None, ge=1, description="curve evaluation period in iterations; overrides eval_every_epochs"
+    )
+    eval_every_epochs: float | None = Field(
+        None, gt=0, description="curve evaluation period in epochs (round(epochs * N_train / batch_size) iterations)"
+    )
+    eval_doubling_until: int = Field(
+        0,
+        ge=0,
+        description="also a curve evaluation at steps 1, 2, 4, 8, ... below this step (the curve's start); 0 none",
+    )
+    train_eval_size: int | None = Field(
+        None,
+        ge=1,
+        description="random training points on which the curve's "
+        "training NLL is evaluated (None: the whole training set)",
+    )
+    test_eval_size: int | None = Field(
+        None, ge=1, description="fixed random test subset for curve evaluations (final metrics use the whole test set)"
+    )
+    train_subset: int | None = Field(
+        None, ge=1, description="train on a random subset of this size (tiny test scale only)"
+    )
+    test_subset: int | None = Field(
+        None, ge=1, description="evaluate on a random test subset of this size (tiny test scale only; also the OOD set)"
+    )
+    ood_dataset: Image | None = Field(
+        None, description="dataset whose test split is the OOD set of Fig. 3 (image experiments)"
+    )
     # per method (METHOD_KEYS)
     dropout_p: float | None = Field(None, ge=0, lt=1)
     optim: OptimBlock | None = None

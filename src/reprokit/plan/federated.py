@@ -37,21 +37,31 @@ class FederatedSettings(Settings):
     rotated: bool = False
     # data: the split is fixed across methods and seeds (data_seed); App. J.2
     n_clients: int = Field(100, ge=1)
-    alpha: float = Field(0.1, gt=0, description="Dirichlet concentration of the label skew (App. J.2; MNIST 0.1, "
-                         "CIFAR 1.0)")
-    rotated_alpha: float = Field(0.1, gt=0, description="Dirichlet concentration over the 10 rotation bins of "
-                                 "rotated data")
-    n_val: int = Field(10000, ge=1, description="validation examples held out of the training set before the subset "
-                       "is drawn (MNIST 10k, CIFAR 5k)")
-    n_val_eval: int | None = Field(None, ge=1, description="evaluate on the first n_val_eval validation examples "
-                                   "(None: all)")
+    alpha: float = Field(
+        0.1, gt=0, description="Dirichlet concentration of the label skew (App. J.2; MNIST 0.1, CIFAR 1.0)"
+    )
+    rotated_alpha: float = Field(
+        0.1, gt=0, description="Dirichlet concentration over the 10 rotation bins of rotated data"
+    )
+    n_val: int = Field(
+        10000,
+        ge=1,
+        description="validation examples held out of the training set before the subset is drawn (MNIST 10k, CIFAR 5k)",
+    )
+    n_val_eval: int | None = Field(
+        None, ge=1, description="evaluate on the first n_val_eval validation examples (None: all)"
+    )
     data_seed: int = Field(0, ge=0, description="federated split and rotation angles")
     eval_seed: int = Field(0, ge=0)
     # model
     model: str = "mnist_cnn"
     model_kwargs: dict = Field(default_factory=dict)
-    dropout: float = Field(0.1, gt=0, lt=1, description="dropout rate (partitioned: initial value of the learned "
-                           "concrete dropout; others: fixed)")
+    dropout: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="dropout rate (partitioned: initial value of the learned concrete dropout; others: fixed)",
+    )
     # Benton et al.'s own parametrisation (`augerino`, with its `init_raw`) is built by the affine kind only
     augmentation: Literal["schwobel", "immer"] = "schwobel"
     aug_init: float = 0.0
@@ -66,21 +76,31 @@ class FederatedSettings(Settings):
     server_eps: float = Field(1e-8, gt=0)
     hyper_lr: float = Field(3e-3, gt=0)
     hyper_eps: float = Field(1e-8, gt=0)
-    hyper_batch_size: int | None = Field(None, ge=1, description="partitioned: examples of a client's psi gradient "
-                                         "(None: the client's whole local data, MNIST, App. J.1)")
+    hyper_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="partitioned: examples of a client's psi gradient "
+        "(None: the client's whole local data, MNIST, App. J.1)",
+    )
     # partitioned
-    chunk_proportions: list[Annotated[float, Field(gt=0)]] = Field(default_factory=lambda: [0.7, 0.2, 0.1],
-                                                                    min_length=1)
+    chunk_proportions: list[Annotated[float, Field(gt=0)]] = Field(
+        default_factory=lambda: [0.7, 0.2, 0.1], min_length=1
+    )
     param_proportions: list[Annotated[float, Field(gt=0)]] | None = Field(
-        None, description="default: chunk_proportions")
+        None, description="default: chunk_proportions"
+    )
     partition_scheme: Literal["random", "node"] = "random"
-    augerino: FederatedAugerinoBlock = Field(default_factory=FederatedAugerinoBlock,
-        description="method augerino's settings (the other methods' cells drop this block)")
+    augerino: FederatedAugerinoBlock = Field(
+        default_factory=FederatedAugerinoBlock,
+        description="method augerino's settings (the other methods' cells drop this block)",
+    )
     last_k: int = Field(10, ge=1, description="val_acc_last: mean over the last last_k evaluations")
     eval_batch_size: int = Field(1000, ge=1)
     client_batching: Literal["loop", "vmap", "auto"] = Field(
-        "auto", description="how a round's clients run (methods/federated.py): loop (one after the other), vmap "
-        "(batched by torch.func.vmap), auto (vmap on CUDA, loop on the CPU); the same results to rounding either way")
+        "auto",
+        description="how a round's clients run (methods/federated.py): loop (one after the other), vmap "
+        "(batched by torch.func.vmap), auto (vmap on CUDA, loop on the CPU); the same results to rounding either way",
+    )
 
     @property
     def split_alpha(self) -> float:
@@ -103,11 +123,19 @@ class FederatedPlan(KindPlan):
         ds, out = str(st.dataset), {}
         if st.rotated:
             out["rotated"] = (ds, variants.variant_filename("rotated", seed=int(st.data_seed)))
-        out["federated"] = (ds, variants.variant_filename(
-            "federated", n=int(st.n_train), n_clients=int(st.n_clients), alpha=st.split_alpha,
-            by="rotation" if st.rotated else "label", val=int(st.n_val), seed=int(st.data_seed)))
+        out["federated"] = (
+            ds,
+            variants.variant_filename(
+                "federated",
+                n=int(st.n_train),
+                n_clients=int(st.n_clients),
+                alpha=st.split_alpha,
+                by="rotation" if st.rotated else "label",
+                val=int(st.n_val),
+                seed=int(st.data_seed),
+            ),
+        )
         return out
-
 
     def cost_parts(self, cell) -> CellWork:
         """A round: clients_per_round clients, each one epoch of its ~n_train/n_clients examples in batches
@@ -128,8 +156,9 @@ class FederatedPlan(KindPlan):
             parts.append(Part(model, "hyper", min(hyper_n, n_local) * S, n * int(st.clients_per_round) * (1 - u[0])))
         n_val = int(st.n_val_eval or st.n_val)
         n_evals = n // int(st.eval_every) + 1
-        parts.append(Part(model, "standard", B * S,
-                          n_evals * EVAL_FORWARD_SHARE * n_val * int(st.eval_aug_samples) / (B * S)))
+        parts.append(
+            Part(model, "standard", B * S, n_evals * EVAL_FORWARD_SHARE * n_val * int(st.eval_aug_samples) / (B * S))
+        )
         return CellWork(n, parts)
 
 

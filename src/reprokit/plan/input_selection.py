@@ -17,8 +17,14 @@ from .costs import CellWork, mlp_cell
 Method = Literal["partitioned", "laplace", "partitioned_mask"]
 METHODS = get_args(Method)
 CHUNKED = ("partitioned", "partitioned_mask")
-_PARTITIONED = ("chunk_proportions", "partition_scheme", "partition_default", "wd_scaling", "hyper_lr",
-                "early_stopping")
+_PARTITIONED = (
+    "chunk_proportions",
+    "partition_scheme",
+    "partition_default",
+    "wd_scaling",
+    "hyper_lr",
+    "early_stopping",
+)
 NEEDS = {  # the optional settings each method requires
     "partitioned": ("n_inputs", *_PARTITIONED),
     "laplace": ("n_inputs", "laplace_prior_steps"),
@@ -57,8 +63,10 @@ class InputSelectionSettings(Settings):
     mask_init_keep: float | None = Field(None, gt=0, lt=1)
     mask_temperature: float | None = Field(None, gt=0)
     signal: Literal["signed", "label"] = Field(
-        "signed", description="how the label enters the informative features: signed (2y - 1, +-1; the default "
-        "here) or label (y in {0, 1}, x = y + e as the paper writes it); data/synthetic.py _input_selection")
+        "signed",
+        description="how the label enters the informative features: signed (2y - 1, +-1; the default "
+        "here) or label (y in {0, 1}, x = y + e as the paper writes it); data/synthetic.py _input_selection",
+    )
 
 
 class InputSelectionPlan(KindPlan):
@@ -69,6 +77,7 @@ class InputSelectionPlan(KindPlan):
 
     def needs(self, st) -> tuple:
         return NEEDS[st.method]
+
     build_target = "reprokit.builders.input_selection:build"
 
     def required_variants(self, cell) -> dict:
@@ -77,7 +86,6 @@ class InputSelectionPlan(KindPlan):
             return {}
         name = variants.variant_filename("chunks", n=st.n_train, proportions=st.chunk_proportions, seed=st.seed)
         return {"chunks": (st.dataset, name)}
-
 
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)

@@ -20,9 +20,13 @@ from . import kind
 def data_context(config: dict, *, mirrors: list | None = None, download: bool | None = None) -> dict:
     """The `data:` part of a job's context (what the `variant` and `dataset` rules get too)."""
     data = config["data"]
-    return {"mirrors": list(mirrors if mirrors is not None else data["mirrors"]), "cache_dir": data["cache_dir"],
-            "variants_dir": data["variants_dir"], "download": bool(data["download"] if download is None else download),
-            "checksums": dict(data.get("checksums") or {})}
+    return {
+        "mirrors": list(mirrors if mirrors is not None else data["mirrors"]),
+        "cache_dir": data["cache_dir"],
+        "variants_dir": data["variants_dir"],
+        "download": bool(data["download"] if download is None else download),
+        "checksums": dict(data.get("checksums") or {}),
+    }
 
 
 def upstream_metrics(cell, config: dict, grid=None) -> dict:
@@ -59,9 +63,23 @@ class CellJob:
         """`python -m reprokit.cell run ...` arguments after the module name."""
         import json
 
-        return ["run", "--cell", json.dumps(self.cell), "--context", json.dumps(self.context),
-                "--variants", json.dumps(self.variants), "--out", self.out, "--checkpoint", self.checkpoint,
-                "--checkpoint-every", str(self.checkpoint_every), "--threads", str(threads)]
+        return [
+            "run",
+            "--cell",
+            json.dumps(self.cell),
+            "--context",
+            json.dumps(self.context),
+            "--variants",
+            json.dumps(self.variants),
+            "--out",
+            self.out,
+            "--checkpoint",
+            self.checkpoint,
+            "--checkpoint-every",
+            str(self.checkpoint_every),
+            "--threads",
+            str(threads),
+        ]
 
 
 def cell_job(cell, config: dict, grid=None, **data_kw) -> CellJob:
@@ -80,7 +98,13 @@ def cell_job(cell, config: dict, grid=None, **data_kw) -> CellJob:
     for name, (dataset, filename) in plan.required_variants(cell).items():
         path = str(variant_path(context["variants_dir"], dataset, filename))
         variants[name], datasets[path] = path, dataset
-    return CellJob(cell=d, context=context, variants=variants, variant_datasets=datasets, upstream=upstream,
-                   out=str(Path(config["paths"]["results"]) / cell.rel_dir),
-                   checkpoint=str(Path(config["paths"]["checkpoints"]) / cell.rel_dir / "checkpoint.pt"),
-                   checkpoint_every=run.checkpoint_every)
+    return CellJob(
+        cell=d,
+        context=context,
+        variants=variants,
+        variant_datasets=datasets,
+        upstream=upstream,
+        out=str(Path(config["paths"]["results"]) / cell.rel_dir),
+        checkpoint=str(Path(config["paths"]["checkpoints"]) / cell.rel_dir / "checkpoint.pt"),
+        checkpoint_every=run.checkpoint_every,
+    )

@@ -17,6 +17,7 @@ METHODS, DATASETS = get_args(Method), get_args(Dataset)
 
 class PriorBlock(Settings):
     """BALI priors of one task (`regression` / `classification` blocks; App. H.1)."""
+
     sigma_init: float = Field(gt=0)
     sigma_r: float = Field(gt=0)
     sigma_u2_factor: float = Field(gt=0, description="sigma_u^2 = sigma_u2_factor * N_eff")
@@ -26,8 +27,9 @@ class SyntheticBaliBlock(BaliOptions):
     alpha: float = Field(gt=0)
     beta: float = Field(gt=0, le=1)
     # Fig. 1's schedule is not stated; these are BALI's Table 4 / 5 schedule, which every cell so far ran with
-    beta_milestones: list[Fraction] = Field([0.6, 0.8], description="beta / beta_decay after each fraction of the "
-                                            "iterations")
+    beta_milestones: list[Fraction] = Field(
+        [0.6, 0.8], description="beta / beta_decay after each fraction of the iterations"
+    )
     beta_decay: float = Field(5.0, gt=0)
     reparam: Literal["weight", "local", "mean"] = "weight"
 
@@ -40,6 +42,7 @@ class SyntheticBbbBlock(BbbNoise):
 
 class SyntheticDataBlock(Settings):
     """Generator keywords per dataset (n_train, noise, ...; data/registry.py); None: the generator's defaults."""
+
     sines_trend: dict | None = None
     sinc: dict | None = None
     two_moons: dict | None = None
@@ -55,9 +58,10 @@ class SyntheticSettings(BaliKindSettings):
     n_steps: int = Field(ge=1)
     eval_every: int = Field(ge=0)
     batch_size: int | None = Field(None, ge=0, description="0 / None: full batch")
-    data: SyntheticDataBlock = Field(default_factory=SyntheticDataBlock,
-                                     description="generator keywords per dataset (n_train, noise, ...; "
-                                     "see data/registry.py)")
+    data: SyntheticDataBlock = Field(
+        default_factory=SyntheticDataBlock,
+        description="generator keywords per dataset (n_train, noise, ...; see data/registry.py)",
+    )
     # BALI priors per task (the dataset's task picks one) and per-method blocks
     regression: PriorBlock | None = None
     classification: PriorBlock | None = None

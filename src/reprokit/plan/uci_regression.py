@@ -16,14 +16,17 @@ Method = Literal["bali", "bali_ystd", "dropout", "bbb"]
 METHODS = get_args(Method)
 BALI_METHODS = ("bali", "bali_ystd")
 Positive = Annotated[float, Field(gt=0)]
-Batch = Annotated[Annotated[int, Field(ge=1)] | Literal["full"],
-                  Field(description="minibatch size, or `full` for the whole training split")]
+Batch = Annotated[
+    Annotated[int, Field(ge=1)] | Literal["full"],
+    Field(description="minibatch size, or `full` for the whole training split"),
+]
 STD_X = "z-score inputs with training-split statistics"
 STD_Y = "z-score targets (metrics are still reported in original units)"
 
 
 class UciBaliBlock(BaliPriors):
     """Methods `bali` and `bali_ystd` (the same keys; Table 4)."""
+
     standardize_x: bool = Field(description=STD_X)
     standardize_y: bool = Field(description=STD_Y)
     batch_size: Batch
@@ -36,32 +39,43 @@ class UciDropoutBlock(Settings):
     protocol in the cell (grid over `rates` x `taus` on an inner split, retraining; methods/gal_dropout.py:
     its own standardisation, input dropout, L2 from `prior_lengthscale` and tau; `epochs` fix the steps);
     `learned_noise` trains one network with `p`, a learned noise scale and `n_steps` steps."""
+
     standardize_x: bool = Field(description="learned_noise only (gal standardises each phase itself)")
     standardize_y: bool = Field(description="learned_noise only")
     prior_lengthscale: float = Field(ge=0)
     lr: float = Field(gt=0)
     batch_size: Batch
     protocol: Literal["gal", "learned_noise"] = Field(
-        "gal", description="gal: Gal's grid search + retraining in the cell; learned_noise: one run with p and a "
-        "learned noise")
+        "gal",
+        description="gal: Gal's grid search + retraining in the cell; learned_noise: one run with p and a "
+        "learned noise",
+    )
     # learned_noise
     p: float | None = Field(None, ge=0, lt=1, description="learned_noise only")
     dropout_input: bool = Field(False, description="learned_noise only (gal always drops inputs)")
-    n_steps: int | None = Field(None, ge=1, description="learned_noise only (gal's steps follow epochs, N and "
-                                "batch_size)")
+    n_steps: int | None = Field(
+        None, ge=1, description="learned_noise only (gal's steps follow epochs, N and batch_size)"
+    )
     # gal
-    rates: tuple[Annotated[float, Field(ge=0, lt=1)], ...] = Field((0.005, 0.01, 0.05, 0.1), min_length=1,
-                                                                     description="gal's dropout-rate grid")
+    rates: tuple[Annotated[float, Field(ge=0, lt=1)], ...] = Field(
+        (0.005, 0.01, 0.05, 0.1), min_length=1, description="gal's dropout-rate grid"
+    )
     taus: dict[str, list[Positive]] | list[Positive] | None = Field(
-        None, description="gal's model-precision grid (original units): {dataset: grid} (Gal's grids are per "
-        "dataset), or one grid for every dataset")
-    epochs: int = Field(4000, ge=1, description="gal's epochs per network (40 x --epochx 100, "
-                        "config/experiments/bali_regression.yaml)")
+        None,
+        description="gal's model-precision grid (original units): {dataset: grid} (Gal's grids are per "
+        "dataset), or one grid for every dataset",
+    )
+    epochs: int = Field(
+        4000, ge=1, description="gal's epochs per network (40 x --epochx 100, config/experiments/bali_regression.yaml)"
+    )
     val_fraction: float = Field(0.2, gt=0, lt=1, description="gal's held-out share of the training split")
-    predictive_samples: int = Field(10000, ge=1, description="gal's T (dropout passes of the validation and final "
-                                    "predictives)")
-    parallel_grid: bool = Field(False, description="gal: train the grid's networks side by side (same draws, "
-                                "fewer steps; methods/gal_dropout.py)")
+    predictive_samples: int = Field(
+        10000, ge=1, description="gal's T (dropout passes of the validation and final predictives)"
+    )
+    parallel_grid: bool = Field(
+        False,
+        description="gal: train the grid's networks side by side (same draws, fewer steps; methods/gal_dropout.py)",
+    )
 
     def taus_for(self, dataset: str) -> list[float]:
         grid = self.taus.get(dataset) if isinstance(self.taus, dict) else self.taus
@@ -79,7 +93,11 @@ class UciDropoutBlock(Settings):
         return (1 if self.parallel_grid else len(self.rates) * len(self.taus_for(dataset))) * inner + full
 
 
-FULL_BATCH = ("full", 0, None)  # a batch_size meaning the whole training split (Table 4: B = N for yacht, concrete, energy)
+FULL_BATCH = (
+    "full",
+    0,
+    None,
+)  # a batch_size meaning the whole training split (Table 4: B = N for yacht, concrete, energy)
 
 
 def batch_size_of(value, n_train: int) -> int:
@@ -88,12 +106,20 @@ def batch_size_of(value, n_train: int) -> int:
 
 
 # training rows of every standard split (Gal's redistribution; the plan cannot read the data): Gal's step count
-UCI_N_TRAIN = {"uci_yacht": 277, "uci_concrete": 927, "uci_energy": 691, "uci_redwine": 1439, "uci_kin8nm": 7373,
-               "uci_powerplant": 8611, "uci_protein": 41157}
+UCI_N_TRAIN = {
+    "uci_yacht": 277,
+    "uci_concrete": 927,
+    "uci_energy": 691,
+    "uci_redwine": 1439,
+    "uci_kin8nm": 7373,
+    "uci_powerplant": 8611,
+    "uci_protein": 41157,
+}
 
 
 class UciBbbBlock(BbbNoise):
     """Method `bbb` (Bayes by Backprop)."""
+
     standardize_x: bool = Field(description=STD_X)
     standardize_y: bool = Field(description=STD_Y)
     kl_factor: float = Field(ge=0)
@@ -142,7 +168,6 @@ class UciRegressionPlan(KindPlan):
         if st.method == "dropout":
             return st.block.total_steps(str(st.dataset))
         return int(st.block.n_steps)
-
 
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)

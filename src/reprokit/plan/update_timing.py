@@ -23,10 +23,12 @@ class TimingAugerinoBlock(Settings):
 class TimingDiffLaplaceBlock(Settings):
     """Diff. Laplace's hyper update costs ~10-2000 standard updates: timed in fewer repetitions."""
 
-    n_warmup: int = Field(1, ge=0, description="warm-up hyper updates (in the last warm-up repetitions; at most "
-                          "n_warmup)")
-    n_repeats: int | None = Field(None, ge=0, description="timed repetitions with its hyper update (the first "
-                                  "ones; None: all n_repeats; 0: none)")
+    n_warmup: int = Field(
+        1, ge=0, description="warm-up hyper updates (in the last warm-up repetitions; at most n_warmup)"
+    )
+    n_repeats: int | None = Field(
+        None, ge=0, description="timed repetitions with its hyper update (the first ones; None: all n_repeats; 0: none)"
+    )
 
 
 class UpdateTimingSettings(Settings):
@@ -43,8 +45,7 @@ class UpdateTimingSettings(Settings):
     chunk_proportions: list[Annotated[float, Field(gt=0)]] = Field(min_length=2)
     partition_scheme: Literal["random", "node"] = "random"
     partition_default: Literal["init", "zero"] = "init"
-    schedule_examples: int = Field(1000, ge=2, description="virtual examples whose chunk assignment drives the k "
-                                   "draws")
+    schedule_examples: int = Field(1000, ge=2, description="virtual examples whose chunk assignment drives the k draws")
     # augmentation and optimisers
     augmentation: Literal["schwobel", "immer"]  # Benton et al.'s own (`augerino`): the affine kind only
     augmentation_init: float = Field(0.1, ge=0)
@@ -59,8 +60,9 @@ class UpdateTimingSettings(Settings):
     n_warmup: int = Field(ge=0)
     n_repeats: int = Field(ge=1)
     num_threads: int = Field(1, ge=1)
-    timer: Literal["auto", "cpu", "wall"] = Field("auto", description="auto: wall clock on CUDA, process CPU time "
-                                                  "elsewhere")
+    timer: Literal["auto", "cpu", "wall"] = Field(
+        "auto", description="auto: wall clock on CUDA, process CPU time elsewhere"
+    )
     backward: Literal["minimal", "full"] = "minimal"
     diff_laplace: TimingDiffLaplaceBlock = Field(default_factory=TimingDiffLaplaceBlock)
 
@@ -88,7 +90,6 @@ class UpdateTimingPlan(KindPlan):
     axes = ("model", "seed")
     build_target = "reprokit.builders.update_timing:build"
 
-
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)
         model = str(st.model)
@@ -96,9 +97,15 @@ class UpdateTimingPlan(KindPlan):
         n = st.n_steps
         # standard, Augerino and Diff. Laplace param updates cost a standard step; the Diff. Laplace hyper update
         # runs in dl_warmup + dl_repeats repetitions only
-        return CellWork(n, [Part(model, "standard", B * S, 3 * n), Part(model, "param", B * S, n),
-                            Part(model, "hyper", B * S, n),
-                            Part(model, "lila_hyper", B * S, st.dl_warmup + st.dl_repeats)])
+        return CellWork(
+            n,
+            [
+                Part(model, "standard", B * S, 3 * n),
+                Part(model, "param", B * S, n),
+                Part(model, "hyper", B * S, n),
+                Part(model, "lila_hyper", B * S, st.dl_warmup + st.dl_repeats),
+            ],
+        )
 
 
 PLAN = register(UpdateTimingPlan())

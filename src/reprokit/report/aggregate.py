@@ -32,8 +32,7 @@ def device_of(record: dict) -> str | None:
 def unavailable_note(missing_datasets: list[str], reasons: dict | None = None) -> str:
     """'dataset unavailable: mnist (download failed: ...)': each missing dataset with why, where known."""
     reasons = reasons or {}
-    return "dataset unavailable: " + ", ".join(
-        f"{d} ({reasons[d]})" if reasons.get(d) else d for d in missing_datasets)
+    return "dataset unavailable: " + ", ".join(f"{d} ({reasons[d]})" if reasons.get(d) else d for d in missing_datasets)
 
 
 def _row(cell, record: dict | None, missing_datasets: list[str], reasons: dict | None = None) -> dict:
@@ -54,8 +53,13 @@ def _row(cell, record: dict | None, missing_datasets: list[str], reasons: dict |
     return row
 
 
-def aggregate(cells: list, results_dir: str | Path, unavailable: dict | None = None,
-              reasons: dict | None = None, axes: list | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def aggregate(
+    cells: list,
+    results_dir: str | Path,
+    unavailable: dict | None = None,
+    reasons: dict | None = None,
+    axes: list | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`cells`: every Cell of the experiment; `unavailable`: {cell.rel_dir: [dataset, ...]}; `reasons`:
     {dataset: why it is unavailable} (e.g. "download failed: ..."), shown in those rows' note; `axes`: the
     grid's axes, the columns of an experiment with no cell at this scale (e.g. "paper scale only").
@@ -90,7 +94,9 @@ def with_coords(curve: pd.DataFrame, cell) -> pd.DataFrame:
 
 def tidy(rows: list[dict], curves: list[pd.DataFrame], cells: list, axes: list | None = None):
     """(metrics table, curves table) from per-cell rows and curves; without any, the columns they would lead with."""
-    table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["scale", "experiment", *(axes or []), "status", "note"])
+    table = (
+        pd.DataFrame(rows) if rows else pd.DataFrame(columns=["scale", "experiment", *(axes or []), "status", "note"])
+    )
     if curves:
         curve_table = pd.concat(curves, ignore_index=True)
     else:  # the columns a curve would lead with (each axis is inserted first, so the last axis leads)
@@ -99,8 +105,15 @@ def tidy(rows: list[dict], curves: list[pd.DataFrame], cells: list, axes: list |
     return table, curve_table
 
 
-def write_aggregate(cells: list, results_dir, out_csv, out_curves_csv, unavailable: dict | None = None,
-                    reasons: dict | None = None, axes: list | None = None) -> None:
+def write_aggregate(
+    cells: list,
+    results_dir,
+    out_csv,
+    out_curves_csv,
+    unavailable: dict | None = None,
+    reasons: dict | None = None,
+    axes: list | None = None,
+) -> None:
     table, curves = aggregate(cells, results_dir, unavailable, reasons, axes)
     atomic_write_text(out_csv, table.to_csv(index=False))
     atomic_write_text(out_curves_csv, curves.to_csv(index=False))
@@ -124,8 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--curves", required=True)
     args = p.parse_args(argv)
     grid = ExperimentGrid(args.experiment, json.loads(args.spec), args.scale)
-    write_aggregate(list(grid.cells()), args.results, args.table, args.curves, json.loads(args.unavailable),
-                    reasons=json.loads(args.reasons), axes=list(grid.axes))
+    write_aggregate(
+        list(grid.cells()),
+        args.results,
+        args.table,
+        args.curves,
+        json.loads(args.unavailable),
+        reasons=json.loads(args.reasons),
+        axes=list(grid.axes),
+    )
     return 0
 
 

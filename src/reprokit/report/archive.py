@@ -27,8 +27,20 @@ import pandas as pd
 
 from ..io import atomic_write_text
 
-FIELDS = ("status", "scale", "experiment", "coords", "datasets", "metrics", "steps", "info", "provenance",
-          "seconds_this_run", "seconds_per_step", "resumed_from_step")  # the timings: CPU/GPU-hours per artefact
+FIELDS = (
+    "status",
+    "scale",
+    "experiment",
+    "coords",
+    "datasets",
+    "metrics",
+    "steps",
+    "info",
+    "provenance",
+    "seconds_this_run",
+    "seconds_per_step",
+    "resumed_from_step",
+)  # the timings: CPU/GPU-hours per artefact
 
 
 def path_of(root: str | Path, scale: str, experiment: str) -> Path:
@@ -53,8 +65,11 @@ def from_results(results: str | Path, scale: str, experiment: str) -> dict[str, 
         if not config_json.exists():
             raise FileNotFoundError(f"{config_json}: missing beside {path.name}; cannot record the cell's settings")
         cell = path.parent.relative_to(root).as_posix()
-        out[cell] = {"cell": cell, "settings": json.loads(config_json.read_text())["settings"],
-                     **{k: record[k] for k in FIELDS if k in record}}
+        out[cell] = {
+            "cell": cell,
+            "settings": json.loads(config_json.read_text())["settings"],
+            **{k: record[k] for k in FIELDS if k in record},
+        }
         curve = path.with_name("curve.csv")
         if curve.exists() and curve.stat().st_size > 1:  # the learning curve, column by column (figures need it)
             out[cell]["curve"] = _plain(pd.read_csv(curve).to_dict("list"))
@@ -110,9 +125,12 @@ def same_run(archived: dict, found: dict) -> bool:
     """Whether a results/ cell is the run an archived line already holds: everything equal but the settings and
     the `migrations` that rewrote them. The archived (migrated) line is then kept, not replaced by the run's
     own config.json."""
+
     def run(line):  # as JSON text: a curve's NaN equals itself
-        return json.dumps({k: v for k, v in line.items() if k not in ("settings", "migrations")}, sort_keys=True,
-                          default=str)
+        return json.dumps(
+            {k: v for k, v in line.items() if k not in ("settings", "migrations")}, sort_keys=True, default=str
+        )
+
     return bool(archived.get("migrations")) and run(archived) == run(found)
 
 
@@ -163,9 +181,15 @@ def rename(root: str | Path, scale: str, old: str, new: str, date: str, why: str
         prefix = f"{scale}/{old}/"
         if not cell.startswith(prefix):
             raise ValueError(f"{source}: cell {cell} is not under {prefix}")
-        renamed = {**line, "cell": f"{scale}/{new}/{cell[len(prefix):]}", "experiment": new,
-                   "migrations": [*(line.get("migrations") or []),
-                                  {"migration": "renamed", "date": date, "from": old, "to": new, "what": why}]}
+        renamed = {
+            **line,
+            "cell": f"{scale}/{new}/{cell[len(prefix) :]}",
+            "experiment": new,
+            "migrations": [
+                *(line.get("migrations") or []),
+                {"migration": "renamed", "date": date, "from": old, "to": new, "what": why},
+            ],
+        }
         moved[renamed["cell"]] = renamed
     write(target, moved)
     source.unlink()
@@ -189,8 +213,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for name, (added, replaced, kept) in summary.items():
         total = len(load(path_of(args.root, args.scale, name)))
-        print(f"{path_of(args.root, args.scale, name)}: {added} cells added, {replaced} replaced (re-run), "
-              f"{total - added - replaced - kept} unchanged, {kept} kept (archived only); {total} cells in all")
+        print(
+            f"{path_of(args.root, args.scale, name)}: {added} cells added, {replaced} replaced (re-run), "
+            f"{total - added - replaced - kept} unchanged, {kept} kept (archived only); {total} cells in all"
+        )
     return 0
 
 

@@ -55,8 +55,12 @@ from . import archive
 
 AXIS = "bali.wishart_n"
 # (main experiment, the experiment of the other reading `n`)
-WISHART_PAIRS = (("bali_uci", "bali_uci_wishart"), ("bali_uci_protein", "bali_uci_protein_wishart"),
-                 ("bali_cls_image", "bali_cls_image_wishart"), ("bali_cls_uci", "bali_cls_uci_wishart"))
+WISHART_PAIRS = (
+    ("bali_uci", "bali_uci_wishart"),
+    ("bali_uci_protein", "bali_uci_protein_wishart"),
+    ("bali_cls_image", "bali_cls_image_wishart"),
+    ("bali_cls_uci", "bali_cls_uci_wishart"),
+)
 
 
 def _block_key(line: dict) -> str | None:
@@ -85,8 +89,9 @@ def _moved(line: dict, cell: str, experiment: str, coords: dict, settings: dict)
     return out
 
 
-def wishart_n_eff(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, dict]], date: str,
-                  pairs=WISHART_PAIRS) -> tuple[dict[str, dict[str, dict]], list[str]]:
+def wishart_n_eff(
+    lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, dict]], date: str, pairs=WISHART_PAIRS
+) -> tuple[dict[str, dict[str, dict]], list[str]]:
     """(the new archive lines {experiment: {cell: line}}, one message per line touched or left stale).
     `lines`: the archive of each experiment of `pairs`; `heads`: `archive.current_settings` of each."""
     out = {name: {} for pair in pairs for name in pair}
@@ -113,15 +118,26 @@ def wishart_n_eff(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, 
                 settings = _with_value(line, key, want)
                 if archive.differing_keys(settings, head):
                     keep(main, line)
-                    log.append(f"{line['cell']}: left stale ({archive.differing_keys(settings, head)} differ besides "
-                               "wishart_n)")
+                    log.append(
+                        f"{line['cell']}: left stale ({archive.differing_keys(settings, head)} differ besides "
+                        "wishart_n)"
+                    )
                     continue
                 new = _moved(line, line["cell"], main, line["coords"], settings)
-                _note(new, date, f"settings.{key}.wishart_n {want} written: "
-                      + ("what it ran with (the default then)" if want == "n"
-                         else "it ran with n, and N_eff = N here, so both readings are one computation"))
+                _note(
+                    new,
+                    date,
+                    f"settings.{key}.wishart_n {want} written: "
+                    + (
+                        "what it ran with (the default then)"
+                        if want == "n"
+                        else "it ran with n, and N_eff = N here, so both readings are one computation"
+                    ),
+                )
                 keep(main, new)
-                log.append(f"{line['cell']}: wishart_n {want} written ({'ran with it' if want == 'n' else 'N_eff = N'})")
+                log.append(
+                    f"{line['cell']}: wishart_n {want} written ({'ran with it' if want == 'n' else 'N_eff = N'})"
+                )
                 continue
             cell = line["cell"].replace(f"/{main}/", f"/{alt}/", 1) + f"/{AXIS}~n"
             target = heads[alt].get(cell)
@@ -131,8 +147,11 @@ def wishart_n_eff(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, 
                 log.append(f"{line['cell']}: left stale (no cell {cell} with these settings in HEAD's grid)")
                 continue
             new = _moved(line, cell, alt, {**line["coords"], AXIS: "n"}, settings)
-            _note(new, date, f"moved from {line['cell']}: it ran with wishart_n n (the default then), now {alt}'s "
-                  f"axis value")
+            _note(
+                new,
+                date,
+                f"moved from {line['cell']}: it ran with wishart_n n (the default then), now {alt}'s axis value",
+            )
             keep(alt, new)
             log.append(f"{line['cell']} -> {cell}")
         for line in lines.get(alt, {}).values():
@@ -149,8 +168,11 @@ def wishart_n_eff(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, 
                 continue
             coords = {k: v for k, v in line["coords"].items() if k != AXIS}
             new = _moved(line, cell, main, coords, settings)
-            _note(new, date, f"moved from {line['cell']}: it ran with wishart_n n_eff (its axis then), now "
-                  f"{main}'s setting")
+            _note(
+                new,
+                date,
+                f"moved from {line['cell']}: it ran with wishart_n n_eff (its axis then), now {main}'s setting",
+            )
             if cell in out[main]:
                 raise ValueError(f"{cell}: two archived lines would land here (from {main} and {alt})")
             keep(main, new)
@@ -161,8 +183,15 @@ def wishart_n_eff(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, 
 # kind -> {flat prefix: (block, the key's prefix inside the block)}, and whether a cell keeps its own method's
 # block only (a kind with a method axis) or every block (update_timing: one cell times every method's update)
 BLOCK_PREFIXES = {
-    "affine_invariance": ({"augerino_": ("augerino", ""), "dl_": ("diff_laplace", ""), "llml_": ("last_layer_ml", ""),
-                           "finetune_": ("validation_opt", "finetune_")}, True),
+    "affine_invariance": (
+        {
+            "augerino_": ("augerino", ""),
+            "dl_": ("diff_laplace", ""),
+            "llml_": ("last_layer_ml", ""),
+            "finetune_": ("validation_opt", "finetune_"),
+        },
+        True,
+    ),
     "federated": ({"augerino_": ("augerino", "")}, True),
     "update_timing": ({"augerino_": ("augerino", ""), "dl_": ("diff_laplace", "")}, False),
 }
@@ -179,7 +208,7 @@ def nested_settings(flat: dict, kind: str, method: str | None) -> tuple[dict, li
             out[key] = value
             continue
         block, inner = prefixes[prefix]
-        blocks.setdefault(block, {})[inner + key[len(prefix):]] = value
+        blocks.setdefault(block, {})[inner + key[len(prefix) :]] = value
         origin.setdefault(block, []).append(key)
     dropped = []
     for block, values in blocks.items():
@@ -190,8 +219,9 @@ def nested_settings(flat: dict, kind: str, method: str | None) -> tuple[dict, li
     return out, sorted(dropped)
 
 
-def method_blocks(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, dict]], date: str,
-                  kinds: dict[str, str]) -> tuple[dict[str, dict[str, dict]], list[str]]:
+def method_blocks(
+    lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, dict]], date: str, kinds: dict[str, str]
+) -> tuple[dict[str, dict[str, dict]], list[str]]:
     """(the new archive lines {experiment: {cell: line}}, one message per line touched or left stale).
     `kinds`: {experiment: its kind}."""
     out, log = {}, []
@@ -213,18 +243,28 @@ def method_blocks(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, 
                 continue
             new = copy.deepcopy(line)
             new["settings"] = settings
-            new.setdefault("migrations", []).append({
-                "migration": "method_blocks", "date": date,
-                "what": "method settings nested in their method's block, values unchanged"
-                        + (f"; dropped {', '.join(dropped)} (another method's, not read by {method})" if dropped
-                           else "")})
+            new.setdefault("migrations", []).append(
+                {
+                    "migration": "method_blocks",
+                    "date": date,
+                    "what": "method settings nested in their method's block, values unchanged"
+                    + (f"; dropped {', '.join(dropped)} (another method's, not read by {method})" if dropped else ""),
+                }
+            )
             out[name][cell] = new
             log.append(f"{cell}: nested" + (f", {len(dropped)} keys of another method dropped" if dropped else ""))
     return out, log
 
 
-def restamp_provenance(rec: dict, old_resolved: dict, head_resolved: dict, transform, new_fingerprint: str,
-                       date: str, migration: str = "method_blocks") -> tuple[dict | None, str]:
+def restamp_provenance(
+    rec: dict,
+    old_resolved: dict,
+    head_resolved: dict,
+    transform,
+    new_fingerprint: str,
+    date: str,
+    migration: str = "method_blocks",
+) -> tuple[dict | None, str]:
     """(`rec` with HEAD's fingerprint and a `migrations` entry, or None; why). `old_resolved`: the artefact's
     resolved config (`provenance.resolved_config`) as the code before `migration` gave it; `head_resolved`: at
     HEAD; `transform(cell dir, settings)`: the migration's rewrite of one cell's settings."""
@@ -234,15 +274,23 @@ def restamp_provenance(rec: dict, old_resolved: dict, head_resolved: dict, trans
         return None, f"left for a rebuild: the config before {migration} does not give its fingerprint"
     cells = {rel: transform(rel, settings) for rel, settings in old_resolved["cells"].items()}
     if digest({**old_resolved, "cells": cells}) != digest(head_resolved):
-        differ = sorted(k for k in set(cells) | set(head_resolved["cells"])
-                        if cells.get(k) != head_resolved["cells"].get(k))
-        return None, (f"left for a rebuild: {len(differ)} cells differ beyond the {migration} rewrite"
-                      + (f" (first: {differ[0]})" if differ else " (the artefact's entry)"))
+        differ = sorted(
+            k for k in set(cells) | set(head_resolved["cells"]) if cells.get(k) != head_resolved["cells"].get(k)
+        )
+        return None, (
+            f"left for a rebuild: {len(differ)} cells differ beyond the {migration} rewrite"
+            + (f" (first: {differ[0]})" if differ else " (the artefact's entry)")
+        )
     out = copy.deepcopy(rec)
-    out.setdefault("migrations", []).append({
-        "migration": migration, "date": date, "fingerprint_before": rec["fingerprint"],
-        "what": f"fingerprint of HEAD's config: the settings this build saw, rewritten as {migration} does, equal "
-                "HEAD's for every cell; nothing was rebuilt"})
+    out.setdefault("migrations", []).append(
+        {
+            "migration": migration,
+            "date": date,
+            "fingerprint_before": rec["fingerprint"],
+            "what": f"fingerprint of HEAD's config: the settings this build saw, rewritten as {migration} does, equal "
+            "HEAD's for every cell; nothing was rebuilt",
+        }
+    )
     out["fingerprint"] = new_fingerprint
     return out, f"fingerprint {rec['fingerprint']} -> {new_fingerprint}"
 
@@ -260,9 +308,18 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 def _comparable(a, b) -> bool:
     """Both scalars of one sort (bool, number, str): an info value can confirm a setting's."""
+
     def sort(v):
-        return "bool" if isinstance(v, bool) else "num" if isinstance(v, (int, float)) else \
-            "str" if isinstance(v, str) else None
+        return (
+            "bool"
+            if isinstance(v, bool)
+            else "num"
+            if isinstance(v, (int, float))
+            else "str"
+            if isinstance(v, str)
+            else None
+        )
+
     return sort(a) is not None and sort(a) == sort(b)
 
 
@@ -273,8 +330,11 @@ def _info_records_something_else(kind: str, path: str, resolved: dict) -> bool:
     reads the setting only under `learned_noise` (builders/uci_regression.py)."""
     if resolved[path] == "auto":
         return True
-    return kind == "uci_regression" and path.endswith(".dropout_input") and \
-        resolved.get(path.rsplit(".", 1)[0] + ".protocol") == "gal"
+    return (
+        kind == "uci_regression"
+        and path.endswith(".dropout_input")
+        and resolved.get(path.rsplit(".", 1)[0] + ".protocol") == "gal"
+    )
 
 
 def resolve_line(line: dict, kind_name: str, scale: str) -> tuple[dict, dict]:
@@ -285,17 +345,26 @@ def resolve_line(line: dict, kind_name: str, scale: str) -> tuple[dict, dict]:
     from ..plan import kind
 
     written = line["settings"]
-    cell = Cell(scale=scale, experiment=line["cell"].split("/")[1], coords=tuple(line["coords"].items()),
-                settings=written, kind=kind_name)
+    cell = Cell(
+        scale=scale,
+        experiment=line["cell"].split("/")[1],
+        coords=tuple(line["coords"].items()),
+        settings=written,
+        kind=kind_name,
+    )
     resolved = {**kind(kind_name).cell_settings(cell), **{k: v for k, v in written.items() if k.startswith("_")}}
     before, after = _flat(archive._plain(written)), _flat(archive._plain(resolved))
-    diff = {"filled": sorted(set(after) - set(before)), "dropped": sorted(set(before) - set(after)),
-            "changed": sorted(k for k in set(after) & set(before) if after[k] != before[k])}
+    diff = {
+        "filled": sorted(set(after) - set(before)),
+        "dropped": sorted(set(before) - set(after)),
+        "changed": sorted(k for k in set(after) & set(before) if after[k] != before[k]),
+    }
     return resolved, diff
 
 
-def resolved_settings(lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, dict]], date: str,
-                      kinds: dict[str, str], scale: str) -> tuple[dict[str, dict[str, dict]], list[str]]:
+def resolved_settings(
+    lines: dict[str, dict[str, dict]], heads: dict[str, dict[str, dict]], date: str, kinds: dict[str, str], scale: str
+) -> tuple[dict[str, dict[str, dict]], list[str]]:
     """(the new archive lines {experiment: {cell: line}}, one message per line touched or left as it was).
     Each line's settings become what `cell_settings` records now (`resolve_line`). A default HEAD fills in is
     checked against the run's `info` where that names the same key with a value of the same sort; a line
@@ -317,29 +386,52 @@ def resolved_settings(lines: dict[str, dict[str, dict]], heads: dict[str, dict[s
             odd = [k for k in diff["changed"] if k not in dotted]
             info = line.get("info") or {}
             after = _flat(archive._plain(resolved))
-            checked = [k for k in diff["filled"] if _comparable(info.get(k.rsplit(".", 1)[-1]), after[k])
-                       and not _info_records_something_else(kinds[name], k, after)]
-            conflicts = [f"{k} (info {info[k.rsplit('.', 1)[-1]]!r}, default {after[k]!r})" for k in checked
-                         if info[k.rsplit(".", 1)[-1]] != after[k]]
+            checked = [
+                k
+                for k in diff["filled"]
+                if _comparable(info.get(k.rsplit(".", 1)[-1]), after[k])
+                and not _info_records_something_else(kinds[name], k, after)
+            ]
+            conflicts = [
+                f"{k} (info {info[k.rsplit('.', 1)[-1]]!r}, default {after[k]!r})"
+                for k in checked
+                if info[k.rsplit(".", 1)[-1]] != after[k]
+            ]
             if odd or conflicts:
-                log.append(f"{rel}: left stale ("
-                           + "; ".join(([f"{', '.join(odd)} would change"] if odd else [])
-                                       + ([f"ran otherwise: {', '.join(conflicts)}"] if conflicts else [])) + ")")
+                log.append(
+                    f"{rel}: left stale ("
+                    + "; ".join(
+                        ([f"{', '.join(odd)} would change"] if odd else [])
+                        + ([f"ran otherwise: {', '.join(conflicts)}"] if conflicts else [])
+                    )
+                    + ")"
+                )
                 continue
             new = copy.deepcopy(line)
             new["settings"] = resolved
-            new.setdefault("migrations", []).append({
-                "migration": "resolved_settings", "date": date,
-                "what": "settings as recorded now: every key with HEAD's default where the config left it out, the "
-                        "grid coordinates applied, the axes and other methods' keys left out. A filled default "
-                        "was checked against the run's info where that names it (`checked`); the others are "
-                        "HEAD's defaults, which the run recorded nowhere", **diff, "checked": checked})
+            new.setdefault("migrations", []).append(
+                {
+                    "migration": "resolved_settings",
+                    "date": date,
+                    "what": "settings as recorded now: every key with HEAD's default where the config left it out, the "
+                    "grid coordinates applied, the axes and other methods' keys left out. A filled default "
+                    "was checked against the run's info where that names it (`checked`); the others are "
+                    "HEAD's defaults, which the run recorded nowhere",
+                    **diff,
+                    "checked": checked,
+                }
+            )
             out[name][rel] = new
             stale = heads.get(name, {}).get(rel)
-            log.append(f"{rel}: resolved ({len(diff['filled'])} filled, {len(checked)} checked against info, "
-                       f"{len(diff['dropped'])} dropped, {len(diff['changed'])} coordinates applied)"
-                       + ("" if stale is None or not archive.differing_keys(resolved, stale)
-                          else f"; still stale: {', '.join(archive.differing_keys(resolved, stale))} differ"))
+            log.append(
+                f"{rel}: resolved ({len(diff['filled'])} filled, {len(checked)} checked against info, "
+                f"{len(diff['dropped'])} dropped, {len(diff['changed'])} coordinates applied)"
+                + (
+                    ""
+                    if stale is None or not archive.differing_keys(resolved, stale)
+                    else f"; still stale: {', '.join(archive.differing_keys(resolved, stale))} differ"
+                )
+            )
     return out, log
 
 
@@ -351,42 +443,63 @@ def _resolved_at(root: str, commit: str, wanted: list[tuple[str, list]], scale: 
 
     with tempfile.TemporaryDirectory() as tmp:
         tree = f"{tmp}/tree"
-        subprocess.run(["git", "worktree", "add", "--detach", tree, commit], cwd=root, check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", tree, commit], cwd=root, check=True, capture_output=True, timeout=120
+        )
         try:
-            code = ("import json, sys; from reprokit.config import load_pipeline_config; "
-                    "from reprokit.report.provenance import resolved_config; "
-                    f"c = load_pipeline_config('.', {{'scale': {scale!r}}}); "
-                    f"print(json.dumps([resolved_config(c, a, {scale!r}, u) for a, u in {wanted!r}], default=str))")
-            res = subprocess.run([sys.executable, "-c", code], cwd=tree, env={"PYTHONPATH": f"{tree}/src",
-                                 "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=600, check=False)
+            code = (
+                "import json, sys; from reprokit.config import load_pipeline_config; "
+                "from reprokit.report.provenance import resolved_config; "
+                f"c = load_pipeline_config('.', {{'scale': {scale!r}}}); "
+                f"print(json.dumps([resolved_config(c, a, {scale!r}, u) for a, u in {wanted!r}], default=str))"
+            )
+            res = subprocess.run(
+                [sys.executable, "-c", code],
+                cwd=tree,
+                env={"PYTHONPATH": f"{tree}/src", "PATH": "/usr/bin:/bin"},
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
             if res.returncode:
                 raise RuntimeError(f"resolved config at {commit}: {res.stderr[-800:]}")
             return json.loads(res.stdout)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=root, capture_output=True, timeout=120,
-                           check=False)
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", tree], cwd=root, capture_output=True, timeout=120, check=False
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     from ..config import load_pipeline_config
 
-    parser = argparse.ArgumentParser(prog="python -m reprokit.report.archive_migrations",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m reprokit.report.archive_migrations", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("migration", choices=["wishart_n_eff", "method_blocks", "resolved_settings"])
     parser.add_argument("--scale", required=True)
     parser.add_argument("--root", default=".")
     parser.add_argument("--date", default=None, help="written into each touched line (default: the migration's)")
     parser.add_argument("--apply", action="store_true", help="write the archive (default: only say what changes)")
-    parser.add_argument("--provenance", action="store_true",
-                        help="method_blocks, resolved_settings: also re-fingerprint the scale's artefact records "
-                             "that the rewrite alone changed")
-    parser.add_argument("--before", default=None,
-                        help="resolved_settings --provenance: the last commit before cell_settings resolved defaults")
+    parser.add_argument(
+        "--provenance",
+        action="store_true",
+        help="method_blocks, resolved_settings: also re-fingerprint the scale's artefact records "
+        "that the rewrite alone changed",
+    )
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="resolved_settings --provenance: the last commit before cell_settings resolved defaults",
+    )
     args = parser.parse_args(argv)
     config = load_pipeline_config(args.root)
-    kinds = {n: spec["kind"] for n, spec in config["experiments"].items()
-             if archive.path_of(args.root, args.scale, n).exists()}
+    kinds = {
+        n: spec["kind"]
+        for n, spec in config["experiments"].items()
+        if archive.path_of(args.root, args.scale, n).exists()
+    }
     if args.migration == "wishart_n_eff":
         names, migrate, date = [n for pair in WISHART_PAIRS for n in pair], wishart_n_eff, "2026-11-26"
     elif args.migration == "method_blocks":
@@ -402,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def migrate(lines, heads, date):
             return resolved_settings(lines, heads, date, kinds, args.scale)
+
     lines = {n: archive.load(archive.path_of(args.root, args.scale, n)) for n in names}
     heads = {n: archive.current_settings(config, args.scale, n) for n in names}
     out, log = migrate(lines, heads, args.date or date)
@@ -409,8 +523,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         before, after = len(lines[name]), len(out[name])
         print(f"{name}: {before} -> {after} archived lines")
-        if args.apply and (out[name] or lines[name]) and json.dumps(out[name], sort_keys=True) != json.dumps(
-                lines[name], sort_keys=True):
+        if (
+            args.apply
+            and (out[name] or lines[name])
+            and json.dumps(out[name], sort_keys=True) != json.dumps(lines[name], sort_keys=True)
+        ):
             archive.write(archive.path_of(args.root, args.scale, name), out[name])
     if args.provenance:
         restamp_all(args.root, args.scale, args.date or date, args.apply, args.migration, args.before)
@@ -424,12 +541,14 @@ def _transform(migration: str, config: dict, scale: str):
 
     kinds = {n: spec["kind"] for n, spec in config["experiments"].items()}
     if migration == "method_blocks":
+
         def nest(rel, settings):
             k = kinds.get(rel.split("/")[1])
             if k not in BLOCK_PREFIXES:
                 return settings
             coords = dict(part.split("~", 1) for part in rel.split("/")[2:])
             return nested_settings(settings, k, coords.get("method", settings.get("method")))[0]
+
         return nest
 
     cells: dict = {}
@@ -441,13 +560,18 @@ def _transform(migration: str, config: dict, scale: str):
         cell = cells[name].get(rel)
         if cell is None:
             return settings
-        return archive._plain(kind(cell.kind).cell_settings(
-            type(cell)(scale=cell.scale, experiment=name, coords=cell.coords, settings=settings, kind=cell.kind)))
+        return archive._plain(
+            kind(cell.kind).cell_settings(
+                type(cell)(scale=cell.scale, experiment=name, coords=cell.coords, settings=settings, kind=cell.kind)
+            )
+        )
+
     return resolve
 
 
-def restamp_all(root: str, scale: str, date: str, apply: bool, migration: str = "method_blocks",
-                before: str | None = None) -> None:
+def restamp_all(
+    root: str, scale: str, date: str, apply: bool, migration: str = "method_blocks", before: str | None = None
+) -> None:
     """`restamp_provenance` for each record of `figures/<scale>/` that no longer matches HEAD. The settings its
     build saw come from the record's commit (method_blocks) or from `before` (resolved_settings: the records
     matched the config there)."""
@@ -470,8 +594,15 @@ def restamp_all(root: str, scale: str, date: str, apply: bool, migration: str = 
         wanted = [(rec["artefact"], list(rec.get("unavailable_datasets", ()))) for _, rec in group]
         for (path, rec), old in zip(group, _resolved_at(root, commit, wanted, scale)):
             head = provenance.resolved_config(config, rec["artefact"], scale, rec.get("unavailable_datasets", ()))
-            new, why = restamp_provenance(rec, old, head, transform, provenance.fingerprint(
-                config, rec["artefact"], scale, rec.get("unavailable_datasets", ())), date, migration)
+            new, why = restamp_provenance(
+                rec,
+                old,
+                head,
+                transform,
+                provenance.fingerprint(config, rec["artefact"], scale, rec.get("unavailable_datasets", ())),
+                date,
+                migration,
+            )
             print(f"{path}: {why}")
             if apply and new is not None:
                 provenance.write(path, new)

@@ -16,8 +16,13 @@ from . import style
 from .stats import format_mean_se
 from .style import SCALE_NOTE
 
-DATASETS = {"spambase": "Spambase", "cdc_diabetes": "Diabetes", "magic": "Telescope", "mnist": "MNIST",
-            "fashion_mnist": "FashionMNIST"}
+DATASETS = {
+    "spambase": "Spambase",
+    "cdc_diabetes": "Diabetes",
+    "magic": "Telescope",
+    "mnist": "MNIST",
+    "fashion_mnist": "FashionMNIST",
+}
 # "bali_n": BALI with the other reading of N in Sigma's degrees of freedom (wishart_n n, Alg. 1's actual N;
 # experiments bali_cls_image_wishart / bali_cls_uci_wishart), drawn beside the paper's methods where its cells
 # ran (ours, not the paper's); "bali" itself reads N_eff (the config's wishart_n)
@@ -76,7 +81,9 @@ def provenance(df: pd.DataFrame) -> str:
             sizes.append(f"{DATASETS[d]} {int(rows['n_train'].iloc[0])}/{int(rows['n_test'].iloc[0])}")
     if sizes:
         parts.append("train/test sizes: " + ", ".join(sizes))
-    missing = sorted({DATASETS.get(d, d) for d in df.loc[df["status"] == "unavailable", "dataset"]}) if "status" in df else []
+    missing = (
+        sorted({DATASETS.get(d, d) for d in df.loc[df["status"] == "unavailable", "dataset"]}) if "status" in df else []
+    )
     if missing:
         parts.append("n/a = dataset unavailable: " + ", ".join(missing))
     return "; ".join(parts)
@@ -159,18 +166,20 @@ def table5(df: pd.DataFrame) -> pd.DataFrame:
         if len(r) == 0:
             rows.append({"Dataset": DATASETS[d], "size": "n/a"})
             continue
-        rows.append({
-            "Dataset": DATASETS[d],
-            "size": _recorded(r, "n_total", _int),
-            "N_train": _recorded(r, "n_train", _int),
-            "α": _recorded(r, "alpha"),
-            "β": _recorded(r, "beta"),
-            "σ_r²": _recorded(r, "sigma_r2"),
-            "σ_u²": f"{_recorded(r, 'sigma_u2_factor')}·N_eff = {_recorded(r, 'sigma_u2', lambda v: f'{v:.4g}')}",
-            "N_eff": f"N_train/{_recorded(r, 'n_eff_divisor')} = {_recorded(r, 'n_eff', lambda v: f'{v:.6g}')}",
-            "B": _recorded(r, "batch_size", _int),
-            "# iterations": _recorded(r, "n_steps", _int),
-        })
+        rows.append(
+            {
+                "Dataset": DATASETS[d],
+                "size": _recorded(r, "n_total", _int),
+                "N_train": _recorded(r, "n_train", _int),
+                "α": _recorded(r, "alpha"),
+                "β": _recorded(r, "beta"),
+                "σ_r²": _recorded(r, "sigma_r2"),
+                "σ_u²": f"{_recorded(r, 'sigma_u2_factor')}·N_eff = {_recorded(r, 'sigma_u2', lambda v: f'{v:.4g}')}",
+                "N_eff": f"N_train/{_recorded(r, 'n_eff_divisor')} = {_recorded(r, 'n_eff', lambda v: f'{v:.6g}')}",
+                "B": _recorded(r, "batch_size", _int),
+                "# iterations": _recorded(r, "n_steps", _int),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -178,11 +187,13 @@ def table5_footnotes(df: pd.DataFrame) -> list[str]:
     bali = _ran(df[df["method"] == "bali"])
     if len(bali) == 0:
         return []
-    return [f"β decays by a factor {_recorded(bali, 'beta_decay')} after fractions {_recorded(bali, 'beta_milestones')} "
-            f"of the iterations; initial weights N(0, σ_init² I) with σ_init = {_recorded(bali, 'sigma_init')}; "
-            f"reparametrisation: {_recorded(bali, 'reparam')}; first-layer input scaling: "
-            f"{_recorded(bali, 'scale_input_layer')}; architecture {_recorded(bali, 'hidden')} "
-            f"{_recorded(bali, 'activation')}. Values read from the cells' metrics.json (what ran)."]
+    return [
+        f"β decays by a factor {_recorded(bali, 'beta_decay')} after fractions {_recorded(bali, 'beta_milestones')} "
+        f"of the iterations; initial weights N(0, σ_init² I) with σ_init = {_recorded(bali, 'sigma_init')}; "
+        f"reparametrisation: {_recorded(bali, 'reparam')}; first-layer input scaling: "
+        f"{_recorded(bali, 'scale_input_layer')}; architecture {_recorded(bali, 'hidden')} "
+        f"{_recorded(bali, 'activation')}. Values read from the cells' metrics.json (what ran)."
+    ]
 
 
 def table6(df: pd.DataFrame) -> pd.DataFrame:
@@ -196,14 +207,17 @@ def table6(df: pd.DataFrame) -> pd.DataFrame:
             if len(r) == 0:
                 rows.append({"Dataset": DATASETS[d], "Method": METHODS[m], "learning rate": "n/a"})
                 continue
-            rows.append({
-                "Dataset": DATASETS[d], "Method": METHODS[m],
-                "learning rate": _recorded(r, "lr"),
-                "weight decay": _recorded(r, "weight_decay"),
-                "dropout probability": _recorded(r, "dropout_p"),
-                "batch size B": _recorded(r, "batch_size", _int),
-                "# iterations": _recorded(r, "n_steps", _int),
-            })
+            rows.append(
+                {
+                    "Dataset": DATASETS[d],
+                    "Method": METHODS[m],
+                    "learning rate": _recorded(r, "lr"),
+                    "weight decay": _recorded(r, "weight_decay"),
+                    "dropout probability": _recorded(r, "dropout_p"),
+                    "batch size B": _recorded(r, "batch_size", _int),
+                    "# iterations": _recorded(r, "n_steps", _int),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -224,8 +238,8 @@ def nll_curves(curves: pd.DataFrame, dataset: str, method: str) -> pd.DataFrame:
 
 
 def roc_grid(df: pd.DataFrame) -> np.ndarray:
-    cols = sorted((c for c in df.columns if c.startswith(ROC_PREFIX)), key=lambda c: float(c[len(ROC_PREFIX):]))
-    return np.asarray([float(c[len(ROC_PREFIX):]) for c in cols])
+    cols = sorted((c for c in df.columns if c.startswith(ROC_PREFIX)), key=lambda c: float(c[len(ROC_PREFIX) :]))
+    return np.asarray([float(c[len(ROC_PREFIX) :]) for c in cols])
 
 
 def roc_mean(df: pd.DataFrame, dataset: str, method: str) -> tuple[np.ndarray, np.ndarray, list[float]]:
@@ -246,10 +260,12 @@ def roc_mean(df: pd.DataFrame, dataset: str, method: str) -> tuple[np.ndarray, n
 
 # How each method's curve is drawn, so that none hides another where they overlap: DO wide and pale under the
 # others, MAP thin on top of it, BALI in between, and a marker of its own each (also `bali_fig7`'s variants).
-LINE = {"bali": {"lw": 1.5, "zorder": 4, "marker": "o"},
-        "dropout": {"lw": 3.2, "alpha": 0.45, "zorder": 2, "marker": "s"},
-        "map": {"lw": 1.0, "zorder": 5, "marker": "^"},
-        "bali_n": {"lw": 1.0, "zorder": 6, "marker": "v"}}
+LINE = {
+    "bali": {"lw": 1.5, "zorder": 4, "marker": "o"},
+    "dropout": {"lw": 3.2, "alpha": 0.45, "zorder": 2, "marker": "s"},
+    "map": {"lw": 1.0, "zorder": 5, "marker": "^"},
+    "bali_n": {"lw": 1.0, "zorder": 6, "marker": "v"},
+}
 SPLIT_LS = {"test": "-", "train": "--"}
 FIG2_ORDER = ["mnist", "fashion_mnist", "spambase", "cdc_diabetes", "magic"]
 
@@ -282,8 +298,16 @@ def nll_figure(df: pd.DataFrame, curves: pd.DataFrame, order=FIG2_ORDER):
             c = c[c["step"] > 0]  # step 0 (the initialisation) has no place on a log axis
             steps += c["step"].tolist()
             for split in ("test", "train"):
-                ax.plot(c["step"], c[f"{split}_nll"], color=COLORS[m], ls=SPLIT_LS[split], ms=3,
-                        markevery=_markevery(len(c)), label=f"{METHODS[m]} {split}", **LINE[m])
+                ax.plot(
+                    c["step"],
+                    c[f"{split}_nll"],
+                    color=COLORS[m],
+                    ls=SPLIT_LS[split],
+                    ms=3,
+                    markevery=_markevery(len(c)),
+                    label=f"{METHODS[m]} {split}",
+                    **LINE[m],
+                )
         ax.set_yscale("log")
         style.log_steps(ax, steps)
     for ax in axes:
@@ -319,8 +343,10 @@ def seeds_per_dataset(curves: pd.DataFrame, method: str | None = None) -> str:
     return ", ".join(f"{DATASETS.get(d, d)} {int(k)}" for d, k in n.items())
 
 
-VARIANT_LINE = {"BALI-W": {"color": "tab:blue", "lw": 3.2, "alpha": 0.45, "zorder": 2, "marker": "o"},
-                "BALI-L": {"color": "tab:orange", "lw": 1.2, "zorder": 4, "marker": "^"}}
+VARIANT_LINE = {
+    "BALI-W": {"color": "tab:blue", "lw": 3.2, "alpha": 0.45, "zorder": 2, "marker": "o"},
+    "BALI-L": {"color": "tab:orange", "lw": 1.2, "zorder": 4, "marker": "^"},
+}
 
 
 def variant_figure(curves: pd.DataFrame, names: dict):
@@ -344,8 +370,15 @@ def variant_figure(curves: pd.DataFrame, names: dict):
                 m, k = g.mean(), g.count()
                 se = (g.std(ddof=1) / np.sqrt(k)).fillna(0)
                 steps += m.index.tolist()
-                ax.plot(m.index, m.values, ls=SPLIT_LS[split], ms=3, markevery=_markevery(len(m)),
-                        label=f"{variant} {split}", **line)
+                ax.plot(
+                    m.index,
+                    m.values,
+                    ls=SPLIT_LS[split],
+                    ms=3,
+                    markevery=_markevery(len(m)),
+                    label=f"{variant} {split}",
+                    **line,
+                )
                 ax.fill_between(m.index, m - se, m + se, color=line["color"], alpha=0.15, lw=0)
         ax.set_title(names[d])
         ax.set_ylabel("NLL (log scale)")

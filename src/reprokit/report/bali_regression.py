@@ -15,8 +15,15 @@ from .stats import format_pm, mean_se
 from .tables import write_table
 
 DATASETS = ["uci_yacht", "uci_concrete", "uci_energy", "uci_redwine", "uci_kin8nm", "uci_powerplant", "uci_protein"]
-NAMES = {"uci_yacht": "Yacht", "uci_concrete": "Concrete", "uci_energy": "Energy", "uci_redwine": "Redwine",
-         "uci_kin8nm": "Kin8nm", "uci_powerplant": "Powerplant", "uci_protein": "Protein"}
+NAMES = {
+    "uci_yacht": "Yacht",
+    "uci_concrete": "Concrete",
+    "uci_energy": "Energy",
+    "uci_redwine": "Redwine",
+    "uci_kin8nm": "Kin8nm",
+    "uci_powerplant": "Powerplant",
+    "uci_protein": "Protein",
+}
 OURS = {"bali": "BALI", "bali_ystd": "BALI std-y", "dropout": "DO", "bbb": "BBB"}
 # which of the paper's columns each of ours is compared with (both BALI readings with the paper's BALI)
 PAPER_COLUMN = {"bali": "BALI", "bali_ystd": "BALI", "dropout": "DO", "bbb": "BBB"}
@@ -39,12 +46,22 @@ def summarise(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     for (dataset, method), g in df.groupby(["dataset", "method"], sort=False):
         ran = g[g["status"].isin(style.RAN_STATUSES)]
         if ran.empty:
-            rows.append({"dataset": dataset, "method": method, "mean": np.nan, "se": np.nan, "n": 0, "status": "unavailable"})
+            rows.append(
+                {"dataset": dataset, "method": method, "mean": np.nan, "se": np.nan, "n": 0, "status": "unavailable"}
+            )
             continue
         v = ran[col].astype(float).to_numpy() if col in ran else np.full(len(ran), np.nan)
         mean, se, n = mean_se(v)
-        rows.append({"dataset": dataset, "method": method, "mean": mean, "se": se, "n": n,
-                     "status": {None: "completed", "NaN": "diverged", "OOM": "oom"}[style.outcome_text(ran["status"])]})
+        rows.append(
+            {
+                "dataset": dataset,
+                "method": method,
+                "mean": mean,
+                "se": se,
+                "n": n,
+                "status": {None: "completed", "NaN": "diverged", "OOM": "oom"}[style.outcome_text(ran["status"])],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -55,8 +72,10 @@ def paper_values(path) -> dict:
     out = {}
     for key, name in (("rmse", "bali_table1"), ("ll", "bali_table7")):
         numbers = papers.artefact(doc, name)["numbers"]
-        out[key] = {d: {m: (v if isinstance(v, list) else None) for m in vals
-                        for v in [papers.entry(doc, name, d, m)]} for d, vals in numbers.items()}
+        out[key] = {
+            d: {m: (v if isinstance(v, list) else None) for m in vals for v in [papers.entry(doc, name, d, m)]}
+            for d, vals in numbers.items()
+        }
     return out
 
 
@@ -78,8 +97,14 @@ def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tu
                 row[f"{label} (ours)"] = "n/a"
                 continue
             r = s.iloc[0]
-            row[f"{label} (ours)"] = ("OOM" if r["status"] == "oom" else  # one split: no s.e. to print
-                                      format_pm(r["mean"], r["se"], digits) if r["n"] > 1 else f"{r['mean']:.{digits}f}")
+            row[f"{label} (ours)"] = (
+                "OOM"
+                if r["status"] == "oom"
+                # one split: no s.e. to print
+                else format_pm(r["mean"], r["se"], digits)
+                if r["n"] > 1
+                else f"{r['mean']:.{digits}f}"
+            )
             ns.add(int(r["n"]))
             if r["status"] == "diverged":
                 notes.append(f"{NAMES[d]} {label}: at least one split diverged (NaN)")
@@ -89,7 +114,9 @@ def uci_table(df: pd.DataFrame, paper: dict, metric: str, digits: int = 3) -> tu
         vals = paper[key].get(d, {})
         for m in PAPER_OWN + QUOTED:
             v = vals.get(m)
-            row[f"{m} (paper)" if m in PAPER_OWN else f"{m} (quoted)"] = "-" if v is None else format_pm(v[0], v[1], digits)
+            row[f"{m} (paper)" if m in PAPER_OWN else f"{m} (quoted)"] = (
+                "-" if v is None else format_pm(v[0], v[1], digits)
+            )
         out.append(row)
     return pd.DataFrame(out), notes
 
@@ -105,8 +132,19 @@ def within_two_se(df: pd.DataFrame, paper: dict, metric: str) -> pd.DataFrame:
         if v is None or r["n"] == 0:
             continue
         z = (r["mean"] - v[0]) / v[1] if v[1] > 0 else float("inf")
-        rows.append({"dataset": r["dataset"], "method": label, "ours": r["mean"], "ours_se": r["se"], "n": r["n"],
-                     "paper": v[0], "paper_se": v[1], "z_paper_se": z, "within_2se": abs(z) <= 2})
+        rows.append(
+            {
+                "dataset": r["dataset"],
+                "method": label,
+                "ours": r["mean"],
+                "ours_se": r["se"],
+                "n": r["n"],
+                "paper": v[0],
+                "paper_se": v[1],
+                "z_paper_se": z,
+                "within_2se": abs(z) <= 2,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -128,13 +166,19 @@ def table4(df: pd.DataFrame) -> pd.DataFrame:
 
         n_total = (g["n_train"] + g["n_test"]).iloc[0]
         div = float(g["n_eff_divisor"].iloc[0])
-        rows.append({
-            "Dataset": NAMES[d], "size": f"{int(n_total)}", "α": one("alpha"), "β": one("beta"),
-            "σ_r²": one("sigma_r2"),
-            "σ_u²": f"{one('sigma_u2_factor')}·N_eff",
-            "N_eff": "N" if div == 1 else f"N/{div:g}",
-            "B": one("batch_size", lambda v: f"{int(v)}"), "# iterations": one("n_steps", lambda v: f"{int(v)}"),
-        })
+        rows.append(
+            {
+                "Dataset": NAMES[d],
+                "size": f"{int(n_total)}",
+                "α": one("alpha"),
+                "β": one("beta"),
+                "σ_r²": one("sigma_r2"),
+                "σ_u²": f"{one('sigma_u2_factor')}·N_eff",
+                "N_eff": "N" if div == 1 else f"N/{div:g}",
+                "B": one("batch_size", lambda v: f"{int(v)}"),
+                "# iterations": one("n_steps", lambda v: f"{int(v)}"),
+            }
+        )
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -159,8 +203,10 @@ def provenance(df: pd.DataFrame) -> str:
     splits = ran.groupby("dataset")["seed"].nunique()
     text = ", ".join(f"{NAMES.get(d, d)} {n}" for d, n in splits.items())
     scales = sorted(set(df["scale"]))
-    return (f"{', '.join(style.SCALE_NOTE.get(s, s) for s in scales)}; splits per dataset: {text}; "
-            "data: UCI regression, standard 90/10 splits of Hernandez-Lobato & Adams (2015)")
+    return (
+        f"{', '.join(style.SCALE_NOTE.get(s, s) for s in scales)}; splits per dataset: {text}; "
+        "data: UCI regression, standard 90/10 splits of Hernandez-Lobato & Adams (2015)"
+    )
 
 
 # ------------------------------------------------------------------ synthetic figures
@@ -190,10 +236,12 @@ def plot_predictive(ax, row: pd.Series, title: str) -> None:
         cs = ax.contourf(gx, gy, p1.T, levels=np.linspace(0, 1, 11), cmap="RdBu_r", alpha=0.8)
         ax.contour(gx, gy, p1.T, levels=[0.5], colors="k", linewidths=0.8)
         x, y = b.x_train.numpy(), b.y_train.numpy()
-        ax.scatter(x[y == 0, 0], x[y == 0, 1], s=6, color="tab:blue", edgecolor="w", linewidth=0.3,
-                   label="train, class 0")
-        ax.scatter(x[y == 1, 0], x[y == 1, 1], s=6, color="tab:red", edgecolor="w", linewidth=0.3,
-                   label="train, class 1")
+        ax.scatter(
+            x[y == 0, 0], x[y == 0, 1], s=6, color="tab:blue", edgecolor="w", linewidth=0.3, label="train, class 0"
+        )
+        ax.scatter(
+            x[y == 1, 0], x[y == 1, 1], s=6, color="tab:red", edgecolor="w", linewidth=0.3, label="train, class 1"
+        )
         ax.plot([], [], color="k", lw=0.8, label="p(class 1) = 0.5")  # the contour's legend entry
         ax.figure.colorbar(cs, ax=ax, label="predictive p(class 1)")
         ax.set_xlabel("$x_1$")
@@ -202,10 +250,14 @@ def plot_predictive(ax, row: pd.Series, title: str) -> None:
 
 
 UCI_ARTEFACTS = {  # metric -> (paper table, caption)
-    "rmse": ("bali_table1", "BALI Table 1: test RMSE (lower is better) on the UCI regression benchmark, "
-             "mean ± s.e. over splits"),
-    "ll": ("bali_table7", "BALI Table 7: test log-likelihood (higher is better) on the UCI regression benchmark, "
-           "mean ± s.e. over splits"),
+    "rmse": (
+        "bali_table1",
+        "BALI Table 1: test RMSE (lower is better) on the UCI regression benchmark, mean ± s.e. over splits",
+    ),
+    "ll": (
+        "bali_table7",
+        "BALI Table 7: test log-likelihood (higher is better) on the UCI regression benchmark, mean ± s.e. over splits",
+    ),
 }
 
 
@@ -233,23 +285,38 @@ def uci_artefact(inputs, tex_path, metric: str) -> tuple[pd.DataFrame, pd.DataFr
     paper = paper_values(_named(inputs, "paper_numbers", "paper"))
     table, notes = uci_table(df, paper, metric)
     check = within_two_se(df, paper, metric)
-    footnotes = [
-        "Columns '(ours)': computed by this pipeline. '(paper)': the paper's own BALI and DO runs. '(quoted)': "
-        "values quoted from the paper, which took them from the respective publications (not run by us).",
-        "Data scaling (not stated in the paper): " + "; ".join(
-            bali_scaling_note(df, m) for m in ("bali", "bali_ystd") if m in set(df["method"])) + ". The noise prior "
-        "U_0 = 0.01 N_eff I floors BALI's noise sd at about 0.1 target units, so the choice moves the "
-        "log-likelihood: the paper's yacht and energy values need original-unit targets (noise sd ~0.5 < 0.1 "
-        "y_std), its kin8nm value a noise sd (~0.075) below 0.1 original units, so both are shown. DO and BBB "
-        "standardise inputs and targets. All metrics in original units.",
-        do_note(df) + "; our BBB: N(0,1) prior, KL factor 1, learned noise, Adam "
-        "(config/experiments/bali_regression.yaml).",
-    ] + notes + style.na_footnotes(df)
+    footnotes = (
+        [
+            "Columns '(ours)': computed by this pipeline. '(paper)': the paper's own BALI and DO runs. '(quoted)': "
+            "values quoted from the paper, which took them from the respective publications (not run by us).",
+            "Data scaling (not stated in the paper): "
+            + "; ".join(bali_scaling_note(df, m) for m in ("bali", "bali_ystd") if m in set(df["method"]))
+            + ". The noise prior "
+            "U_0 = 0.01 N_eff I floors BALI's noise sd at about 0.1 target units, so the choice moves the "
+            "log-likelihood: the paper's yacht and energy values need original-unit targets (noise sd ~0.5 < 0.1 "
+            "y_std), its kin8nm value a noise sd (~0.075) below 0.1 original units, so both are shown. DO and BBB "
+            "standardise inputs and targets. All metrics in original units.",
+            do_note(df) + "; our BBB: N(0,1) prior, KL factor 1, learned noise, Adam "
+            "(config/experiments/bali_regression.yaml).",
+        ]
+        + notes
+        + style.na_footnotes(df)
+    )
     if len(check):
-        footnotes.append("Our mean minus the paper's, in units of the paper's s.e.: " + "; ".join(
-            f"{NAMES.get(r.dataset, r.dataset)} {r.method} {r.z_paper_se:+.1f}" for r in check.itertuples()) + ".")
-    write_table(table, tex_path, caption=caption, scale=style.scale_of(df), note=provenance(df),
-                footnotes=footnotes, label=f"tab:{label}")
+        footnotes.append(
+            "Our mean minus the paper's, in units of the paper's s.e.: "
+            + "; ".join(f"{NAMES.get(r.dataset, r.dataset)} {r.method} {r.z_paper_se:+.1f}" for r in check.itertuples())
+            + "."
+        )
+    write_table(
+        table,
+        tex_path,
+        caption=caption,
+        scale=style.scale_of(df),
+        note=provenance(df),
+        footnotes=footnotes,
+        label=f"tab:{label}",
+    )
     return table, check
 
 
@@ -258,10 +325,12 @@ def do_note(df: pd.DataFrame) -> str:
     d = df[df["method"] == "dropout"] if "method" in df else df.iloc[:0]
     if "protocol" in d and (d["protocol"] == "gal").any():
         g = d[d["protocol"] == "gal"].iloc[0]
-        return (f"Our DO: Gal's DropoutUncertaintyExps protocol per split (grid p in {{{g.get('rates')}}} x the "
-                f"dataset's 3 taus, trained on 80 % of the training split and chosen by validation log-likelihood, "
-                f"then retrained on all of it; dropout on inputs and hidden units, {g.get('epochs'):g} epochs, "
-                f"T = {g.get('predictive_samples'):g} passes, tau likelihood)")
+        return (
+            f"Our DO: Gal's DropoutUncertaintyExps protocol per split (grid p in {{{g.get('rates')}}} x the "
+            f"dataset's 3 taus, trained on 80 % of the training split and chosen by validation log-likelihood, "
+            f"then retrained on all of it; dropout on inputs and hidden units, {g.get('epochs'):g} epochs, "
+            f"T = {g.get('predictive_samples'):g} passes, tau likelihood)"
+        )
     return "Our DO: p = 0.05 on the hidden units, learned homoscedastic noise (no tau grid search), Adam"
 
 
@@ -283,15 +352,19 @@ def bbb_synthetic_page(inputs, dataset: str, label: str):
         nll_box(ax, row, "upper right" if regression else "lower right")
     style.figure_legend(fig, axes, markerscale=2)  # above the panels, clear of the data
     r = rows.iloc[0] if len(rows) else df.iloc[0]
-    likelihood = ("Gaussian likelihood with a learned noise sd; shading: predictive mean ± 1 sd" if regression else
-                  "Bernoulli likelihood (two-class classification); colour: predictive p(class 1), black line: "
-                  "p(class 1) = 0.5")
+    likelihood = (
+        "Gaussian likelihood with a learned noise sd; shading: predictive mean ± 1 sd"
+        if regression
+        else "Bernoulli likelihood (two-class classification); colour: predictive p(class 1), black line: "
+        "p(class 1) = 0.5"
+    )
     note = style.provenance(df, f"synthetic {label} (App. H.1)") + (
         f"; {int(r['n_steps'])} Adam iterations (lr {r['lr']:g}), full batch, N(0, {r['prior_sigma']:g}^2) prior, "
         f"{likelihood}; {int(r['final_samples'])} weight samples; loss = NLL + KL factor x KL / N"
         "\nEach panel's box: the mean negative log-likelihood per training (test) point of its predictive, lower = "
         "closer fit (the paper's claim of underfitting at a large KL factor, Figs. 4-6, is read as the training NLL "
-        "at the largest factor above that at the smallest)")
+        "at the largest factor above that at the smallest)"
+    )
     note = style.wrap_note(fig, note)
     fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.92))
     return fig, style.scale_of(df), note
@@ -299,11 +372,23 @@ def bbb_synthetic_page(inputs, dataset: str, label: str):
 
 def nll_box(ax, row: pd.Series, loc: str = "upper right") -> None:
     """The cell's training and test NLL in a box in a corner of its panel (what the BBB underfitting claim reads)."""
-    parts = [f"{split} NLL {float(row[f'{split}_nll']):.3f}" for split in ("train", "test")
-             if f"{split}_nll" in row and pd.notna(row[f"{split}_nll"])]
+    parts = [
+        f"{split} NLL {float(row[f'{split}_nll']):.3f}"
+        for split in ("train", "test")
+        if f"{split}_nll" in row and pd.notna(row[f"{split}_nll"])
+    ]
     if not parts:
         return
     x, ha = (0.98, "right") if "right" in loc else (0.02, "left")
     y, va = (0.98, "top") if "upper" in loc else (0.02, "bottom")
-    ax.text(x, y, "\n".join(parts), transform=ax.transAxes, ha=ha, va=va, fontsize=8, zorder=6,
-            bbox={"facecolor": "w", "edgecolor": "0.6", "alpha": 0.85, "boxstyle": "round,pad=0.3"})
+    ax.text(
+        x,
+        y,
+        "\n".join(parts),
+        transform=ax.transAxes,
+        ha=ha,
+        va=va,
+        fontsize=8,
+        zorder=6,
+        bbox={"facecolor": "w", "edgecolor": "0.6", "alpha": 0.85, "boxstyle": "round,pad=0.3"},
+    )

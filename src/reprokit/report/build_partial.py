@@ -37,16 +37,19 @@ def found_lines(config: dict, experiment: str, scale: str, results: str | Path, 
     wins over the archive for a cell in both where its settings are current; otherwise the archived line is used
     (for example one migrated after the run, while results/ still holds the run's own config.json)."""
     current = archive.current_settings(config, scale, experiment)
-    chosen = {line["cell"]: line for line in archive.split(archive.load(archive.path_of(root, scale, experiment)),
-                                                            current)[0]}
+    chosen = {
+        line["cell"]: line for line in archive.split(archive.load(archive.path_of(root, scale, experiment)), current)[0]
+    }
     if (Path(results) / scale / experiment).is_dir():
-        chosen.update({line["cell"]: line for line in archive.split(archive.from_results(results, scale, experiment),
-                                                                    current)[0]})
+        chosen.update(
+            {line["cell"]: line for line in archive.split(archive.from_results(results, scale, experiment), current)[0]}
+        )
     return [chosen[cell] for cell in sorted(chosen)]
 
 
-def tables(config: dict, experiment: str, scale: str, lines: list[dict],
-           missing: dict[str, list[str]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def tables(
+    config: dict, experiment: str, scale: str, lines: list[dict], missing: dict[str, list[str]] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tidy metrics and curves tables of `lines`, as the aggregate rule writes them for a whole grid; each cell of
     `missing` ({rel_dir: [datasets]}) is an n/a row naming its datasets."""
     from ..config import experiment as grid_of
@@ -67,8 +70,14 @@ def tables(config: dict, experiment: str, scale: str, lines: list[dict],
     return aggregate.tidy(rows, curves, cells, list(grid.axes))
 
 
-def build(name: str, scale: str, results: str | Path = "results", root: str | Path = REPO,
-          out_dir: str | Path | None = None, archive_root: str | Path | None = None) -> dict:
+def build(
+    name: str,
+    scale: str,
+    results: str | Path = "results",
+    root: str | Path = REPO,
+    out_dir: str | Path | None = None,
+    archive_root: str | Path | None = None,
+) -> dict:
     """Run artefact `name`'s notebook on the cells found; returns the provenance record it wrote. `root`: the
     repository (config, notebooks); `archive_root`: where figures/<scale>/cells/ lives (default `root`)."""
     from ..config import load_pipeline_config
@@ -103,8 +112,10 @@ def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archiv
         partial[exp] = [len(lines) + len(missing), sum(1 for _ in grid_of(config, exp, scale).cells())]
         csvs.append(inputs[exp])
     if spec["experiments"] and not ran:  # cells n/a for want of data do not make an artefact worth building
-        raise FileNotFoundError(f"artefact {name}: no cell of experiment(s) {', '.join(partial)} ran at scale {scale} "
-                                f"with the config's settings (results/{scale}/<experiment>, figures/{scale}/cells/)")
+        raise FileNotFoundError(
+            f"artefact {name}: no cell of experiment(s) {', '.join(partial)} ran at scale {scale} "
+            f"with the config's settings (results/{scale}/<experiment>, figures/{scale}/cells/)"
+        )
     numbers = root / "config" / "papers" / f"{spec['paper']}.yaml"
     if numbers.exists():
         from . import papers
@@ -113,15 +124,23 @@ def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archiv
             inputs["paper_numbers"] = str(numbers)
     inputs.update({k: str(root / v) for k, v in (spec.get("data") or {}).items()})
     outputs = {ext: str(out_dir / f"{name}.{ext}") for ext in spec["outputs"]}
-    smk = types.SimpleNamespace(input=inputs, output=outputs, config=config, wildcards={}, log=[],
-                                params={"scale": scale, "notebook": spec["notebook"], "partial": partial,
-                                        "root": str(root)},
-                                rule=f"artefact_{name}")
+    smk = types.SimpleNamespace(
+        input=inputs,
+        output=outputs,
+        config=config,
+        wildcards={},
+        log=[],
+        params={"scale": scale, "notebook": spec["notebook"], "partial": partial, "root": str(root)},
+        rule=f"artefact_{name}",
+    )
     from . import style
 
     try:
-        runpy.run_path(str(root / "workflow" / "notebooks" / spec["notebook"]), init_globals={"snakemake": smk},
-                       run_name="__main__")
+        runpy.run_path(
+            str(root / "workflow" / "notebooks" / spec["notebook"]),
+            init_globals={"snakemake": smk},
+            run_name="__main__",
+        )
     finally:
         style.set_partial(None)  # the next artefact built in this process is not partial unless it says so
     missing = [p for p in outputs.values() if not Path(p).exists()]
@@ -136,8 +155,11 @@ def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archiv
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m reprokit.report.build_partial", description=__doc__.split("\n\n")[0])
     p.add_argument("--artefact", nargs="+", help="artefact names (default with --all: every artefact of the config)")
-    p.add_argument("--all", action="store_true", help="every artefact of the config; those none of whose cells "
-                   "ran are skipped, named")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="every artefact of the config; those none of whose cells ran are skipped, named",
+    )
     p.add_argument("--scale", default="paper")
     p.add_argument("--results", default="results")
     p.add_argument("--root", default=str(REPO))

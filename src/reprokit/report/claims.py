@@ -60,16 +60,18 @@ REL_TOL_N1 = 0.01  # ... or, with one seed / split on a side (no s.e.), this fra
 # value AND by more than BASELINE_Z of the paper's s.e. (when printed): the comparison then is not comparable.
 BASELINE_REL, BASELINE_Z = 0.5, 5.0
 CI_LEVEL = 0.95  # a correlation's percentile-bootstrap interval over the configurations
-NOISE_RULE = (f"an ordering holds when its effect exceeds {Z_NOISE:g} combined s.e. over seeds / splits ("
-              f"{REL_TOL_N1:.0%} of the larger |value| when a side has n = 1), is inconclusive inside that band and "
-              f"does not hold when clearly reversed; the same band applies to a comparison with the best of k "
-              f"reference cells (a single value: {REL_TOL_N1:.0%}) and to a threshold (a mean against a fixed bound: "
-              f"{Z_NOISE:g} s.e., or {REL_TOL_N1:.0%} of the larger of |value| and |bound| with one cell; a spread: "
-              f"the band between its highest and lowest configuration), inconclusive within the band of the bound; a "
-              f"correlation holds when its {CI_LEVEL:.0%} bootstrap interval over the configurations lies beyond its "
-              f"bound, does not hold when it lies wholly on the other side, and is inconclusive when it straddles "
-              f"the bound; a table comparison whose baseline entry is off its paper number "
-              f"by more than {BASELINE_REL:.0%} and {BASELINE_Z:g} paper s.e. is not comparable unless it clearly fails")
+NOISE_RULE = (
+    f"an ordering holds when its effect exceeds {Z_NOISE:g} combined s.e. over seeds / splits ("
+    f"{REL_TOL_N1:.0%} of the larger |value| when a side has n = 1), is inconclusive inside that band and "
+    f"does not hold when clearly reversed; the same band applies to a comparison with the best of k "
+    f"reference cells (a single value: {REL_TOL_N1:.0%}) and to a threshold (a mean against a fixed bound: "
+    f"{Z_NOISE:g} s.e., or {REL_TOL_N1:.0%} of the larger of |value| and |bound| with one cell; a spread: "
+    f"the band between its highest and lowest configuration), inconclusive within the band of the bound; a "
+    f"correlation holds when its {CI_LEVEL:.0%} bootstrap interval over the configurations lies beyond its "
+    f"bound, does not hold when it lies wholly on the other side, and is inconclusive when it straddles "
+    f"the bound; a table comparison whose baseline entry is off its paper number "
+    f"by more than {BASELINE_REL:.0%} and {BASELINE_Z:g} paper s.e. is not comparable unless it clearly fails"
+)
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ class Verdict:
 def _means(rows: pd.DataFrame, by: str, metric: str) -> pd.DataFrame:
     """Mean, s.e. and n of `metric` per value of `by` over the rows with a finite value."""
     out = []
-    for key, g in (rows.groupby(by) if by in rows else []):
+    for key, g in rows.groupby(by) if by in rows else []:
         v = pd.to_numeric(g[metric], errors="coerce").dropna() if metric in g else pd.Series(dtype=float)
         if len(v):
             m, se, n = mean_se(v)
@@ -152,8 +154,12 @@ def _decide(results: list, measured: str, n: int) -> Verdict:
 
 
 def _mark(outcome, reversed_: str = " (reversed)") -> str:
-    return {True: "", False: reversed_, INCONCLUSIVE: " (inside the noise)",
-            NOT_COMPARABLE: " (baseline far from the paper's)"}.get(outcome, "")
+    return {
+        True: "",
+        False: reversed_,
+        INCONCLUSIVE: " (inside the noise)",
+        NOT_COMPARABLE: " (baseline far from the paper's)",
+    }.get(outcome, "")
 
 
 def peak_at(ctx, experiment: str, axis: str, metric: str, expected, where: dict | None = None) -> Verdict:
@@ -164,8 +170,10 @@ def peak_at(ctx, experiment: str, axis: str, metric: str, expected, where: dict 
         return Verdict(NOT_RUN, "no cell ran")
     best = means.iloc[int(np.nanargmax(means["mean"].to_numpy()))]
     n = int(means["n"].min())
-    measured = (f"{metric} peaks at {axis} = {best[axis]:g} ({best['mean']:.4g}), over {len(means)} values of {axis} "
-                f"({means[axis].min():g}-{means[axis].max():g})")
+    measured = (
+        f"{metric} peaks at {axis} = {best[axis]:g} ({best['mean']:.4g}), over {len(means)} values of {axis} "
+        f"({means[axis].min():g}-{means[axis].max():g})"
+    )
     expected_present = float(expected) in set(means[axis].astype(float))
     if not expected_present:
         return Verdict(NOT_RUN, measured + f"; {axis} = {expected} has not run", n)
@@ -176,8 +184,10 @@ def peak_at(ctx, experiment: str, axis: str, metric: str, expected, where: dict 
     rival = others.iloc[int(np.nanargmax(others["mean"].to_numpy()))]  # the best value other than `expected`
     gap, band, how = _paired_gap(rows, axis, metric, float(expected), float(rival[axis]), at_expected, rival)
     outcome = ordering(gap, band)
-    measured += (f"; {axis} = {expected:g} minus the best other ({axis} = {rival[axis]:g}): {gap:.4g}, noise band "
-                 f"{band:.3g} ({how}){_mark(outcome)}")
+    measured += (
+        f"; {axis} = {expected:g} minus the best other ({axis} = {rival[axis]:g}): {gap:.4g}, noise band "
+        f"{band:.3g} ({how}){_mark(outcome)}"
+    )
     return _decide([outcome], measured, n)
 
 
@@ -195,8 +205,9 @@ def _paired_gap(rows: pd.DataFrame, axis: str, metric: str, a, b, stat_a, stat_b
     return float(stat_a["mean"] - stat_b["mean"]), band, "unpaired"
 
 
-def inputs_kept(ctx, experiment: str, prefix: str, expected_first: int, threshold: float = 0.5,
-                where: dict | None = None) -> Verdict:
+def inputs_kept(
+    ctx, experiment: str, prefix: str, expected_first: int, threshold: float = 0.5, where: dict | None = None
+) -> Verdict:
     """The inputs whose mean keep-probability exceeds `threshold` are exactly the first `expected_first`."""
     rows = ctx.cells(experiment, where or {})
     cols = sorted(c for c in rows.columns if c.startswith(prefix))
@@ -220,8 +231,9 @@ def _ranges(idx: list[int]) -> str:
     return ", ".join(parts)
 
 
-def better_at_smallest(ctx, experiment: str, metric: str, better: dict, worse: dict, groups: list[dict],
-                       axis: str | None = None) -> Verdict:
+def better_at_smallest(
+    ctx, experiment: str, metric: str, better: dict, worse: dict, groups: list[dict], axis: str | None = None
+) -> Verdict:
     """In every group, the mean of `metric` of the `better` cells exceeds the `worse` cells' (at the smallest
     value of `axis` both ran, when given: the low-data regime)."""
     results, parts, ns = [], [], []
@@ -250,8 +262,15 @@ def _words(where: dict) -> str:
     return "/".join(str(v) for v in where.values())
 
 
-def near_value(ctx, experiment: str, metric: str, target: float, rel_tol: float, where: dict | None = None,
-               largest: str | None = None) -> Verdict:
+def near_value(
+    ctx,
+    experiment: str,
+    metric: str,
+    target: float,
+    rel_tol: float,
+    where: dict | None = None,
+    largest: str | None = None,
+) -> Verdict:
     """The mean of `metric` lies within `rel_tol` x |target| of `target` (inconclusive within the noise band,
     :func:`bound_band`, of that tolerance's edge)."""
     rows = ctx.cells(experiment, where or {})
@@ -263,8 +282,12 @@ def near_value(ctx, experiment: str, metric: str, target: float, rel_tol: float,
     band = bound_band(m, se, n, target)
     outcome = ordering(rel_tol * abs(target) - abs(m - target), band)  # the margin inside the tolerance
     size = f" at {largest} = {rows[largest].max():g}" if largest else ""
-    return _decide([outcome], f"{metric}{size} = {_pm(m, se, n, 3)} (target {target:.3f} ± {rel_tol:.0%}; noise "
-                   f"band {band:.2g}){_mark(outcome, '')}", n)
+    return _decide(
+        [outcome],
+        f"{metric}{size} = {_pm(m, se, n, 3)} (target {target:.3f} ± {rel_tol:.0%}; noise "
+        f"band {band:.2g}){_mark(outcome, '')}",
+        n,
+    )
 
 
 def metric_at_least(ctx, experiment: str, metric: str, bound: float, where: dict | None = None) -> Verdict:
@@ -275,17 +298,26 @@ def metric_at_least(ctx, experiment: str, metric: str, bound: float, where: dict
         return Verdict(NOT_RUN, "no cell ran", n)
     band = bound_band(m, se, n, bound)
     outcome = ordering(m - bound, band)
-    return _decide([outcome], f"{metric} = {_pm(m, se, n, 4)} (bound >= {bound:g}; noise band {band:.2g})"
-                   f"{_mark(outcome, '')}", n)
+    return _decide(
+        [outcome], f"{metric} = {_pm(m, se, n, 4)} (bound >= {bound:g}; noise band {band:.2g}){_mark(outcome, '')}", n
+    )
 
 
 def _pm(m: float, se: float, n: int, digits: int) -> str:
-    """"mean ± s.e." over n > 1 cells; one cell has no s.e., and says so."""
+    """ "mean ± s.e." over n > 1 cells; one cell has no s.e., and says so."""
     return f"{m:.{digits}f} ± {se:.{digits}f}" if n > 1 else f"{m:.{digits}f} (one cell, no s.e.)"
 
 
-def better_in_at_least(ctx, experiments: list[str], metric: str, by: str, better: dict, worse: dict,
-                       at_least: int, lower_is_better: bool = False) -> Verdict:
+def better_in_at_least(
+    ctx,
+    experiments: list[str],
+    metric: str,
+    by: str,
+    better: dict,
+    worse: dict,
+    at_least: int,
+    lower_is_better: bool = False,
+) -> Verdict:
     """`better` beats `worse` on `metric` for at least `at_least` values of `by` (e.g. datasets)."""
     wins, unsure, compared, ns, parts = 0, 0, 0, [], []
     keys = []
@@ -302,8 +334,10 @@ def better_in_at_least(ctx, experiments: list[str], metric: str, by: str, better
             unsure += win == INCONCLUSIVE
             ns.append(min(na, nb))
             parts.append(f"{key} {ma:.4g} vs {mb:.4g}{_mark(win)}")
-    measured = (f"{_words(better)} better on {metric} in {wins} of {compared} compared, {unsure} inside the noise "
-                f"({'; '.join(parts)})")
+    measured = (
+        f"{_words(better)} better on {metric} in {wins} of {compared} compared, {unsure} inside the noise "
+        f"({'; '.join(parts)})"
+    )
     if wins >= at_least:
         return Verdict(HOLDS, measured, min(ns))
     if compared == 0:
@@ -315,12 +349,21 @@ def better_in_at_least(ctx, experiments: list[str], metric: str, by: str, better
     return Verdict(NOT_RUN if missing else INCONCLUSIVE, measured, min(ns))
 
 
-def beats(ctx, artefact: str, better: str, worse: list[str], over: list[str], axis: str = "columns",
-          lower_is_better: bool = False, max_gap: float | None = None) -> Verdict:
+def beats(
+    ctx,
+    artefact: str,
+    better: str,
+    worse: list[str],
+    over: list[str],
+    axis: str = "columns",
+    lower_is_better: bool = False,
+    max_gap: float | None = None,
+) -> Verdict:
     """In the artefact's table, our `better` entry beats each `worse` one at every entry of `over` (by at most
     `max_gap` in the table's unit when given: "slightly"). axis "columns": better/worse are columns and `over`
     rows; "rows": better/worse are rows, `over` columns."""
     results, parts, ns = [], [], []
+
     def entry(o, name):
         return ctx.ours(artefact, o, name) if axis == "columns" else ctx.ours(artefact, name, o)
 
@@ -344,8 +387,10 @@ def beats(ctx, artefact: str, better: str, worse: list[str], over: list[str], ax
                 outcome = NOT_COMPARABLE
             results.append(outcome)
             ns.append(min(a.n, b.n))
-            parts.append(f"{o}: {a.mean:.4g} vs {w} {b.mean:.4g} (gap {gap:.3g}, noise band {band:.2g}{how})"
-                         f"{_mark(outcome)}" + (f" [{far}]" if far else ""))
+            parts.append(
+                f"{o}: {a.mean:.4g} vs {w} {b.mean:.4g} (gap {gap:.3g}, noise band {band:.2g}{how})"
+                f"{_mark(outcome)}" + (f" [{far}]" if far else "")
+            )
     bound = f" (by at most {max_gap:g})" if max_gap is not None else ""
     return _decide(results, f"{better}{bound}: " + "; ".join(parts), min(ns, default=0))
 
@@ -384,6 +429,7 @@ def at_most(ctx, artefact: str, rows: list[str], columns: list[str], bound: floa
 
 # -- table entries ------------------------------------------------------------------------------------------
 
+
 def _similar(diff: float, se_a: float, se_b: float, tol: float | None, z: float | None) -> bool:
     """|diff| within `tol` (the metric's unit), or within `z` combined s.e. when that is wider."""
     ses = [s for s in (se_a, se_b) if s is not None and math.isfinite(s)]
@@ -392,14 +438,25 @@ def _similar(diff: float, se_a: float, se_b: float, tol: float | None, z: float 
     return abs(diff) <= bound
 
 
-def similar_entries(ctx, artefact: str, a: str, b: str, over: list[str], axis: str = "columns",
-                    tol: float | None = None, z: float | None = None) -> Verdict:
+def similar_entries(
+    ctx,
+    artefact: str,
+    a: str,
+    b: str,
+    over: list[str],
+    axis: str = "columns",
+    tol: float | None = None,
+    z: float | None = None,
+) -> Verdict:
     """Our entries `a` and `b` of the artefact's table are similar at every entry of `over`: |a - b| <= `tol`
     (the table's unit) or <= `z` combined s.e. (whichever is wider)."""
     results, parts, ns = [], [], []
     for o in over:
-        x, y = (ctx.ours(artefact, o, a), ctx.ours(artefact, o, b)) if axis == "columns" else \
-            (ctx.ours(artefact, a, o), ctx.ours(artefact, b, o))
+        x, y = (
+            (ctx.ours(artefact, o, a), ctx.ours(artefact, o, b))
+            if axis == "columns"
+            else (ctx.ours(artefact, a, o), ctx.ours(artefact, b, o))
+        )
         if x.n == 0 or y.n == 0 or not (math.isfinite(x.mean) and math.isfinite(y.mean)):
             results.append(None)
             parts.append(f"{o}: not run")
@@ -407,14 +464,18 @@ def similar_entries(ctx, artefact: str, a: str, b: str, over: list[str], axis: s
         results.append(_similar(x.mean - y.mean, x.se if x.n > 1 else math.nan, y.se if y.n > 1 else math.nan, tol, z))
         ns.append(min(x.n, y.n))
         parts.append(f"{o}: {x.mean:.4g} vs {y.mean:.4g}")
-    reading = ", ".join(filter(None, [f"|diff| <= {tol:g}" if tol is not None else "",
-                                      f"<= {z:g} combined s.e." if z is not None else ""]))
+    reading = ", ".join(
+        filter(
+            None, [f"|diff| <= {tol:g}" if tol is not None else "", f"<= {z:g} combined s.e." if z is not None else ""]
+        )
+    )
     return _decide(results, f"{a} vs {b} ({reading}): " + "; ".join(parts), min(ns, default=0))
 
 
 def gap_shrinks(ctx, artefact: str, a: str, b: str, at: str, than: str, axis: str = "rows") -> Verdict:
     """The gap a - b of our table entries is smaller at `at` than at `than` (axis "rows": a, b are rows and
     at/than columns), by more than :func:`noise_band` of the two gaps."""
+
     def get(name, where):
         return ctx.ours(artefact, name, where) if axis == "rows" else ctx.ours(artefact, where, name)
 
@@ -426,11 +487,15 @@ def gap_shrinks(ctx, artefact: str, a: str, b: str, at: str, than: str, axis: st
     n_at, n_than = min(entries[0].n, entries[1].n), min(entries[2].n, entries[3].n)
     band = noise_band(g_at, se_at, n_at, g_than, se_than, n_than)
     outcome = ordering(g_than - g_at, band)
-    return _decide([outcome], f"{a} - {b}: {g_at:.3g} at {at} vs {g_than:.3g} at {than} (noise band {band:.2g})"
-                   f"{_mark(outcome)}", min(e.n for e in entries))
+    return _decide(
+        [outcome],
+        f"{a} - {b}: {g_at:.3g} at {at} vs {g_than:.3g} at {than} (noise band {band:.2g}){_mark(outcome)}",
+        min(e.n for e in entries),
+    )
 
 
 # -- cells ----------------------------------------------------------------------------------------------------
+
 
 def _cells(ctx, experiments, where: dict) -> pd.DataFrame:
     exps = [experiments] if isinstance(experiments, str) else list(experiments)
@@ -461,10 +526,24 @@ def _at(rows: pd.DataFrame, by: str | None, value) -> pd.DataFrame:
     return rows if by is None else rows[rows[by].map(_key) == value]
 
 
-def compare(ctx, experiments, metric: str, a: dict, b, by: str | None = None, groups: list[dict] | None = None,
-            at: str = "all", min_values: int = 1, relation: str = "above", min_gap: float = 0.0,
-            max_gap: float | None = None, tol: float | None = None, z: float | None = None,
-            lower_is_better: bool = False, at_least: int | None = None) -> Verdict:
+def compare(
+    ctx,
+    experiments,
+    metric: str,
+    a: dict,
+    b,
+    by: str | None = None,
+    groups: list[dict] | None = None,
+    at: str = "all",
+    min_values: int = 1,
+    relation: str = "above",
+    min_gap: float = 0.0,
+    max_gap: float | None = None,
+    tol: float | None = None,
+    z: float | None = None,
+    lower_is_better: bool = False,
+    at_least: int | None = None,
+) -> Verdict:
     """Cells `a` against each of `b` (a dict or a list of dicts) on the mean of `metric`, per group and per value
     of `by` both ran (`at`: "all", "smallest" or "largest" of them; fewer than `min_values` common values:
     not run, e.g. "low-data vs large-data regime" needs two sizes). relation "above": gap = a - b (b - a when
@@ -502,10 +581,18 @@ def compare(ctx, experiments, metric: str, a: dict, b, by: str | None = None, gr
         wins = sum(r is True for r in results)
         pending = sum(r is None for r in results)
         unsure = sum(r == INCONCLUSIVE for r in results)
-        status = (HOLDS if wins >= at_least else FAILS if wins + pending + unsure < at_least else
-                  NOT_RUN if pending else INCONCLUSIVE)
-        return Verdict(status, head + f"{wins} of {len(results)} hold (need {at_least}); " + "; ".join(parts),
-                       min(ns, default=0))
+        status = (
+            HOLDS
+            if wins >= at_least
+            else FAILS
+            if wins + pending + unsure < at_least
+            else NOT_RUN
+            if pending
+            else INCONCLUSIVE
+        )
+        return Verdict(
+            status, head + f"{wins} of {len(results)} hold (need {at_least}); " + "; ".join(parts), min(ns, default=0)
+        )
     return _decide(results, head + "; ".join(parts), min(ns, default=0))
 
 
@@ -520,8 +607,11 @@ def not_peaked_at(ctx, experiment: str, axis: str, metric: str, at, where: dict 
     if above.empty:
         return Verdict(NOT_RUN, f"no {axis} above {at} has run")
     best = float(above["mean"].max())
-    return Verdict(HOLDS if best >= here else FAILS,
-                   f"{metric} at {axis} = {at}: {here:.4g}; best above: {best:.4g}", int(means["n"].min()))
+    return Verdict(
+        HOLDS if best >= here else FAILS,
+        f"{metric} at {axis} = {at}: {here:.4g}; best above: {best:.4g}",
+        int(means["n"].min()),
+    )
 
 
 def correlates(ctx, experiment: str, axis: str, x: str, y: str, at_least: float, where: dict | None = None) -> Verdict:
@@ -532,19 +622,25 @@ def correlates(ctx, experiment: str, axis: str, x: str, y: str, at_least: float,
     mx, my = _means(rows, axis, x), _means(rows, axis, y)
     both = mx.merge(my, on=axis, suffixes=("_x", "_y"))
     if len(both) < 3:
-        return Verdict(NOT_RUN, f"{len(both)} values of {axis} ran (3 needed)", int(both["n_x"].min()) if len(both) else 0)
+        return Verdict(
+            NOT_RUN, f"{len(both)} values of {axis} ran (3 needed)", int(both["n_x"].min()) if len(both) else 0
+        )
     rho, lo, hi = correlation_ci(both["mean_x"], both["mean_y"], "spearman", CI_LEVEL)
     outcome = interval_side(lo, hi, at_least, above=True)
-    return _decide([outcome], f"Spearman rho({x}, {y}) over {len(both)} values of {axis} = {rho:.3f}, {CI_LEVEL:.0%} "
-                   f"bootstrap interval [{lo:.2f}, {hi:.2f}] (bound >= {at_least:g}){_mark(outcome, '')}",
-                   int(min(both["n_x"].min(), both["n_y"].min())))
+    return _decide(
+        [outcome],
+        f"Spearman rho({x}, {y}) over {len(both)} values of {axis} = {rho:.3f}, {CI_LEVEL:.0%} "
+        f"bootstrap interval [{lo:.2f}, {hi:.2f}] (bound >= {at_least:g}){_mark(outcome, '')}",
+        int(min(both["n_x"].min(), both["n_y"].min())),
+    )
 
 
 def _config_means(rows: pd.DataFrame, keys: list[str], metric: str) -> pd.DataFrame:
     if rows.empty or any(k not in rows for k in keys) or metric not in rows:
         return pd.DataFrame(columns=[*keys, "mean", "se", "n"])
-    rows = rows.assign(**{k: rows[k].map(lambda v: str(list(_key(v))) if isinstance(_key(v), tuple) else str(_key(v)))
-                          for k in keys})
+    rows = rows.assign(
+        **{k: rows[k].map(lambda v: str(list(_key(v))) if isinstance(_key(v), tuple) else str(_key(v))) for k in keys}
+    )
     out = []
     for key, g in rows.groupby(keys):
         m, se, n = _stat(g, metric)
@@ -553,8 +649,14 @@ def _config_means(rows: pd.DataFrame, keys: list[str], metric: str) -> pd.DataFr
     return pd.DataFrame(out, columns=[*keys, "mean", "se", "n"])
 
 
-def spread_at_most(ctx, experiments: list[str], metric: str, bound: float, where: dict | None = None,
-                   configs: tuple = ("param_proportions", "chunk_proportions")) -> Verdict:
+def spread_at_most(
+    ctx,
+    experiments: list[str],
+    metric: str,
+    bound: float,
+    where: dict | None = None,
+    configs: tuple = ("param_proportions", "chunk_proportions"),
+) -> Verdict:
     """Over every configuration (`configs` coordinates) of the experiments, the per-configuration means of
     `metric` lie within `bound` of each other (max - min <= bound; inconclusive when the spread is within the
     noise band of the highest vs the lowest configuration, :func:`noise_band`, of the bound)."""
@@ -568,9 +670,12 @@ def spread_at_most(ctx, experiments: list[str], metric: str, bound: float, where
     spread = hi[0] - lo[0]
     band = noise_band(hi[0], hi[1], int(hi[2]), lo[0], lo[1], int(lo[2]))  # the highest vs the lowest configuration
     outcome = ordering(bound - spread, band)
-    return _decide([outcome], f"{metric} over {len(means)} configurations: {lo[0]:.4g}-{hi[0]:.4g} (spread "
-                   f"{spread:.3g}, bound {bound:g}, noise band {band:.2g}){_mark(outcome, '')}",
-                   min(int(n) for *_, n in means))
+    return _decide(
+        [outcome],
+        f"{metric} over {len(means)} configurations: {lo[0]:.4g}-{hi[0]:.4g} (spread "
+        f"{spread:.3g}, bound {bound:g}, noise band {band:.2g}){_mark(outcome, '')}",
+        min(int(n) for *_, n in means),
+    )
 
 
 def _later_share(value) -> float:
@@ -579,8 +684,14 @@ def _later_share(value) -> float:
     return sum(v[1:]) / sum(v)
 
 
-def imbalance_trend(ctx, experiments: list[str], metric: str, where: dict | None = None,
-                    params: str = "param_proportions", chunks: str = "chunk_proportions") -> Verdict:
+def imbalance_trend(
+    ctx,
+    experiments: list[str],
+    metric: str,
+    where: dict | None = None,
+    params: str = "param_proportions",
+    chunks: str = "chunk_proportions",
+) -> Verdict:
     """Configurations with more parameters but fewer data points in the later partitions / chunks do worse:
     the Pearson correlation of x = (parameter share of partitions 2..C) - (data share of chunks 2..C) with the
     per-configuration mean of `metric` is negative: its bootstrap interval over the configurations
@@ -596,13 +707,24 @@ def imbalance_trend(ctx, experiments: list[str], metric: str, where: dict | None
         return Verdict(NOT_RUN, f"{len(set(xs))} distinct imbalance value(s) ran (3 needed)", min(ns, default=0))
     r, lo, hi = correlation_ci(xs, ys, "pearson", CI_LEVEL)
     outcome = interval_side(lo, hi, 0.0, above=False)
-    return _decide([outcome], f"Pearson r(imbalance, {metric}) over {len(xs)} configurations = {r:.3f}, "
-                   f"{CI_LEVEL:.0%} bootstrap interval [{lo:.2f}, {hi:.2f}] (negative: more parameters / fewer data "
-                   f"later does worse){_mark(outcome, ' (positive)')}", min(ns))
+    return _decide(
+        [outcome],
+        f"Pearson r(imbalance, {metric}) over {len(xs)} configurations = {r:.3f}, "
+        f"{CI_LEVEL:.0%} bootstrap interval [{lo:.2f}, {hi:.2f}] (negative: more parameters / fewer data "
+        f"later does worse){_mark(outcome, ' (positive)')}",
+        min(ns),
+    )
 
 
-def paired_gap(ctx, pairs: list[list[str]], metric: str, min_gap: float, where_a: dict | None = None,
-               where_b: dict | None = None, on: tuple = ("param_proportions", "chunk_proportions")) -> Verdict:
+def paired_gap(
+    ctx,
+    pairs: list[list[str]],
+    metric: str,
+    min_gap: float,
+    where_a: dict | None = None,
+    where_b: dict | None = None,
+    on: tuple = ("param_proportions", "chunk_proportions"),
+) -> Verdict:
     """Over the configurations (`on`) both experiments of each [a, b] pair ran, the mean of (a - b) in `metric`
     is at least `min_gap` (e.g. standard networks retrained on the found hyperparameters vs the partitioned
     runs that found them)."""
@@ -619,12 +741,24 @@ def paired_gap(ctx, pairs: list[list[str]], metric: str, min_gap: float, where_a
     d, se, k = mean_se(diffs)
     band = Z_NOISE * se if k > 1 else REL_TOL_N1 * float(sizes[0])  # one configuration: noise_band's n = 1 rule
     outcome = ordering(d, band, min_gap)
-    return _decide([outcome], f"mean {metric} difference over {len(diffs)} configurations = {d:.4g} ± {se:.2g} "
-                   f"(bound >= {min_gap:g}; noise band {band:.2g}){_mark(outcome)}", min(ns))
+    return _decide(
+        [outcome],
+        f"mean {metric} difference over {len(diffs)} configurations = {d:.4g} ± {se:.2g} "
+        f"(bound >= {min_gap:g}; noise band {band:.2g}){_mark(outcome)}",
+        min(ns),
+    )
 
 
-def vs_best_of(ctx, experiment: str, metric: str, reference: dict, min_gap: float = 0.0, where: dict | None = None,
-               largest: str | None = None, every: bool = False) -> Verdict:
+def vs_best_of(
+    ctx,
+    experiment: str,
+    metric: str,
+    reference: dict,
+    min_gap: float = 0.0,
+    where: dict | None = None,
+    largest: str | None = None,
+    every: bool = False,
+) -> Verdict:
     """Our cells reach the best of the `reference` cells ({experiment, where}): mean (or, with `every`, each
     cell) - best reference >= `min_gap`, an ordering with :func:`noise_band`'s n = 1 band (the best reference is
     a single cell): inconclusive within REL_TOL_N1 of the larger value of `min_gap`."""
@@ -643,12 +777,17 @@ def vs_best_of(ctx, experiment: str, metric: str, reference: dict, min_gap: floa
         (ours, se, n), what = mean_se(vals), "mean"
     band = noise_band(ours, se, n, best, math.nan, 1)  # the best of k is one cell: no s.e.
     outcome = ordering(ours - best, band, min_gap)
-    return _decide([outcome], f"{metric}: {what} {ours:.4g} (n {len(vals)}) vs best of {len(rvals)} reference cells "
-                   f"{best:.4g} (difference {ours - best:.3g}, bound >= {min_gap:g}, noise band {band:.2g})"
-                   f"{_mark(outcome, '')}", len(vals))
+    return _decide(
+        [outcome],
+        f"{metric}: {what} {ours:.4g} (n {len(vals)}) vs best of {len(rvals)} reference cells "
+        f"{best:.4g} (difference {ours - best:.3g}, bound >= {min_gap:g}, noise band {band:.2g})"
+        f"{_mark(outcome, '')}",
+        len(vals),
+    )
 
 
 # -- curves ---------------------------------------------------------------------------------------------------
+
 
 def _mean_curve(curves: pd.DataFrame, metric: str) -> pd.Series:
     if curves.empty or metric not in curves or "step" not in curves:
@@ -679,9 +818,18 @@ def _faster(a: tuple[float, float], b: tuple[float, float], ratio: float):
     return INCONCLUSIVE
 
 
-def converges_faster(ctx, experiments: list[str], fast: dict, slow: list[dict], by: str = "dataset",
-                     metric: str = "test_nll", fraction: float = 0.9, ratio: float = 1.0,
-                     lower_is_better: bool = True, fast_experiments: list[str] | None = None) -> Verdict:
+def converges_faster(
+    ctx,
+    experiments: list[str],
+    fast: dict,
+    slow: list[dict],
+    by: str = "dataset",
+    metric: str = "test_nll",
+    fraction: float = 0.9,
+    ratio: float = 1.0,
+    lower_is_better: bool = True,
+    fast_experiments: list[str] | None = None,
+) -> Verdict:
     """Per value of `by`, the mean learning curve (over seeds) of the `fast` cells makes `fraction` of its total
     improvement in fewer than `ratio` x the iterations each `slow` one needs (curves: ctx.curves). A curve's
     crossing is known only between two evaluations: a pair whose intervals allow both answers is inconclusive."""
@@ -702,24 +850,44 @@ def converges_faster(ctx, experiments: list[str], fast: dict, slow: list[dict], 
                     results.append(None)
                     parts.append(f"{k}: too few evaluations")
                     continue
-                (pa, ta), (pb, tb) = crossings = _time_to(a, fraction, lower_is_better), _time_to(b, fraction,
-                                                                                                   lower_is_better)
+                (pa, ta), (pb, tb) = crossings = (
+                    _time_to(a, fraction, lower_is_better),
+                    _time_to(b, fraction, lower_is_better),
+                )
                 verdict = _faster(*crossings, ratio)
                 results.append(verdict)
-                seeds = [int(cf[cf[by] == k]["seed"].nunique()) if "seed" in cf else 1,
-                         int(cs[cs[by] == k]["seed"].nunique()) if "seed" in cs else 1]
+                seeds = [
+                    int(cf[cf[by] == k]["seed"].nunique()) if "seed" in cf else 1,
+                    int(cs[cs[by] == k]["seed"].nunique()) if "seed" in cs else 1,
+                ]
                 ns.append(min(seeds))
-                between = ("both at the first evaluation: below the curves' resolution" if pa == pb == 0
-                           else f"crossings between evaluations: ratio in ({pa / tb:.2g}, "
-                                f"{ta / pb if pb else float('inf'):.2g}), below the curves' resolution")
-                parts.append(f"{k}: {_words(fast)} {ta:g} vs {_words(w)} {tb:g} iterations"
-                             + (f" ({between})" if verdict == INCONCLUSIVE else ""))
-    return _decide(results, f"iterations to {fraction:.0%} of the {metric} improvement (bound: < {ratio:g} x): "
-                   + "; ".join(parts), min(ns, default=0))
+                between = (
+                    "both at the first evaluation: below the curves' resolution"
+                    if pa == pb == 0
+                    else f"crossings between evaluations: ratio in ({pa / tb:.2g}, "
+                    f"{ta / pb if pb else float('inf'):.2g}), below the curves' resolution"
+                )
+                parts.append(
+                    f"{k}: {_words(fast)} {ta:g} vs {_words(w)} {tb:g} iterations"
+                    + (f" ({between})" if verdict == INCONCLUSIVE else "")
+                )
+    return _decide(
+        results,
+        f"iterations to {fraction:.0%} of the {metric} improvement (bound: < {ratio:g} x): " + "; ".join(parts),
+        min(ns, default=0),
+    )
 
 
-def still_improving(ctx, experiment: str, metric: str, where: dict | None = None, by: str | None = None,
-                    at: str = "smallest", window: int = 10, tail: float = 0.25) -> Verdict:
+def still_improving(
+    ctx,
+    experiment: str,
+    metric: str,
+    where: dict | None = None,
+    by: str | None = None,
+    at: str = "smallest",
+    window: int = 10,
+    tail: float = 0.25,
+) -> Verdict:
     """At the smallest (largest) value of `by`, the mean curve's last `window` evaluations average above the
     `window` evaluations ending at (1 - tail) of training by more than the noise (Z_NOISE s.e. of the per-seed
     differences, or REL_TOL_N1 of the larger with one seed): training has not converged yet."""
@@ -751,8 +919,12 @@ def still_improving(ctx, experiment: str, metric: str, where: dict | None = None
         if len(d) > 1:
             band, how = Z_NOISE * mean_se(d)[1], f", paired over {len(d)} seeds"
     outcome = ordering(last - before, band)
-    return _decide([outcome], f"{metric}{label}: last {w} evaluations {last:.4g} vs {before:.4g} at {1 - tail:.0%} of "
-                   f"training (noise band {band:.2g}{how}){_mark(outcome)}", n)
+    return _decide(
+        [outcome],
+        f"{metric}{label}: last {w} evaluations {last:.4g} vs {before:.4g} at {1 - tail:.0%} of "
+        f"training (noise band {band:.2g}{how}){_mark(outcome)}",
+        n,
+    )
 
 
 def larger_gap(ctx, a: dict, b: dict, high: str, low: str, by: str = "dataset") -> Verdict:
@@ -761,6 +933,7 @@ def larger_gap(ctx, a: dict, b: dict, high: str, low: str, by: str = "dataset") 
     ra, rb = ctx.cells(a["experiment"], a.get("where") or {}), ctx.cells(b["experiment"], b.get("where") or {})
     results, parts, ns = [], [], []
     keys = sorted(set(ra[by]) & set(rb[by])) if by in ra and by in rb else []
+
     def gap(rows):
         if high not in rows or low not in rows:
             return pd.Series(dtype=float)
@@ -778,8 +951,12 @@ def larger_gap(ctx, a: dict, b: dict, high: str, low: str, by: str = "dataset") 
         parts.append(f"{k}: {ma:.4g} vs {mb:.4g}{_mark(outcome)}")
     if not keys:
         return Verdict(NOT_RUN, "no cell ran in both")
-    return Verdict(_decide(results, "", 0).status, f"{high} - {low}, {_words(a.get('where') or {})} "
-                   f"({a['experiment']}) vs ({b['experiment']}): " + "; ".join(parts), min(ns, default=0))
+    return Verdict(
+        _decide(results, "", 0).status,
+        f"{high} - {low}, {_words(a.get('where') or {})} "
+        f"({a['experiment']}) vs ({b['experiment']}): " + "; ".join(parts),
+        min(ns, default=0),
+    )
 
 
 def all_have_status(ctx, experiment: str, status: str, where: dict | None = None) -> Verdict:
@@ -813,11 +990,33 @@ def smooth_predictive(ctx, experiment: str, where: dict | None = None, by: str =
     return _decide(results, " | ".join(parts), min((len(g) for _, g in rows.groupby(by)), default=0))
 
 
-CHECKS = {f.__name__: f for f in (peak_at, inputs_kept, better_at_smallest, near_value, metric_at_least,
-                                  better_in_at_least, beats, at_most, similar_entries, gap_shrinks, compare,
-                                  not_peaked_at, correlates, spread_at_most, imbalance_trend, paired_gap,
-                                  vs_best_of, converges_faster, still_improving, larger_gap, all_have_status,
-                                  smooth_predictive)}
+CHECKS = {
+    f.__name__: f
+    for f in (
+        peak_at,
+        inputs_kept,
+        better_at_smallest,
+        near_value,
+        metric_at_least,
+        better_in_at_least,
+        beats,
+        at_most,
+        similar_entries,
+        gap_shrinks,
+        compare,
+        not_peaked_at,
+        correlates,
+        spread_at_most,
+        imbalance_trend,
+        paired_gap,
+        vs_best_of,
+        converges_faster,
+        still_improving,
+        larger_gap,
+        all_have_status,
+        smooth_predictive,
+    )
+}
 
 
 def check(ctx, name: str, args: dict) -> Verdict:
@@ -831,6 +1030,10 @@ def verdict(ctx, claim) -> Verdict:
     cells measured is still shown), else its check's."""
     v = check(ctx, claim.check, claim.args)
     if claim.testable_at and ctx.scale not in claim.testable_at:
-        return Verdict(NOT_TESTABLE, f"testable at {', '.join(claim.testable_at)} scale only; measured here: "
-                       f"{v.measured} ({v.status} by the check's reading)", v.n)
+        return Verdict(
+            NOT_TESTABLE,
+            f"testable at {', '.join(claim.testable_at)} scale only; measured here: "
+            f"{v.measured} ({v.status} by the check's reading)",
+            v.n,
+        )
     return v

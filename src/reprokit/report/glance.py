@@ -27,8 +27,9 @@ def read(report: str | Path) -> list[dict]:
     text = Path(report).read_text()
     found = [json.loads(m) for m in _LINE.findall(text)]
     if not found:
-        raise ValueError(f"{report}: no '<!-- {GLANCE_TAG}: ... -->' line (rebuild it with "
-                         "python -m reprokit.report.reproduction)")
+        raise ValueError(
+            f"{report}: no '<!-- {GLANCE_TAG}: ... -->' line (rebuild it with python -m reprokit.report.reproduction)"
+        )
     return found
 
 
@@ -39,15 +40,22 @@ def block(root: str | Path = ".") -> str:
         report = Path(root) / "figures" / scale / "reproduction.md"
         for g in read(report):
             c = g["counts"]
-            rows.append(f"| {SHORT_NAMES.get(g['paper'], g['paper'])} | {scale} | {g['claims']} | {c['holds']} | "
-                        f"{c['inconclusive']} | {c['does not hold']} | {c['not comparable']} | "
-                        f"{c['not run'] + c['not testable']} | {g['within']} / {g['compared']} |")
+            rows.append(
+                f"| {SHORT_NAMES.get(g['paper'], g['paper'])} | {scale} | {g['claims']} | {c['holds']} | "
+                f"{c['inconclusive']} | {c['does not hold']} | {c['not comparable']} | "
+                f"{c['not run'] + c['not testable']} | {g['within']} / {g['compared']} |"
+            )
             sentences.append(f"- {bottom_line(g)} ([{scale}-scale report](figures/{scale}/reproduction.md))")
-    head = ["| paper | scale | claims | hold | inconclusive | do not hold | not comparable | not tested | "
-            f"numbers within {WITHIN_Z:g} s.e. / compared |", "|---|---|---|---|---|---|---|---|---|"]
-    note = ("Written by `python -m reprokit.report.glance` from the committed reports; paper scale counts only "
-            "the cells that have run (most of the partitioned paper's need GPUs); quick-scale numbers are never "
-            "paper-scale numbers.")
+    head = [
+        "| paper | scale | claims | hold | inconclusive | do not hold | not comparable | not tested | "
+        f"numbers within {WITHIN_Z:g} s.e. / compared |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    note = (
+        "Written by `python -m reprokit.report.glance` from the committed reports; paper scale counts only "
+        "the cells that have run (most of the partitioned paper's need GPUs); quick-scale numbers are never "
+        "paper-scale numbers."
+    )
     return "\n".join(["", *head, *rows, "", *sentences, "", note, ""])
 
 
@@ -69,8 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     new = splice(text, block(args.root))
     if args.check:
         if new != text:
-            print("README.md's results block differs from figures/*/reproduction.md: run python -m "
-                  "reprokit.report.glance", file=sys.stderr)
+            print(
+                "README.md's results block differs from figures/*/reproduction.md: run python -m "
+                "reprokit.report.glance",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if new != text:

@@ -19,8 +19,14 @@ from . import style
 from .stats import format_mean_se
 
 AUG_NAMES = ("rotation", "shear", "translate_x", "translate_y", "scale_x", "scale_y")
-AUG_LABELS = {"rotation": "Rotation", "shear": "Shear", "translate_x": "Translation X",
-              "translate_y": "Translation Y", "scale_x": "Scale X", "scale_y": "Scale Y"}
+AUG_LABELS = {
+    "rotation": "Rotation",
+    "shear": "Shear",
+    "translate_x": "Translation X",
+    "translate_y": "Translation Y",
+    "scale_x": "Scale X",
+    "scale_y": "Scale Y",
+}
 METHOD_STYLE = {  # label, colour, marker, in the order of Fig. 3 of the paper
     "baseline": ("Baseline", "tab:gray", "o"),
     "last_layer_ml": ("Last-layer ML", "tab:orange", "v"),
@@ -141,6 +147,7 @@ def colour_limits(values, min_span: float = MIN_SPAN_PP) -> tuple[float, float]:
 def _axis_labels(table: pd.DataFrame) -> tuple[list[str], list[str]]:
     """(parameter proportions, data proportions) of a table's cells, each once, by the share of the first
     partition / chunk, largest first (the config's order: [8, 1], [4, 1], [1, 1], [1, 8])."""
+
     def order(column):
         values = list(dict.fromkeys(table[column].map(props_label)))
         return sorted(values, key=lambda v: -as_tuple(v)[0] / sum(as_tuple(v)))
@@ -166,8 +173,15 @@ def heatmap(ax, table: pd.DataFrame, value: str = "test_acc", vmin=None, vmax=No
     for i in range(len(rows)):
         for j in range(len(cols)):
             v = grid[i, j]
-            ax.text(j, i, "n/a" if not math.isfinite(v) else f"{v:.1f}", ha="center", va="center",
-                    color="w" if not math.isfinite(v) or v < mid else "k", fontsize=8)
+            ax.text(
+                j,
+                i,
+                "n/a" if not math.isfinite(v) else f"{v:.1f}",
+                ha="center",
+                va="center",
+                color="w" if not math.isfinite(v) or v < mid else "k",
+                fontsize=8,
+            )
     ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right")
     ax.set_yticks(range(len(rows)), rows)
     ax.set_xlabel(PARAM_LABEL)
@@ -245,17 +259,28 @@ def sensitivity_page(inputs, family: str, dataset_label: str, retrained: bool):
     fig, axes = sensitivity_figure(tables, "test_acc")
     ok = pd.concat([completed(t) for t in tables])
     bad = sum(len(t) - len(completed(t)) for t in tables)
-    rot = (f"{ok['aug_rotation'].mean():.2f} (range {ok['aug_rotation'].min():.2f}-{ok['aug_rotation'].max():.2f})"
-           if len(ok) else "n/a")
+    rot = (
+        f"{ok['aug_rotation'].mean():.2f} (range {ok['aug_rotation'].min():.2f}-{ok['aug_rotation'].max():.2f})"
+        if len(ok)
+        else "n/a"
+    )
     sizes = f"{int(ok['n_train'].max())} training / {int(ok['n_test'].max())} test examples" if len(ok) else "?"
-    per_chunks = ", ".join(f"{c} chunks {int(s)}" for c, s in zip((2, 3, 4), (
-        completed(t)["n_steps"].max() if len(completed(t)) else float("nan") for t in tables)) if math.isfinite(s))
-    note = (style.provenance(whole, f"{dataset_label}, {sizes}")
-            + f"; training iterations: {per_chunks or 'n/a'}"
-            + "; the proportions on the axes are our choice (the paper's tick values are not in its text)"
-            + f"; one colour scale for all panels, at least {MIN_SPAN_PP:g} percentage points wide"
-            + f"\n{'Rotation half-width the retrained network used' if retrained else 'Learned rotation half-width'}"
-            + f" (radians): mean {rot}" + (f"; {bad} cell(s) not completed (n/a)" if bad else ""))
+    per_chunks = ", ".join(
+        f"{c} chunks {int(s)}"
+        for c, s in zip(
+            (2, 3, 4), (completed(t)["n_steps"].max() if len(completed(t)) else float("nan") for t in tables)
+        )
+        if math.isfinite(s)
+    )
+    note = (
+        style.provenance(whole, f"{dataset_label}, {sizes}")
+        + f"; training iterations: {per_chunks or 'n/a'}"
+        + "; the proportions on the axes are our choice (the paper's tick values are not in its text)"
+        + f"; one colour scale for all panels, at least {MIN_SPAN_PP:g} percentage points wide"
+        + f"\n{'Rotation half-width the retrained network used' if retrained else 'Learned rotation half-width'}"
+        + f" (radians): mean {rot}"
+        + (f"; {bad} cell(s) not completed (n/a)" if bad else "")
+    )
     note = style.wrap_note(fig, note)
     fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))
     fit_colourbar(fig, axes, fig.colourbar_axes)

@@ -122,8 +122,12 @@ def numbers(doc: dict, artefact_name: str | None = None) -> list[PaperNumber]:
         for row, values in (art.get("numbers") or {}).items():
             for col, value in values.items():
                 mean, se, text, quoted, note = _parse(value)
-                quoted = quoted or bool(art.get("quoted")) or bool((rows.get(row) or {}).get("quoted")) \
+                quoted = (
+                    quoted
+                    or bool(art.get("quoted"))
+                    or bool((rows.get(row) or {}).get("quoted"))
                     or bool((cols.get(col) or {}).get("quoted"))
+                )
                 out.append(PaperNumber(name, str(row), str(col), mean, se, text, quoted, note))
     return out
 
@@ -142,8 +146,17 @@ def entry(doc: dict, artefact_name: str, row: str, column: str, default=_MISSING
     return mean if se is None else [mean, se]
 
 
-CLAIM_KEYS = ("id", "artefact", "words", "check", "args", "below_paper_scale", "at_paper_scale", "testable_at",
-              "variant")
+CLAIM_KEYS = (
+    "id",
+    "artefact",
+    "words",
+    "check",
+    "args",
+    "below_paper_scale",
+    "at_paper_scale",
+    "testable_at",
+    "variant",
+)
 
 
 def claims(doc: dict) -> list[Claim]:
@@ -153,11 +166,24 @@ def claims(doc: dict) -> list[Claim]:
     for c in doc.get("claims") or []:
         unknown = sorted(set(c) - set(CLAIM_KEYS))
         if unknown:
-            raise KeyError(f"{doc['paper']} paper, claim '{c.get('id')}': unknown key(s) {unknown} "
-                           f"(known: {', '.join(CLAIM_KEYS)})")
+            raise KeyError(
+                f"{doc['paper']} paper, claim '{c.get('id')}': unknown key(s) {unknown} "
+                f"(known: {', '.join(CLAIM_KEYS)})"
+            )
         notes = [" ".join(str(c.get(key) or "").split()) for key in ("below_paper_scale", "at_paper_scale")]
-        out.append(Claim(c["id"], doc["paper"], c["artefact"], c["words"], c["check"], dict(c.get("args") or {}),
-                         *notes, tuple(c.get("testable_at") or ()), " ".join(str(c.get("variant") or "").split())))
+        out.append(
+            Claim(
+                c["id"],
+                doc["paper"],
+                c["artefact"],
+                c["words"],
+                c["check"],
+                dict(c.get("args") or {}),
+                *notes,
+                tuple(c.get("testable_at") or ()),
+                " ".join(str(c.get("variant") or "").split()),
+            )
+        )
     return out
 
 
@@ -169,7 +195,7 @@ def z_scores(ours: float, ours_se: float, paper: float, paper_se: float | None) 
     diff = ours - paper
     z_p = diff / paper_se if paper_se else math.nan
     se_o = ours_se if ours_se is not None and math.isfinite(ours_se) else 0.0
-    comb = math.sqrt(paper_se ** 2 + se_o ** 2)
+    comb = math.sqrt(paper_se**2 + se_o**2)
     z_c = diff / comb if comb > 0 else math.nan
     return z_p, z_c
 

@@ -63,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     scales = sorted(set(df["scale"]))
-    print(f"{len(df)} finished cells under {args.experiment_dir} (scale {', '.join(scales)}); "
-          "mean ± s.e. over the splits found; z in units of the paper's s.e.")
+    print(
+        f"{len(df)} finished cells under {args.experiment_dir} (scale {', '.join(scales)}); "
+        "mean ± s.e. over the splits found; z in units of the paper's s.e."
+    )
     shown = table.assign(
         ours=[format_pm(m, s) for m, s in zip(table["ours"], table["ours_se"])],
         paper=[format_pm(m, s) for m, s in zip(table["paper"], table["paper_se"])],

@@ -53,10 +53,20 @@ def digest(resolved: dict) -> str:
 def git_state(root: str | Path = ".") -> tuple[str, bool]:
     """(HEAD's commit or "unknown", whether config/ differs from it)."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                check=True, timeout=20).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "config"], cwd=root, capture_output=True,
-                               text=True, check=True, timeout=20).stdout.strip() != ""
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=20
+        ).stdout.strip()
+        dirty = (
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", "config"],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=20,
+            ).stdout.strip()
+            != ""
+        )
         return commit, dirty
     except (OSError, subprocess.SubprocessError):
         return "unknown", False
@@ -81,19 +91,28 @@ def unavailable_datasets(config: dict, artefact: str, scale: str) -> list[str]:
     from ..data.mirrors import is_available
 
     data = config.get("data") or {}
-    names = {d for e in config["artefacts"][artefact]["experiments"] for c in experiment(config, e, scale).cells()
-             for d in c.datasets}
+    names = {
+        d
+        for e in config["artefacts"][artefact]["experiments"]
+        for c in experiment(config, e, scale).cells()
+        for d in c.datasets
+    }
     return sorted(d for d in names if not is_available(d, data.get("mirrors"), data.get("cache_dir")))
 
 
-def record(config: dict, artefact: str, scale: str, devices: list[str], root: str | Path = ".",
-           unavailable=()) -> dict:
+def record(config: dict, artefact: str, scale: str, devices: list[str], root: str | Path = ".", unavailable=()) -> dict:
     """`unavailable`: datasets whose cells were n/a in this build (named in the record; the fingerprint
     covers the cells that could run)."""
     commit, dirty = git_state(root)
-    rec = {"artefact": artefact, "commit": commit, "config_dirty": dirty, "scale": scale,
-           "devices": devices or ["not recorded"], "date": _dt.datetime.now().isoformat(timespec="seconds"),
-           "fingerprint": fingerprint(config, artefact, scale, unavailable)}
+    rec = {
+        "artefact": artefact,
+        "commit": commit,
+        "config_dirty": dirty,
+        "scale": scale,
+        "devices": devices or ["not recorded"],
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "fingerprint": fingerprint(config, artefact, scale, unavailable),
+    }
     if unavailable:
         rec["unavailable_datasets"] = sorted(unavailable)
     return rec
@@ -110,8 +129,10 @@ def mismatch(rec: dict, config_at_head: dict) -> str | None:
         return f"artefact {name} (built at commit {rec['commit']}) is no longer in the config"
     now = fingerprint(config_at_head, name, rec["scale"], rec.get("unavailable_datasets", ()))
     if now != rec["fingerprint"]:
-        return (f"artefact {name}: its provenance names commit {rec['commit']} (scale {rec['scale']}), whose config "
-                f"for it differs from HEAD's (fingerprint {rec['fingerprint']} != {now}): rebuild it")
+        return (
+            f"artefact {name}: its provenance names commit {rec['commit']} (scale {rec['scale']}), whose config "
+            f"for it differs from HEAD's (fingerprint {rec['fingerprint']} != {now}): rebuild it"
+        )
     return None
 
 
@@ -151,8 +172,10 @@ def publish(src: str | Path, dst: str | Path, scale: str) -> list[Path]:
 def main(argv=None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(description="Copy the artefacts of one scale's build and its reproduction report "
-                                            "from figures/ into the committed figures/<scale>/.")
+    p = argparse.ArgumentParser(
+        description="Copy the artefacts of one scale's build and its reproduction report "
+        "from figures/ into the committed figures/<scale>/."
+    )
     p.add_argument("--scale", default="quick")
     p.add_argument("--src", default="figures")
     p.add_argument("--dst", default=None, help="default: <src>/<scale>")

@@ -35,8 +35,10 @@ from . import papers, provenance
 from .results import Context, Ours, finished_cells, matches  # noqa: F401 (the report's results reader, re-exported)
 from .style import GET_DATA, SCALE_NOTE
 
-PAPER_NAMES = {"partitioned": "Partitioned networks (Mlodozeniec et al., ICLR 2023)",
-               "bali": "BALI (Kurle, Klushyn, Herbrich)"}
+PAPER_NAMES = {
+    "partitioned": "Partitioned networks (Mlodozeniec et al., ICLR 2023)",
+    "bali": "BALI (Kurle, Klushyn, Herbrich)",
+}
 SHORT_NAMES = {"partitioned": "Partitioned networks", "bali": "BALI"}
 GLANCE_TAG = "glance"  # the report's machine-readable summary line per paper: <!-- glance: {...} -->
 
@@ -61,41 +63,67 @@ def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None =
     spec = doc["artefacts"].get(name) or {}
     pipeline = ctx.artefacts.get(name) or {}
     rows, cols = spec.get("rows") or {}, spec.get("columns") or {}
-    exps = sorted(({v.get("experiment") for v in [*rows.values(), *cols.values(), spec.get("ours") or {}]}
-                   | set(pipeline.get("experiments") or [])) - {None})
+    exps = sorted(
+        (
+            {v.get("experiment") for v in [*rows.values(), *cols.values(), spec.get("ours") or {}]}
+            | set(pipeline.get("experiments") or [])
+        )
+        - {None}
+    )
     caption = spec.get("caption") or pipeline.get("caption") or ""
     lines = [f"### {name}" + (f": {caption}" if caption else ""), ""]
     if spec.get("unit"):
         lines.append(f"Unit: {spec['unit']}.")
-    lines += ["Our experiments: " + ("; ".join(f"`{e}` {ctx.state(e)}" for e in exps) or "none (rendered from the "
-                                     "library or a data file)") + ".", ""]
+    lines += [
+        "Our experiments: "
+        + ("; ".join(f"`{e}` {ctx.state(e)}" for e in exps) or "none (rendered from the library or a data file)")
+        + ".",
+        "",
+    ]
     missing = list(dict.fromkeys(n for e in exps for n in ctx.missing(e)))
     if missing:
-        lines += ["Missing data (its cells are n/a; how to get it: Missing datasets, above): "
-                  + "; ".join(missing) + ".", ""]
+        lines += [
+            "Missing data (its cells are n/a; how to get it: Missing datasets, above): " + "; ".join(missing) + ".",
+            "",
+        ]
     nums = papers.numbers(doc, name) if name in doc["artefacts"] else []
     if spec.get("transcribed"):
-        lines += [(f"Transcribed from the paper, not measured: {len(nums)} entries ({spec['transcribed']}), rendered "
-                  f"as `figures/{name}.*` from config/papers/{doc['paper']}.yaml; nothing of ours to compare."), ""]
+        lines += [
+            (
+                f"Transcribed from the paper, not measured: {len(nums)} entries ({spec['transcribed']}), rendered "
+                f"as `figures/{name}.*` from config/papers/{doc['paper']}.yaml; nothing of ours to compare."
+            ),
+            "",
+        ]
     elif not nums:
-        lines += [("The paper prints no number for this artefact (a figure, or a table of settings rendered from "
-                  "what ran)."), ""]
+        lines += [
+            ("The paper prints no number for this artefact (a figure, or a table of settings rendered from what ran)."),
+            "",
+        ]
     else:
-        lines += ["| row | column | paper | ours | n | scale | device | z_paper | z_comb | note |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| row | column | paper | ours | n | scale | device | z_paper | z_comb | note |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         extra = spec.get("ours_columns") or {}
         for i, num in enumerate(nums):
             lines.append(_number_line(ctx, name, num, rows, cols))
             if extra and (i + 1 == len(nums) or nums[i + 1].row != num.row):  # the row's columns of ours only
-                lines += [_number_line(ctx, name, papers.PaperNumber(name, num.row, str(col), None, None,
-                                                                     "not in the paper", False, "ours only"),
-                                       rows, extra) for col in extra]
+                lines += [
+                    _number_line(
+                        ctx,
+                        name,
+                        papers.PaperNumber(name, num.row, str(col), None, None, "not in the paper", False, "ours only"),
+                        rows,
+                        extra,
+                    )
+                    for col in extra
+                ]
         lines.append("")
     mine = [(c, v) for c, v in verdicts or [] if c.artefact == name]
     if mine:
         lines += ["Claims: " + "; ".join(f"`{c.id}` **{v.status}** (n {v.n})" for c, v in mine) + ".", ""]
-        lines += [f"- `{c.id}` at {ctx.scale} scale: {why}" for c, v in mine
-                  if (why := why_not_here(ctx.scale, c, v))]
+        lines += [f"- `{c.id}` at {ctx.scale} scale: {why}" for c, v in mine if (why := why_not_here(ctx.scale, c, v))]
         lines += [""] if lines[-1] != "" else []
     elif verdicts is not None:
         lines += ["The paper makes no claim in words about this artefact that we check.", ""]
@@ -108,17 +136,38 @@ def _number_line(ctx: Context, name: str, num, rows: dict, cols: dict) -> str:
     col_label = (cols.get(num.column) or {}).get("label", num.column)
     paper_text = num.shown() + (" (quoted)" if num.quoted else "")
     if ours.n and math.isfinite(ours.mean):
-        ours_text = (f"{_f(ours.mean)} (all {ours.n} the same)" if ours.same and ours.n > 1 else
-                     f"{_f(ours.mean)} ± {_f(ours.se, 2)}" if ours.n > 1 else _f(ours.mean))
+        ours_text = (
+            f"{_f(ours.mean)} (all {ours.n} the same)"
+            if ours.same and ours.n > 1
+            else f"{_f(ours.mean)} ± {_f(ours.se, 2)}"
+            if ours.n > 1
+            else _f(ours.mean)
+        )
     else:
         ours_text = "OOM" if ours.note == "OOM" else ("NaN" if ours.n else "—")
     z_p = z_c = math.nan
     if num.mean is not None and ours.n and math.isfinite(ours.mean):
         z_p, z_c = papers.z_scores(ours.mean, ours.se if ours.n > 1 else math.nan, num.mean, num.se)
     note = "; ".join(filter(None, [ours.note, num.note, "n = 1: no s.e." if ours.n == 1 else ""]))
-    return "| " + " | ".join(_cell(v) for v in (
-        row_label, col_label, paper_text, ours_text, ours.n, ctx.scale if ours.n else "—",
-        ours.device or "—", _f(z_p, 3), _f(z_c, 3), note)) + " |"
+    return (
+        "| "
+        + " | ".join(
+            _cell(v)
+            for v in (
+                row_label,
+                col_label,
+                paper_text,
+                ours_text,
+                ours.n,
+                ctx.scale if ours.n else "—",
+                ours.device or "—",
+                _f(z_p, 3),
+                _f(z_c, 3),
+                note,
+            )
+        )
+        + " |"
+    )
 
 
 WITHIN_Z = 2.0  # the summary counts a number as reproduced when |z_paper| <= this
@@ -146,10 +195,17 @@ def z_rows(ctx: Context, doc: dict, with_missing: bool = False) -> list[dict]:
             continue
         ours = ctx.ours(num.artefact, num.row, num.column)
         spec = doc["artefacts"].get(num.artefact) or {}
-        row = {"paper": doc["paper"], "artefact": num.artefact, "row": num.row, "column": num.column,
-               "label": (f"{((spec.get('rows') or {}).get(num.row) or {}).get('label', num.row)}, "
-                         f"{((spec.get('columns') or {}).get(num.column) or {}).get('label', num.column)}"),
-               "metric": (spec.get("unit") or num.artefact).split(" (")[0]}
+        row = {
+            "paper": doc["paper"],
+            "artefact": num.artefact,
+            "row": num.row,
+            "column": num.column,
+            "label": (
+                f"{((spec.get('rows') or {}).get(num.row) or {}).get('label', num.row)}, "
+                f"{((spec.get('columns') or {}).get(num.column) or {}).get('label', num.column)}"
+            ),
+            "metric": (spec.get("unit") or num.artefact).split(" (")[0],
+        }
         if ours.n and math.isfinite(ours.mean):
             z_p, _ = papers.z_scores(ours.mean, ours.se if ours.n > 1 else math.nan, num.mean, num.se)
             sign = -1.0 if lower_is_better(doc, num.artefact) else 1.0
@@ -164,8 +220,10 @@ def summary_lines(ctx: Context, doc: dict, verdicts: list) -> list[str]:
     (of those compared) and the claims per verdict."""
     zs = pd.DataFrame(z_rows(ctx, doc), columns=["artefact", "z_paper"])
     statuses = claim_checks.STATUSES
-    lines = [f"| artefact | numbers within {WITHIN_Z:g} paper s.e. / compared | claims: "
-             + " | ".join(statuses) + " |", "|---|---|" + "---|" * len(statuses)]
+    lines = [
+        f"| artefact | numbers within {WITHIN_Z:g} paper s.e. / compared | claims: " + " | ".join(statuses) + " |",
+        "|---|---|" + "---|" * len(statuses),
+    ]
     totals = [0, 0] + [0] * len(statuses)
     for name in _artefact_order(ctx, doc):
         z = zs.loc[zs["artefact"] == name, "z_paper"]
@@ -188,8 +246,11 @@ def target_rows(ctx: Context) -> list[dict]:
         for t in (ctx.artefacts[name].get("targets") or {}).get(ctx.scale) or []:
             for exp in t["experiments"]:
                 cells = ctx.cells(exp, t.get("where") or {})
-                vals = (pd.to_numeric(cells[t["metric"]], errors="coerce") if t["metric"] in cells
-                        else pd.Series(dtype=float))
+                vals = (
+                    pd.to_numeric(cells[t["metric"]], errors="coerce")
+                    if t["metric"] in cells
+                    else pd.Series(dtype=float)
+                )
                 lower, of = "at_least" in t, t.get("of", "every")
                 bound = float(t["at_least"] if lower else t["at_most"])
                 if vals.isna().all():  # also: no cell
@@ -200,10 +261,20 @@ def target_rows(ctx: Context) -> list[dict]:
                     value = mean if of == "mean" else worst
                     ok = bool(vals.notna().all()) and (value >= bound if lower else value <= bound)
                     status = "met" if ok else "missed"
-                rows.append({"artefact": name, "experiment": exp, "where": t.get("where") or {}, "metric": t["metric"],
-                             "bound": f"{'mean' if of == 'mean' else 'each'} {'>=' if lower else '<='} {bound:g}",
-                             "worst": worst, "mean": mean,
-                             "n": int(vals.notna().sum()), "status": status, "why": t["why"]})
+                rows.append(
+                    {
+                        "artefact": name,
+                        "experiment": exp,
+                        "where": t.get("where") or {},
+                        "metric": t["metric"],
+                        "bound": f"{'mean' if of == 'mean' else 'each'} {'>=' if lower else '<='} {bound:g}",
+                        "worst": worst,
+                        "mean": mean,
+                        "n": int(vals.notna().sum()),
+                        "status": status,
+                        "why": t["why"],
+                    }
+                )
     return rows
 
 
@@ -212,16 +283,38 @@ def target_lines(ctx: Context) -> list[str]:
     if not rows:
         return []
     met = sum(r["status"] == "met" for r in rows)
-    lines = [f"### Targets at {ctx.scale} scale: {met} of {len(rows)} met", "",
-             ("What each artefact's cells must reach to speak to its claims (config: `artefacts.<name>.targets."
-              f"{ctx.scale}`): each cell named, or their mean, must reach the bound."), "",
-             "| artefact | experiment | cells | metric | target | worst cell | mean | n | status | why |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"### Targets at {ctx.scale} scale: {met} of {len(rows)} met",
+        "",
+        (
+            "What each artefact's cells must reach to speak to its claims (config: `artefacts.<name>.targets."
+            f"{ctx.scale}`): each cell named, or their mean, must reach the bound."
+        ),
+        "",
+        "| artefact | experiment | cells | metric | target | worst cell | mean | n | status | why |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         where = ", ".join(f"{k} = {v}" for k, v in r["where"].items()) or "all"
-        lines.append("| " + " | ".join(_cell(str(x)) for x in (
-            r["artefact"], r["experiment"], where, r["metric"], r["bound"], _f(r["worst"]), _f(r["mean"]), r["n"],
-            f"**{r['status']}**", r["why"])) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(str(x))
+                for x in (
+                    r["artefact"],
+                    r["experiment"],
+                    where,
+                    r["metric"],
+                    r["bound"],
+                    _f(r["worst"]),
+                    _f(r["mean"]),
+                    r["n"],
+                    f"**{r['status']}**",
+                    r["why"],
+                )
+            )
+            + " |"
+        )
     return lines + [""]
 
 
@@ -239,12 +332,17 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
 
     from .style import finish_figure
 
-    per_paper = {doc["paper"]: pd.DataFrame(z_rows(ctx, doc, with_missing=True),
-                                            columns=["paper", "artefact", "row", "column", "label", "metric",
-                                                     "z_paper", "z_better", "n", "why"]) for doc in ctx.docs}
+    per_paper = {
+        doc["paper"]: pd.DataFrame(
+            z_rows(ctx, doc, with_missing=True),
+            columns=["paper", "artefact", "row", "column", "label", "metric", "z_paper", "z_better", "n", "why"],
+        )
+        for doc in ctx.docs
+    }
     heights = [max(1.6, 0.17 * int(d["z_better"].notna().sum()) + 1.2) for d in per_paper.values()] or [1.6]
-    fig, axes = plt.subplots(max(1, len(per_paper)), 1, figsize=(8, sum(heights)), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+    fig, axes = plt.subplots(
+        max(1, len(per_paper)), 1, figsize=(8, sum(heights)), squeeze=False, gridspec_kw={"height_ratios": heights}
+    )
     colours = {"within": "tab:blue", "better": "tab:green", "worse": "tab:red"}
     lim = 1.0
     for ax, (paper, d) in zip(axes[:, 0], per_paper.items()):
@@ -252,10 +350,18 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
         name = PAPER_NAMES.get(paper, paper)
         why = "; ".join(f"{n} {w}" for w, n in missing.groupby("why").size().sort_values(ascending=False).items())
         if done.empty:
-            text = (f"{name}: none of its {len(d)} numbers with a printed s.e. was compared at {ctx.scale} scale"
-                    + (f" (not measured: {why})" if why else ""))
-            ax.text(0.5, 0.5, "\n".join(__import__("textwrap").wrap(text, 100)), ha="center", va="center",
-                    fontsize=7.5, transform=ax.transAxes)
+            text = f"{name}: none of its {len(d)} numbers with a printed s.e. was compared at {ctx.scale} scale" + (
+                f" (not measured: {why})" if why else ""
+            )
+            ax.text(
+                0.5,
+                0.5,
+                "\n".join(__import__("textwrap").wrap(text, 100)),
+                ha="center",
+                va="center",
+                fontsize=7.5,
+                transform=ax.transAxes,
+            )
             ax.set_yticks([])
             ax.set_xticks([])
             continue
@@ -265,13 +371,18 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
         ax.axvspan(-WITHIN_Z, WITHIN_Z, color="0.92", zorder=0)
         ax.axvline(0, color="0.5", lw=0.6, zorder=1)
         ax.scatter(done["z_better"], y, s=16, c=[colours[k] for k in kind], zorder=2)
-        ax.set_yticks(list(y), [f"{a} ({m}): {lab}" for a, m, lab in zip(done["artefact"], done["metric"],
-                                                                       done["label"])], fontsize=6.5)
+        ax.set_yticks(
+            list(y),
+            [f"{a} ({m}): {lab}" for a, m, lab in zip(done["artefact"], done["metric"], done["label"])],
+            fontsize=6.5,
+        )
         ax.set_xscale("symlog", linthresh=WITHIN_Z)
         lim = max(lim, float(done["z_better"].abs().max()) * 1.3)
         ax.set_ylim(len(done) - 0.5, -0.5)
-        title = (f"{name}: {int((done['z_better'].abs() <= WITHIN_Z).sum())} of {len(done)} compared numbers within "
-                 f"{WITHIN_Z:g} paper s.e.")
+        title = (
+            f"{name}: {int((done['z_better'].abs() <= WITHIN_Z).sum())} of {len(done)} compared numbers within "
+            f"{WITHIN_Z:g} paper s.e."
+        )
         if len(missing):
             title += f"; not compared: {why}"
         ax.set_title("\n".join(__import__("textwrap").wrap(title, 110)), fontsize=8)
@@ -280,18 +391,36 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
         if ax.get_xscale() == "symlog":
             ax.set_xlim(-lim, lim)
             ax.set_xticks(ticks, [str(t) for t in ticks])
-            ax.set_xlabel("z = (ours - paper) / s.e.(paper), signed so that right is better than the paper "
-                          "(symlog axis: linear within +-2)", fontsize=7.5)
-    handles = [Line2D([], [], marker="o", ls="", color=c, label=lab) for lab, c in (
-        (f"within {WITHIN_Z:g} paper s.e.", colours["within"]), ("better than the paper", colours["better"]),
-        ("worse than the paper", colours["worse"]))]
+            ax.set_xlabel(
+                "z = (ours - paper) / s.e.(paper), signed so that right is better than the paper "
+                "(symlog axis: linear within +-2)",
+                fontsize=7.5,
+            )
+    handles = [
+        Line2D([], [], marker="o", ls="", color=c, label=lab)
+        for lab, c in (
+            (f"within {WITHIN_Z:g} paper s.e.", colours["within"]),
+            ("better than the paper", colours["better"]),
+            ("worse than the paper", colours["worse"]),
+        )
+    ]
     fig.legend(handles=handles, loc="upper center", ncol=3, frameon=False, bbox_to_anchor=(0.5, 1.0), fontsize=7)
-    fig.suptitle(f"Reproduction at {ctx.scale} scale: every number the papers print with a standard error" + (
-        "" if ctx.scale == "paper" else f" ({ctx.scale}-scale numbers, not paper scale)"), fontsize=9, y=1.03)
+    fig.suptitle(
+        f"Reproduction at {ctx.scale} scale: every number the papers print with a standard error"
+        + ("" if ctx.scale == "paper" else f" ({ctx.scale}-scale numbers, not paper scale)"),
+        fontsize=9,
+        y=1.03,
+    )
     fig.tight_layout()
     n = sum(int(d["z_better"].notna().sum()) for d in per_paper.values())
-    finish_figure(fig, ctx.scale, f"{n} numbers compared; results at {ctx.scale} scale "
-                  f"({ctx.results / ctx.scale}, archived cells included where read)", None, out)
+    finish_figure(
+        fig,
+        ctx.scale,
+        f"{n} numbers compared; results at {ctx.scale} scale "
+        f"({ctx.results / ctx.scale}, archived cells included where read)",
+        None,
+        out,
+    )
     return Path(out)
 
 
@@ -307,7 +436,8 @@ def why_not_here(scale: str, claim, verdict) -> str:
         return claim.below_paper_scale or f"Not testable at {scale} scale (the claim's testable_at)."
     if verdict.status == claim_checks.INCONCLUSIVE:
         return "The effect is inside the noise (see measured)." + (
-            f" Looked into at paper scale: {claim.at_paper_scale}" if scale == "paper" and claim.at_paper_scale else "")
+            f" Looked into at paper scale: {claim.at_paper_scale}" if scale == "paper" and claim.at_paper_scale else ""
+        )
     if verdict.status == claim_checks.NOT_COMPARABLE:
         return "A baseline entry is far from the paper's own number for it at this scale (see measured)."
     if scale == "paper" and verdict.status == claim_checks.FAILS and claim.at_paper_scale:
@@ -343,8 +473,11 @@ def not_run_reason(ctx: Context, claim, verdict) -> str:
     experiments in this scale's grid, or its cells not run yet."""
     if verdict.status == claim_checks.NOT_TESTABLE:
         return f"not testable at {ctx.scale} scale"
-    known = set(ctx.expected) | set(ctx._tables) | {e for spec in ctx.artefacts.values()
-                                                     for e in spec.get("experiments") or []}
+    known = (
+        set(ctx.expected)
+        | set(ctx._tables)
+        | {e for spec in ctx.artefacts.values() for e in spec.get("experiments") or []}
+    )
     doc = next((d for d in ctx.docs if d["paper"] == claim.paper), None)
     exps = papers.claim_experiments(claim, known, doc)
     datasets = sorted({d for e in exps for note in ctx.missing(e) for d in _DATASET.findall(note)})
@@ -369,10 +502,15 @@ def glance(ctx: Context, doc: dict, verdicts: list) -> dict:
         if v.status in (claim_checks.NOT_RUN, claim_checks.NOT_TESTABLE):
             key = not_run_reason(ctx, c, v)
             reasons[key] = reasons.get(key, 0) + 1
-    return {"paper": doc["paper"], "scale": ctx.scale, "claims": len(mine),
-            "counts": {s: sum(v.status == s for _, v in mine) for s in claim_checks.STATUSES},
-            "within": sum(z <= WITHIN_Z for z in zs), "compared": len(zs),
-            "not_run": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
+    return {
+        "paper": doc["paper"],
+        "scale": ctx.scale,
+        "claims": len(mine),
+        "counts": {s: sum(v.status == s for _, v in mine) for s in claim_checks.STATUSES},
+        "within": sum(z <= WITHIN_Z for z in zs),
+        "compared": len(zs),
+        "not_run": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+    }
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -387,33 +525,40 @@ def bottom_line(g: dict) -> str:
     if ran == 0:
         text = f"**{name}**: none of its {n} claims could be tested at {g['scale']} scale."
     else:
-        parts = [_plural(c[claim_checks.HOLDS], "holds", "hold"),
-                 f"{c[claim_checks.INCONCLUSIVE]} inconclusive (inside the noise)",
-                 _plural(c[claim_checks.FAILS], "does not hold", "do not hold") + " (each with its reason in the report)"]
+        parts = [
+            _plural(c[claim_checks.HOLDS], "holds", "hold"),
+            f"{c[claim_checks.INCONCLUSIVE]} inconclusive (inside the noise)",
+            _plural(c[claim_checks.FAILS], "does not hold", "do not hold") + " (each with its reason in the report)",
+        ]
         if c[claim_checks.NOT_COMPARABLE]:
             parts.append(f"{c[claim_checks.NOT_COMPARABLE]} not comparable")
-        text = (f"**{name}**: {ran} of its {n} claims were tested at {g['scale']} scale: " + ", ".join(parts) + ".")
+        text = f"**{name}**: {ran} of its {n} claims were tested at {g['scale']} scale: " + ", ".join(parts) + "."
     if g["compared"]:
-        text += (f" Of the {_plural(g['compared'], 'number', 'numbers')} it prints with a standard error, ours are "
-                 f"within {WITHIN_Z:g} of its standard errors for {g['within']}.")
+        text += (
+            f" Of the {_plural(g['compared'], 'number', 'numbers')} it prints with a standard error, ours are "
+            f"within {WITHIN_Z:g} of its standard errors for {g['within']}."
+        )
     else:
         text += " None of the numbers it prints with a standard error was compared at this scale."
     if g["not_run"]:
-        text += (f" Not tested: {n - ran} (" + "; ".join(f"{k}: {v}" for k, v in g["not_run"].items()) + ").")
+        text += f" Not tested: {n - ran} (" + "; ".join(f"{k}: {v}" for k, v in g["not_run"].items()) + ")."
     return text
 
 
 def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     """The report's markdown; `z_image`: the z-score figure's path relative to the report (linked if given)."""
     scale_note = SCALE_NOTE.get(ctx.scale, ctx.scale)
-    lines = [f"# Reproduction report: {ctx.scale} scale", "",
-             "",  # the results line: set once the body has read every experiment (archived cells counted)
-             "Paper numbers from config/papers/<paper>.yaml (\"(quoted)\": a literature value the paper only cites, "
-             "not the paper's own run). Ours: mean ± s.e. over the n seeds / splits that ran. "
-             "z_paper = (ours − paper) / s.e.(paper); z_comb = (ours − paper) / sqrt(s.e.(paper)² + s.e.(ours)²); "
-             "— where the paper prints no s.e. or one of ours did not run. "
-             + ("" if ctx.scale == "paper" else f"These are {ctx.scale}-scale numbers: not paper-scale numbers. "),
-             ""]
+    lines = [
+        f"# Reproduction report: {ctx.scale} scale",
+        "",
+        "",  # the results line: set once the body has read every experiment (archived cells counted)
+        'Paper numbers from config/papers/<paper>.yaml ("(quoted)": a literature value the paper only cites, '
+        "not the paper's own run). Ours: mean ± s.e. over the n seeds / splits that ran. "
+        "z_paper = (ours − paper) / s.e.(paper); z_comb = (ours − paper) / sqrt(s.e.(paper)² + s.e.(ours)²); "
+        "— where the paper prints no s.e. or one of ours did not run. "
+        + ("" if ctx.scale == "paper" else f"These are {ctx.scale}-scale numbers: not paper-scale numbers. "),
+        "",
+    ]
     verdicts = []
     for doc in ctx.docs:
         for claim in papers.claims(doc):
@@ -421,10 +566,18 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     own = [(c, v) for c, v in verdicts if not c.variant]  # variants (another reading) are shown, not counted
     counts = {s: sum(v.status == s for _, v in own) for s in claim_checks.STATUSES}
     unexplained = sum(why_not_here(ctx.scale, c, v).startswith("UNEXPLAINED") for c, v in own)
-    lines += [f"Claims at {ctx.scale} scale: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-              + (f" ({counts[claim_checks.FAILS] - unexplained} of those that do not hold with the reason "
-                 f"recorded below the claim, {unexplained} unexplained)" if counts[claim_checks.FAILS] else "")
-              + ".", ""]
+    lines += [
+        f"Claims at {ctx.scale} scale: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + (
+            f" ({counts[claim_checks.FAILS] - unexplained} of those that do not hold with the reason "
+            f"recorded below the claim, {unexplained} unexplained)"
+            if counts[claim_checks.FAILS]
+            else ""
+        )
+        + ".",
+        "",
+    ]
     lines += [f"Verdict rule: {claim_checks.NOISE_RULE}.", ""]
     for doc in ctx.docs:
         lines += [f"### Summary: {PAPER_NAMES.get(doc['paper'], doc['paper'])}", ""]
@@ -439,25 +592,59 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     missing = missing_data(ctx)
     if missing:
         lines[insert_at:insert_at] = (
-            ["## Missing datasets", "",
-             (f"These datasets were unavailable to this {ctx.scale}-scale build, so the cells that need them are n/a "
-              f"(the artefacts build without them and say so). {GET_DATA}."), ""]
-            + [f"- {note}: " + ", ".join(f"`{e}`" for e in exps) for note, exps in missing.items()] + [""])
+            [
+                "## Missing datasets",
+                "",
+                (
+                    f"These datasets were unavailable to this {ctx.scale}-scale build, so the cells that need them are n/a "
+                    f"(the artefacts build without them and say so). {GET_DATA}."
+                ),
+                "",
+            ]
+            + [f"- {note}: " + ", ".join(f"`{e}`" for e in exps) for note, exps in missing.items()]
+            + [""]
+        )
     if ctx.stale:
-        lines += ["## Archived cells not used", "",
-                  (f"These cells of figures/{ctx.scale}/cells ran with settings the config no longer gives them "
-                   "(re-run them: `benchmarks/run_cells.py` or snakemake; then `python -m reprokit.report.archive`):"),
-                  ""]
+        lines += [
+            "## Archived cells not used",
+            "",
+            (
+                f"These cells of figures/{ctx.scale}/cells ran with settings the config no longer gives them "
+                "(re-run them: `benchmarks/run_cells.py` or snakemake; then `python -m reprokit.report.archive`):"
+            ),
+            "",
+        ]
         lines += [f"- `{e}`: {why}" for e, whys in sorted(ctx.stale.items()) for why in whys] + [""]
-    lines += ["## Claims", "",
-              (f"Each verdict is computed from the results at {ctx.scale} scale (reprokit/report/claims.py; the check "
-               "and its arguments are in config/papers/<paper>.yaml)."), "",
-              "| paper | claim | artefact | the paper's words | verdict | measured | n | scale | why not here |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Claims",
+        "",
+        (
+            f"Each verdict is computed from the results at {ctx.scale} scale (reprokit/report/claims.py; the check "
+            "and its arguments are in config/papers/<paper>.yaml)."
+        ),
+        "",
+        "| paper | claim | artefact | the paper's words | verdict | measured | n | scale | why not here |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for claim, v in verdicts:
-        lines.append("| " + " | ".join(_cell(x) for x in (
-            claim.paper, claim.id, claim.artefact, _words(claim), f"**{v.status}**", v.measured, v.n,
-            ctx.scale, why_not_here(ctx.scale, claim, v) or "—")) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(x)
+                for x in (
+                    claim.paper,
+                    claim.id,
+                    claim.artefact,
+                    _words(claim),
+                    f"**{v.status}**",
+                    v.measured,
+                    v.n,
+                    ctx.scale,
+                    why_not_here(ctx.scale, claim, v) or "—",
+                )
+            )
+            + " |"
+        )
     lines += [""] + target_lines(ctx)
     # the bottom line, now that every experiment has been read: under the title, before the summary tables
     glances = [glance(ctx, doc, verdicts) for doc in ctx.docs]
@@ -466,23 +653,34 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
         top += [bottom_line(g), "", f"<!-- {GLANCE_TAG}: {json.dumps(g, sort_keys=True)} -->", ""]
     lines[3:3] = top
     archived = sum(ctx.archived.values())
-    where = f"`{ctx.results / ctx.scale}`" + (f" and {archived} archived cells that are not under it (figures/{ctx.scale}/cells)"
-                                              if archived else "")
+    where = f"`{ctx.results / ctx.scale}`" + (
+        f" and {archived} archived cells that are not under it (figures/{ctx.scale}/cells)" if archived else ""
+    )
     lines[2] = f"Scale: **{scale_note}**. Results: {where}. {generated}".rstrip()
     return "\n".join(lines) + "\n"
 
 
-def write_report(out: str | Path, results: str | Path, scale: str, paper_files: list[str | Path],
-                 expected: dict | None = None, generated: str | None = None, artefacts: dict | None = None,
-                 archive: tuple[str | Path, dict] | None = None) -> str:
+def write_report(
+    out: str | Path,
+    results: str | Path,
+    scale: str,
+    paper_files: list[str | Path],
+    expected: dict | None = None,
+    generated: str | None = None,
+    artefacts: dict | None = None,
+    archive: tuple[str | Path, dict] | None = None,
+) -> str:
     """Render the report from what is under `results` now and write it atomically to `out`. `artefacts`: the
     pipeline config's `artefacts:` (each gets a section, "not run" where nothing exists). `archive`:
     (repository root, pipeline config) to read the committed cells of figures/<scale>/cells too."""
     docs = [papers.load(p) for p in paper_files]
     if generated is None:
         commit, dirty = provenance.git_state()
-        generated = (f"Generated {_dt.datetime.now().isoformat(timespec='seconds')} at commit {commit[:12]}"
-                     + (" (config/ modified)" if dirty else "") + ".")
+        generated = (
+            f"Generated {_dt.datetime.now().isoformat(timespec='seconds')} at commit {commit[:12]}"
+            + (" (config/ modified)" if dirty else "")
+            + "."
+        )
     ctx = Context(results, scale, docs, expected, artefacts, archive)
     figure = z_figure(ctx, z_figure_path(out))
     text = render(ctx, generated, figure.name)
@@ -511,17 +709,29 @@ def expected_cells(root: str | Path, scale: str) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reprokit.report.reproduction", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m reprokit.report.reproduction", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--scale", default="quick", choices=sorted(SCALE_NOTE))
     parser.add_argument("--results", default="results")
     parser.add_argument("--out", default="figures/reproduction.md")
     parser.add_argument("--papers", nargs="*", default=None, help="paper files (default: config/papers/*.yaml)")
-    parser.add_argument("--root", default=".", help="repository root: its config gives the cells expected per "
-                        "experiment (partial experiments); '' to skip")
-    parser.add_argument("--no-archive", action="store_true", help="read results/ only, not the committed cells "
-                        "of <root>/figures/<scale>/cells")
-    parser.add_argument("--expected", default=None, help="JSON {experiment: cells in its grid} (the pipeline's "
-                        "report rule hands it over; default: from --root's config)")
+    parser.add_argument(
+        "--root",
+        default=".",
+        help="repository root: its config gives the cells expected per experiment (partial experiments); '' to skip",
+    )
+    parser.add_argument(
+        "--no-archive",
+        action="store_true",
+        help="read results/ only, not the committed cells of <root>/figures/<scale>/cells",
+    )
+    parser.add_argument(
+        "--expected",
+        default=None,
+        help="JSON {experiment: cells in its grid} (the pipeline's "
+        "report rule hands it over; default: from --root's config)",
+    )
     parser.add_argument("--artefacts", default=None, help="JSON: the config's artefacts: (with --expected)")
     args = parser.parse_args(argv)
     files = args.papers or sorted(glob.glob(str(Path(args.root or ".") / "config" / "papers" / "*.yaml")))

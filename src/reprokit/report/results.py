@@ -76,8 +76,14 @@ def finished_cells(experiment_dir: str | Path) -> pd.DataFrame:
 
 def _row(record: dict) -> dict:
     """A cell's metrics.json record (or its archived line) as one table row."""
-    return {**(record.get("info") or {}), "scale": record["scale"], **record["coords"],
-            "status": record["status"], **record["metrics"], "device": device_of(record)}
+    return {
+        **(record.get("info") or {}),
+        "scale": record["scale"],
+        **record["coords"],
+        "status": record["status"],
+        **record["metrics"],
+        "device": device_of(record),
+    }
 
 
 @dataclass(frozen=True)
@@ -95,8 +101,15 @@ class Ours:
 class Context:
     """The results of one scale, read once per experiment, and the papers' row/column specs."""
 
-    def __init__(self, results: str | Path, scale: str, docs: list[dict], expected: dict | None = None,
-                 artefacts: dict | None = None, archive: tuple[str | Path, dict] | None = None):
+    def __init__(
+        self,
+        results: str | Path,
+        scale: str,
+        docs: list[dict],
+        expected: dict | None = None,
+        artefacts: dict | None = None,
+        archive: tuple[str | Path, dict] | None = None,
+    ):
         self.results, self.scale, self.docs = Path(results), scale, docs
         self.expected = expected or {}
         # (repository root, pipeline config): read figures/<scale>/cells/<experiment>.jsonl too
@@ -141,14 +154,29 @@ class Context:
 
         config = self.archive[1]
         grid = grid_of(config, experiment, self.scale)
-        ran = {f"{self.scale}/{experiment}/{line['cell'].split('/', 2)[2]}" for line in self._archived_lines(experiment)}
-        ran |= {str(p.parent.relative_to(self.results)) for p in (self.results / self.scale / experiment).rglob(
-            "metrics.json")} if (self.results / self.scale / experiment).is_dir() else set()
+        ran = {
+            f"{self.scale}/{experiment}/{line['cell'].split('/', 2)[2]}" for line in self._archived_lines(experiment)
+        }
+        ran |= (
+            {
+                str(p.parent.relative_to(self.results))
+                for p in (self.results / self.scale / experiment).rglob("metrics.json")
+            }
+            if (self.results / self.scale / experiment).is_dir()
+            else set()
+        )
         missing = unavailable(config, experiment, self.scale, ran)
         reason = "not in the data mirrors or the cache of the machine that built this report"
-        rows = [{"scale": self.scale, **cell.coord_dict, "status": "unavailable",
-                 "note": "dataset unavailable: " + ", ".join(f"{d} ({reason})" for d in missing[cell.rel_dir])}
-                for cell in grid.cells() if cell.rel_dir in missing]
+        rows = [
+            {
+                "scale": self.scale,
+                **cell.coord_dict,
+                "status": "unavailable",
+                "note": "dataset unavailable: " + ", ".join(f"{d} ({reason})" for d in missing[cell.rel_dir]),
+            }
+            for cell in grid.cells()
+            if cell.rel_dir in missing
+        ]
         return pd.DataFrame(rows)
 
     def _archived_lines(self, experiment: str) -> list[dict]:
@@ -235,9 +263,11 @@ class Context:
             except pd.errors.EmptyDataError:  # no cell had a curve (older aggregations wrote no header)
                 frames = []
         else:  # the tidy aggregate holds every cell; without it, archived cells add their curves
-            frames += [pd.DataFrame(line["curve"]).assign(**line["coords"])
-                       for line in self._archived_lines(experiment)
-                       if line.get("status") in RAN_STATUSES and line.get("curve")]
+            frames += [
+                pd.DataFrame(line["curve"]).assign(**line["coords"])
+                for line in self._archived_lines(experiment)
+                if line.get("status") in RAN_STATUSES and line.get("curve")
+            ]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def _entry(self, artefact: str, row: str, column: str):
@@ -292,8 +322,11 @@ class Context:
             for key, value in where.items():
                 if key in unavailable:
                     unavailable = unavailable[matches(unavailable[key], value)]
-            return Ours(note="; ".join(unavailable_notes(unavailable)) or "dataset unavailable"
-                        if len(unavailable) else "not run at this scale")
+            return Ours(
+                note="; ".join(unavailable_notes(unavailable)) or "dataset unavailable"
+                if len(unavailable)
+                else "not run at this scale"
+            )
         device = ", ".join(sorted(set(rows["device"].dropna().astype(str)))) if "device" in rows else ""
         if "oom" in set(rows["status"]):
             return Ours(n=len(rows), device=device, note="OOM")

@@ -78,22 +78,33 @@ def predictive_shape(row: pd.Series) -> dict:
         near, far = d <= SHAPE["near"], d >= SHAPE["far"]
         inside = (xg >= x_train.min()) & (xg <= x_train.max())
         m, f = mean[inside], fg[inside]
-        out = {"tv_ratio": float(np.abs(np.diff(m)).sum() / np.abs(np.diff(f)).sum()),
-               "roughness": float(np.abs(np.diff(m, 2)).sum() / np.abs(np.diff(f, 2)).sum()),
-               "fit_err": float(np.sqrt(np.mean((mean[near] - fg[near]) ** 2)) / noise),
-               "epi_near": float(epi[near].max() / noise),
-               "far_over_near": float(np.median(sd[far]) / np.median(sd[near])), "noise": noise}
-        out["smooth"] = bool(out["tv_ratio"] <= SHAPE["tv_ratio_max"] and out["roughness"] <= SHAPE["roughness_max"]
-                             and out["fit_err"] <= SHAPE["fit_err_max"] and out["epi_near"] <= SHAPE["epi_near_max"]
-                             and out["far_over_near"] >= SHAPE["far_over_near_min"])
+        out = {
+            "tv_ratio": float(np.abs(np.diff(m)).sum() / np.abs(np.diff(f)).sum()),
+            "roughness": float(np.abs(np.diff(m, 2)).sum() / np.abs(np.diff(f, 2)).sum()),
+            "fit_err": float(np.sqrt(np.mean((mean[near] - fg[near]) ** 2)) / noise),
+            "epi_near": float(epi[near].max() / noise),
+            "far_over_near": float(np.median(sd[far]) / np.median(sd[near])),
+            "noise": noise,
+        }
+        out["smooth"] = bool(
+            out["tv_ratio"] <= SHAPE["tv_ratio_max"]
+            and out["roughness"] <= SHAPE["roughness_max"]
+            and out["fit_err"] <= SHAPE["fit_err_max"]
+            and out["epi_near"] <= SHAPE["epi_near_max"]
+            and out["far_over_near"] >= SHAPE["far_over_near_min"]
+        )
         return out
     p = np.clip(floats(row["grid_p1"]), 1e-12, 1 - 1e-12)
     entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
     e_near = float(np.median(entropy[d <= SHAPE["near_2d"]]))
     e_far = float(np.median(entropy[d >= SHAPE["far_2d"]]))
     ratio = e_far / e_near if e_near > 0 else float("inf")
-    return {"entropy_near": e_near, "entropy_far": e_far, "far_over_near": ratio,
-            "smooth": bool(ratio >= SHAPE["far_over_near_min"] and e_far >= SHAPE["entropy_far_min"])}
+    return {
+        "entropy_near": e_near,
+        "entropy_far": e_far,
+        "far_over_near": ratio,
+        "smooth": bool(ratio >= SHAPE["far_over_near_min"] and e_far >= SHAPE["entropy_far_min"]),
+    }
 
 
 def shape_text(shape: dict) -> str:
@@ -101,10 +112,14 @@ def shape_text(shape: dict) -> str:
     if not shape:
         return "n/a"
     if "tv_ratio" in shape:
-        return (f"the mean's total variation {shape['tv_ratio']:.2f}x and its summed curvature "
-                f"{shape['roughness']:.2f}x the true function's; error of the mean near the data "
-                f"{shape['fit_err']:.2f} and largest weight sd there {shape['epi_near']:.2f} noise sds "
-                f"(inferred noise sd {shape['noise']:.3f}); predictive sd far from the data "
-                f"{shape['far_over_near']:.2f}x that near it")
-    return (f"entropy near data {shape['entropy_near']:.3f}, far {shape['entropy_far']:.3f}, "
-            f"far/near {shape['far_over_near']:.3g}")
+        return (
+            f"the mean's total variation {shape['tv_ratio']:.2f}x and its summed curvature "
+            f"{shape['roughness']:.2f}x the true function's; error of the mean near the data "
+            f"{shape['fit_err']:.2f} and largest weight sd there {shape['epi_near']:.2f} noise sds "
+            f"(inferred noise sd {shape['noise']:.3f}); predictive sd far from the data "
+            f"{shape['far_over_near']:.2f}x that near it"
+        )
+    return (
+        f"entropy near data {shape['entropy_near']:.3f}, far {shape['entropy_far']:.3f}, "
+        f"far/near {shape['far_over_near']:.3g}"
+    )

@@ -18,8 +18,10 @@ from . import claims as claim_checks
 from . import papers
 from .results import InputsContext
 
-PAPER_NAMES = {"partitioned": "Partitioned networks (Mlodozeniec, Reisser, Louizos, ICLR 2023)",
-               "bali": "BALI (Kurle, Klushyn, Herbrich)"}
+PAPER_NAMES = {
+    "partitioned": "Partitioned networks (Mlodozeniec, Reisser, Louizos, ICLR 2023)",
+    "bali": "BALI (Kurle, Klushyn, Herbrich)",
+}
 PAPERS_DIR = Path("config") / "papers"
 _NUMBERED = re.compile(r"^(?:bali_)?(fig|table)(\d+)$")
 
@@ -30,12 +32,17 @@ def rebuilds(name: str, spec: dict) -> str:
     paper = PAPER_NAMES.get(spec.get("paper"), spec.get("paper", "?"))
     if spec.get("rebuilds"):
         text = str(spec["rebuilds"])
-        return (f"no artefact of {paper}: {text.removeprefix('none:').strip()}" if text.startswith("none")
-                else f"{text} of {paper}")
+        return (
+            f"no artefact of {paper}: {text.removeprefix('none:').strip()}"
+            if text.startswith("none")
+            else f"{text} of {paper}"
+        )
     m = _NUMBERED.match(name)
     if not m:
-        raise ValueError(f"artefact '{name}': its name does not say which paper figure or table it rebuilds; give "
-                         "it a `rebuilds:` text in its config entry (artefacts.<name>.rebuilds)")
+        raise ValueError(
+            f"artefact '{name}': its name does not say which paper figure or table it rebuilds; give "
+            "it a `rebuilds:` text in its config entry (artefacts.<name>.rebuilds)"
+        )
     return f"{'Fig.' if m.group(1) == 'fig' else 'Table'} {m.group(2)} of {paper}"
 
 
@@ -53,7 +60,9 @@ class Statement:
         `measured_chars`; the report has it whole)."""
         out = []
         for claim, v in self.verdicts:
-            measured = v.measured if len(v.measured) <= measured_chars else v.measured[:measured_chars].rstrip() + " ..."
+            measured = (
+                v.measured if len(v.measured) <= measured_chars else v.measured[:measured_chars].rstrip() + " ..."
+            )
             n = f"n = {v.n}" if v.n else "n = 0"
             head = f"Variant ({claim.variant}), claim" if claim.variant else "Claim"
             out.append(f'{head} "{claim.words}": {v.status.upper()} at {self.scale} scale ({n}; {measured}).')
@@ -67,8 +76,9 @@ class Statement:
         counts = {s: sum(v.status == s for c, v in self.verdicts if not c.variant) for s in claim_checks.STATUSES}
         plural = {claim_checks.HOLDS: "hold", claim_checks.FAILS: "do not hold"}
         tally = ", ".join(f"{n} {plural.get(s, s) if n > 1 else s}" for s, n in counts.items() if n)
-        return [f"{head} Its claims at {self.scale} scale: {tally} "
-                f"(full reasons: figures/{self.scale}/reproduction.md)."] + self.claim_lines()
+        return [
+            f"{head} Its claims at {self.scale} scale: {tally} (full reasons: figures/{self.scale}/reproduction.md)."
+        ] + self.claim_lines()
 
     def wrapped(self, width: int = 150) -> str:
         return "\n".join(textwrap.fill(line, width) for line in self.lines())
@@ -96,5 +106,7 @@ def experiments_read(spec: dict, name: str, experiments: set | list, papers_dir:
     if not path.exists():
         return []
     known, own = set(experiments), set(spec.get("experiments") or [])
-    found = [e for c in papers.claims(papers.load(path)) if c.artefact == name for e in papers.claim_experiments(c, known)]
+    found = [
+        e for c in papers.claims(papers.load(path)) if c.artefact == name for e in papers.claim_experiments(c, known)
+    ]
     return [e for e in dict.fromkeys(found) if e not in own]

@@ -13,8 +13,15 @@ import numpy as np
 import pandas as pd
 
 
-def bootstrap_ci(samples, statistic, level: float = 0.95, n_boot: int = 2000, seed: int = 0,
-                 paired: bool = False, vectorized: bool = True) -> tuple[float, float]:
+def bootstrap_ci(
+    samples,
+    statistic,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    paired: bool = False,
+    vectorized: bool = True,
+) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of `statistic` over `samples` (a tuple of arrays; `paired`:
     resample their entries together, e.g. the (x, y) points of a correlation). scipy.stats.bootstrap with a fixed
     seed: reproducible. Resamples whose statistic is not finite (e.g. a correlation of a resample whose x are
@@ -27,8 +34,16 @@ def bootstrap_ci(samples, statistic, level: float = 0.95, n_boot: int = 2000, se
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # non-finite resamples: left out below
         with np.errstate(all="ignore"):
-            res = bootstrap(data, statistic, confidence_level=level, n_resamples=n_boot, method="percentile",
-                            rng=np.random.default_rng(seed), vectorized=vectorized, paired=paired)
+            res = bootstrap(
+                data,
+                statistic,
+                confidence_level=level,
+                n_resamples=n_boot,
+                method="percentile",
+                rng=np.random.default_rng(seed),
+                vectorized=vectorized,
+                paired=paired,
+            )
     dist = np.asarray(res.bootstrap_distribution, dtype=float)
     if np.all(np.isfinite(dist)):
         return float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -63,8 +78,9 @@ def _spearman(x, y, axis: int = -1):
     return _pearson(rankdata(x, axis=axis), rankdata(y, axis=axis), axis=axis)
 
 
-def correlation_ci(x, y, method: str = "pearson", level: float = 0.95, n_boot: int = 2000,
-                   seed: int = 0) -> tuple[float, float, float]:
+def correlation_ci(
+    x, y, method: str = "pearson", level: float = 0.95, n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
     """(r, lo, hi): the Pearson (or Spearman: Pearson of the ranks, ties averaged) correlation of the points
     (x, y) and its percentile-bootstrap interval over the points (`bootstrap_ci`, the points resampled whole;
     resamples with a constant side left out)."""

@@ -36,8 +36,10 @@ SCALE_NOTE = {
 
 
 # How to get a dataset that is not in the mirrors: said next to every n/a that a missing dataset causes.
-GET_DATA = ("To get a missing dataset: set data.download: true in config/config.yaml (fetches it from its official "
-            "URL into data.cache_dir), or add a folder holding it in its original layout to data.mirrors")
+GET_DATA = (
+    "To get a missing dataset: set data.download: true in config/config.yaml (fetches it from its official "
+    "URL into data.cache_dir), or add a folder holding it in its original layout to data.mirrors"
+)
 NA_GID = "reprokit-na"  # the gid of an n/a panel's text (finish_figure puts those texts in the file's metadata)
 
 
@@ -69,8 +71,9 @@ def na_footnotes(*frames, notes: bool = True) -> list[str]:
     return [(f"n/a: {'; '.join(found)}. " if notes else "") + GET_DATA + "."]
 
 
-def na_panel(ax, rows, title: str | None = None, otherwise: str = "no cell completed", width: int = 50,
-             fontsize: float = 6.5) -> str:
+def na_panel(
+    ax, rows, title: str | None = None, otherwise: str = "no cell completed", width: int = 50, fontsize: float = 6.5
+) -> str:
     """Make `ax` an n/a panel: a centred "n/a: <note>" for each unavailable cell's note and how to get the data
     (or "n/a: <otherwise>" when no cell of the panel is unavailable, e.g. none is in this scale's grid), no ticks.
     `rows`: the panel's cells (a frame, or several) or the notes themselves. Returns the text (also logged)."""
@@ -81,8 +84,9 @@ def na_panel(ax, rows, title: str | None = None, otherwise: str = "no cell compl
     else:
         notes = list(dict.fromkeys(str(r) for r in rows or []))
     text = na_text(notes, otherwise, width)
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2",
-            gid=NA_GID)
+    ax.text(
+        0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2", gid=NA_GID
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_xlabel("")
@@ -146,8 +150,9 @@ def set_artefact(smk, scale) -> None:
     if rule.startswith("artefact_") and name in (config.get("artefacts") or {}):
         params = getattr(smk, "params", None)
         root = (params.get("root", None) if hasattr(params, "get") else None) or "."
-        _ARTEFACT.update(name=name, spec=config["artefacts"][name], scale=scale, inputs=dict(_named(smk.input)),
-                         root=str(root))
+        _ARTEFACT.update(
+            name=name, spec=config["artefacts"][name], scale=scale, inputs=dict(_named(smk.input)), root=str(root)
+        )
 
 
 def artefact_statement():
@@ -159,8 +164,9 @@ def artefact_statement():
         from . import statement  # the verdict engine imports no plotting: no loop back here
 
         a = _ARTEFACT
-        _ARTEFACT["statement"] = statement.for_artefact(a["name"], a["spec"], a["scale"], a["inputs"],
-                                                        Path(a["root"]) / "config" / "papers")
+        _ARTEFACT["statement"] = statement.for_artefact(
+            a["name"], a["spec"], a["scale"], a["inputs"], Path(a["root"]) / "config" / "papers"
+        )
         logging.getLogger("reprokit.artefact").info("statement: %s", " | ".join(_ARTEFACT["statement"].lines()))
     return _ARTEFACT["statement"]
 
@@ -224,8 +230,12 @@ def write_provenance(smk, scale, logger) -> None:
     config = getattr(smk, "config", None) or {}
     name = rule.removeprefix("artefact_")
     outputs = [p for _, p in _named(smk.output)]
-    if not rule.startswith("artefact_") or name not in config.get("artefacts", {}) or not outputs \
-            or not all(os.path.exists(p) for p in outputs):
+    if (
+        not rule.startswith("artefact_")
+        or name not in config.get("artefacts", {})
+        or not outputs
+        or not all(os.path.exists(p) for p in outputs)
+    ):
         return
     from . import provenance
 
@@ -307,8 +317,9 @@ def na_shared(ax, parts, title: str | None = None, width: int = 60, fontsize: fl
     if notes_seen:
         lines.append(GET_DATA)
     text = "\n".join(textwrap.fill(line, width) for line in lines)
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2",
-            gid=NA_GID)
+    ax.text(
+        0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2", gid=NA_GID
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     ax.grid(False)
@@ -321,8 +332,9 @@ def na_shared(ax, parts, title: str | None = None, width: int = 60, fontsize: fl
 def na_see(ax, where: str, title: str | None = None, fontsize: float = 7) -> str:
     """An n/a panel that points at the figure's one n/a placeholder (`na_shared`) instead of repeating it."""
     text = f"n/a (see {where})"
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2",
-            gid=NA_GID)
+    ax.text(
+        0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2", gid=NA_GID
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     ax.grid(False)
@@ -346,8 +358,18 @@ def annotate_figure(fig, scale: str, note: str) -> None:
     figures."""
     fig.text(0.01, 0.005, with_partial(note), fontsize=7.5, color="0.3", ha="left", va="bottom")
     if scale == "test":
-        fig.text(0.5, 0.5, "TEST DATA", fontsize=48, color="red", alpha=0.25, ha="center", va="center",
-                 rotation=30, transform=fig.transFigure)
+        fig.text(
+            0.5,
+            0.5,
+            "TEST DATA",
+            fontsize=48,
+            color="red",
+            alpha=0.25,
+            ha="center",
+            va="center",
+            rotation=30,
+            transform=fig.transFigure,
+        )
 
 
 def finish_figure(fig, scale: str, note: str, pdf: str | Path | None, png: str | Path | None) -> None:
@@ -366,4 +388,3 @@ def finish_figure(fig, scale: str, note: str, pdf: str | Path | None, png: str |
         fig.savefig(buf, format=fmt, bbox_inches="tight", metadata=meta or None)
         atomic_write_bytes(path, buf.getvalue())
     plt.close(fig)
-

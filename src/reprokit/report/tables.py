@@ -47,15 +47,40 @@ _LATEX_SPECIAL = {
 # files are pure ASCII, so they compile with any engine and input encoding. Any other non-ASCII character is an
 # error naming the table and the character (`ascii_latex`).
 _ASCII_LATEX = {
-    "±": r"\ensuremath{\pm}", "×": r"\ensuremath{\times}", "·": r"\ensuremath{\cdot}", "−": "-", "–": "--",
-    "—": "---", "≤": r"\ensuremath{\leq}", "≥": r"\ensuremath{\geq}", "≈": r"\ensuremath{\approx}",
-    "↑": r"\ensuremath{\uparrow}", "↓": r"\ensuremath{\downarrow}", "→": r"\ensuremath{\to}",
-    "²": r"\ensuremath{^2}", "³": r"\ensuremath{^3}", "√": r"\ensuremath{\surd}", "°": r"\ensuremath{^\circ}",
-    "α": r"\ensuremath{\alpha}", "β": r"\ensuremath{\beta}", "γ": r"\ensuremath{\gamma}",
-    "λ": r"\ensuremath{\lambda}", "μ": r"\ensuremath{\mu}", "µ": r"\ensuremath{\mu}",
-    "σ": r"\ensuremath{\sigma}", "Σ": r"\ensuremath{\Sigma}", "ψ": r"\ensuremath{\psi}",
-    "θ": r"\ensuremath{\theta}", "π": r"\ensuremath{\pi}", "ε": r"\ensuremath{\varepsilon}",
-    "…": r"\ldots{}", "’": "'", "‘": "`", "“": "``", "”": "''", "\u00a0": "~",
+    "±": r"\ensuremath{\pm}",
+    "×": r"\ensuremath{\times}",
+    "·": r"\ensuremath{\cdot}",
+    "−": "-",
+    "–": "--",
+    "—": "---",
+    "≤": r"\ensuremath{\leq}",
+    "≥": r"\ensuremath{\geq}",
+    "≈": r"\ensuremath{\approx}",
+    "↑": r"\ensuremath{\uparrow}",
+    "↓": r"\ensuremath{\downarrow}",
+    "→": r"\ensuremath{\to}",
+    "²": r"\ensuremath{^2}",
+    "³": r"\ensuremath{^3}",
+    "√": r"\ensuremath{\surd}",
+    "°": r"\ensuremath{^\circ}",
+    "α": r"\ensuremath{\alpha}",
+    "β": r"\ensuremath{\beta}",
+    "γ": r"\ensuremath{\gamma}",
+    "λ": r"\ensuremath{\lambda}",
+    "μ": r"\ensuremath{\mu}",
+    "µ": r"\ensuremath{\mu}",
+    "σ": r"\ensuremath{\sigma}",
+    "Σ": r"\ensuremath{\Sigma}",
+    "ψ": r"\ensuremath{\psi}",
+    "θ": r"\ensuremath{\theta}",
+    "π": r"\ensuremath{\pi}",
+    "ε": r"\ensuremath{\varepsilon}",
+    "…": r"\ldots{}",
+    "’": "'",
+    "‘": "`",
+    "“": "``",
+    "”": "''",
+    "\u00a0": "~",
 }
 
 
@@ -69,8 +94,10 @@ def ascii_latex(text: str, where: str = "table") -> str:
         elif ch in _ASCII_LATEX:
             out.append(_ASCII_LATEX[ch])
         else:
-            raise ValueError(f"{where}: character {ch!r} (U+{ord(ch):04X}) has no ASCII LaTeX form; add it to "
-                             "reprokit.report.tables._ASCII_LATEX")
+            raise ValueError(
+                f"{where}: character {ch!r} (U+{ord(ch):04X}) has no ASCII LaTeX form; add it to "
+                "reprokit.report.tables._ASCII_LATEX"
+            )
     return "".join(out)
 
 
@@ -120,24 +147,154 @@ PARAGRAPH_COLUMN = r">{{\raggedright\arraybackslash}}p{{{:.2f}\linewidth}}"
 NEEDS_PREFIX = "% needs: "
 
 # Computer Modern Roman 10pt widths (pt) of the characters tables hold; anything else counts 5pt.
-_CHAR_PT = dict(zip("abcdefghijklmnopqrstuvwxyz",
-                    (5.0, 5.56, 4.44, 5.56, 4.44, 3.06, 5.0, 5.56, 2.78, 3.06, 5.28, 2.78, 8.33, 5.56, 5.0, 5.56,
-                     5.28, 3.92, 3.94, 3.89, 5.56, 5.28, 7.22, 5.28, 5.28, 4.44)))
-_CHAR_PT.update(dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ",
-                         (7.5, 7.08, 7.22, 7.64, 6.81, 6.53, 7.85, 7.5, 3.61, 5.14, 7.78, 6.25, 9.17, 7.5, 7.78,
-                          6.81, 7.78, 7.36, 5.56, 7.22, 7.5, 7.5, 10.28, 7.5, 7.5, 6.11))))
+_CHAR_PT = dict(
+    zip(
+        "abcdefghijklmnopqrstuvwxyz",
+        (
+            5.0,
+            5.56,
+            4.44,
+            5.56,
+            4.44,
+            3.06,
+            5.0,
+            5.56,
+            2.78,
+            3.06,
+            5.28,
+            2.78,
+            8.33,
+            5.56,
+            5.0,
+            5.56,
+            5.28,
+            3.92,
+            3.94,
+            3.89,
+            5.56,
+            5.28,
+            7.22,
+            5.28,
+            5.28,
+            4.44,
+        ),
+    )
+)
+_CHAR_PT.update(
+    dict(
+        zip(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+            (
+                7.5,
+                7.08,
+                7.22,
+                7.64,
+                6.81,
+                6.53,
+                7.85,
+                7.5,
+                3.61,
+                5.14,
+                7.78,
+                6.25,
+                9.17,
+                7.5,
+                7.78,
+                6.81,
+                7.78,
+                7.36,
+                5.56,
+                7.22,
+                7.5,
+                7.5,
+                10.28,
+                7.5,
+                7.5,
+                6.11,
+            ),
+        )
+    )
+)
 _CHAR_PT.update(dict.fromkeys("0123456789", 5.0))
-_CHAR_PT.update({" ": 3.33, ".": 2.78, ",": 2.78, ":": 2.78, ";": 2.78, "(": 3.89, ")": 3.89, "[": 2.78,
-                 "]": 2.78, "-": 3.33, "/": 5.0, "+": 7.78, "=": 7.78, "%": 8.33, "&": 7.78, "'": 2.78, "*": 5.0,
-                 "<": 7.78, ">": 7.78, "|": 2.78, "!": 2.78, "?": 4.72, "#": 8.33, "~": 5.0, "±": 7.78,
-                 "×": 7.78, "·": 2.78, "−": 7.78, "–": 5.0, "—": 10.0, "≤": 7.78, "≥": 7.78, "≈": 7.78,
-                 "↑": 5.0, "↓": 5.0, "→": 10.0, "²": 3.5, "³": 3.5, "…": 8.34})
-_TEXT_SYMBOLS = {"textless": "<", "textgreater": ">", "textbar": "|", "textasciitilde": "~",
-                 "textasciicircum": "^", "textbackslash": "/", "ldots": "...", "pm": "±", "times": "×",
-                 "cdot": "·", "leq": "≤", "geq": "≥", "approx": "≈", "uparrow": "↑", "downarrow": "↓",
-                 "to": "→"}
-_NO_WIDTH = {"ensuremath", "textbf", "textit", "emph", "mathcal", "mathrm", "mathbf", "text", "textrm", "mathit",
-             "left", "right", "big", "Big", "centering", "raggedright"}
+_CHAR_PT.update(
+    {
+        " ": 3.33,
+        ".": 2.78,
+        ",": 2.78,
+        ":": 2.78,
+        ";": 2.78,
+        "(": 3.89,
+        ")": 3.89,
+        "[": 2.78,
+        "]": 2.78,
+        "-": 3.33,
+        "/": 5.0,
+        "+": 7.78,
+        "=": 7.78,
+        "%": 8.33,
+        "&": 7.78,
+        "'": 2.78,
+        "*": 5.0,
+        "<": 7.78,
+        ">": 7.78,
+        "|": 2.78,
+        "!": 2.78,
+        "?": 4.72,
+        "#": 8.33,
+        "~": 5.0,
+        "±": 7.78,
+        "×": 7.78,
+        "·": 2.78,
+        "−": 7.78,
+        "–": 5.0,
+        "—": 10.0,
+        "≤": 7.78,
+        "≥": 7.78,
+        "≈": 7.78,
+        "↑": 5.0,
+        "↓": 5.0,
+        "→": 10.0,
+        "²": 3.5,
+        "³": 3.5,
+        "…": 8.34,
+    }
+)
+_TEXT_SYMBOLS = {
+    "textless": "<",
+    "textgreater": ">",
+    "textbar": "|",
+    "textasciitilde": "~",
+    "textasciicircum": "^",
+    "textbackslash": "/",
+    "ldots": "...",
+    "pm": "±",
+    "times": "×",
+    "cdot": "·",
+    "leq": "≤",
+    "geq": "≥",
+    "approx": "≈",
+    "uparrow": "↑",
+    "downarrow": "↓",
+    "to": "→",
+}
+_NO_WIDTH = {
+    "ensuremath",
+    "textbf",
+    "textit",
+    "emph",
+    "mathcal",
+    "mathrm",
+    "mathbf",
+    "text",
+    "textrm",
+    "mathit",
+    "left",
+    "right",
+    "big",
+    "Big",
+    "centering",
+    "raggedright",
+}
 
 
 def _visible(latex: str) -> str:
@@ -145,8 +302,9 @@ def _visible(latex: str) -> str:
     s = re.sub(r"\\(?:textcolor|color)\{[^{}]*\}", "", str(latex))
     s = re.sub(r"\\([%&#_{}$])", lambda m: {"_": "-", "$": "S", "{": "(", "}": ")"}.get(m.group(1), m.group(1)), s)
     s = re.sub(r"\\[,;: ]", " ", s)
-    s = re.sub(r"\\([a-zA-Z]+)\*?(?:\{\})?",
-               lambda m: _TEXT_SYMBOLS.get(m.group(1), "" if m.group(1) in _NO_WIDTH else "x"), s)
+    s = re.sub(
+        r"\\([a-zA-Z]+)\*?(?:\{\})?", lambda m: _TEXT_SYMBOLS.get(m.group(1), "" if m.group(1) in _NO_WIDTH else "x"), s
+    )
     return re.sub(r"[{}$^_]", "", s).replace("~", " ")
 
 
@@ -222,8 +380,10 @@ def column_specs(column_format: str | None, n: int) -> list[str] | None:
         return None
     specs = _COLUMN_SPEC.findall(column_format)
     if "".join(specs) != column_format or len(specs) != n:
-        raise ValueError(f"column_format {column_format!r}: give one l/c/r/p{{..}} specifier per column ({n}), "
-                         "optionally with >{...}, and nothing else")
+        raise ValueError(
+            f"column_format {column_format!r}: give one l/c/r/p{{..}} specifier per column ({n}), "
+            "optionally with >{...}, and nothing else"
+        )
     return specs
 
 
@@ -237,12 +397,20 @@ def _fixed_width_pt(spec: str | None, text_width: float) -> float | None:
 
 
 def _column_widths(cells: pd.DataFrame, headers: list[str], fixed: list[float | None]) -> list[float]:
-    return [0.0 if fixed[i] is not None else max([text_width_pt(h)] + [text_width_pt(v) for v in cells.iloc[:, i]])
-            for i, h in enumerate(headers)]
+    return [
+        0.0 if fixed[i] is not None else max([text_width_pt(h)] + [text_width_pt(v) for v in cells.iloc[:, i]])
+        for i, h in enumerate(headers)
+    ]
 
 
-def _part_width(cols: list[int], widths: list[float], fixed: list[float | None], tops: list | None,
-                factor: float = 1.0, colsep: float = COLSEP_PT) -> float:
+def _part_width(
+    cols: list[int],
+    widths: list[float],
+    fixed: list[float | None],
+    tops: list | None,
+    factor: float = 1.0,
+    colsep: float = COLSEP_PT,
+) -> float:
     """Estimated width of a tabular of columns `cols` with text set at `factor` (SIZES) of 10pt."""
     pad = 2 * colsep
     text = sum(widths[i] for i in cols)
@@ -264,9 +432,16 @@ def _contiguous_splits(n: int, k: int):
             yield [(0, cut)] + [(a + cut, b + cut) for a, b in rest]
 
 
-def table_layout(cells: pd.DataFrame, headers: list[str], tops: list | None = None, keys: int = 1,
-                 size: str | None = "auto", parts: list[list[int]] | None = None,
-                 specs: list[str] | None = None, text_width: float = TEXT_WIDTH_PT) -> TableLayout:
+def table_layout(
+    cells: pd.DataFrame,
+    headers: list[str],
+    tops: list | None = None,
+    keys: int = 1,
+    size: str | None = "auto",
+    parts: list[list[int]] | None = None,
+    specs: list[str] | None = None,
+    text_width: float = TEXT_WIDTH_PT,
+) -> TableLayout:
     """The layout of a table whose cells (LaTeX strings) are `cells`, bottom-level headers `headers`, with grouped
     columns group headers `tops` (one per column), and column specifiers `specs` (a p{<width>} column is that wide).
 
@@ -296,8 +471,10 @@ def table_layout(cells: pd.DataFrame, headers: list[str], tops: list | None = No
         return max(_part_width(g, widths, fixed, tops, SIZES[step[0]], step[1]) for g in groups)
 
     def best_split(units: list[list[int]], k: int) -> list[list[int]]:
-        splits = ([key_cols + [c for u in units[a:b] for c in u] for a, b in cuts]
-                  for cuts in _contiguous_splits(len(units), k))
+        splits = (
+            [key_cols + [c for u in units[a:b] for c in u] for a, b in cuts]
+            for cuts in _contiguous_splits(len(units), k)
+        )
         return min(splits, key=lambda groups: widest(groups, STEPS[0]))
 
     tight = STEPS[-1]
@@ -306,10 +483,16 @@ def table_layout(cells: pd.DataFrame, headers: list[str], tops: list | None = No
     elif size != "auto" or not grouped:
         groups = [list(range(n))]
     else:  # a group header's columns split only where keeping them together does not fit
-        tries = [best_split(units, k) for units in (grouped, [[c] for u in grouped for c in u])
-                 for k in range(1, min(MAX_PARTS, len(units)) + 1) if k == 1 or k * len(cells) <= MAX_SPLIT_ROWS]
-        groups = next((g for g in tries if widest(g, tight) * MIN_SHRINK <= text_width),
-                      min(tries, key=lambda g: (widest(g, tight), len(g))))
+        tries = [
+            best_split(units, k)
+            for units in (grouped, [[c] for u in grouped for c in u])
+            for k in range(1, min(MAX_PARTS, len(units)) + 1)
+            if k == 1 or k * len(cells) <= MAX_SPLIT_ROWS
+        ]
+        groups = next(
+            (g for g in tries if widest(g, tight) * MIN_SHRINK <= text_width),
+            min(tries, key=lambda g: (widest(g, tight), len(g))),
+        )
     if size == "auto":
         step = next((s for s in STEPS if widest(groups, s) <= text_width), tight)
     else:
@@ -332,14 +515,26 @@ def latex_needs(tex: str) -> list[str]:
 
 def _fitted(tabular: str) -> str:
     """`tabular` set in a box, shrunk to \\linewidth only where it is wider."""
-    return ("\\sbox0{%\n" + tabular + "}%\n"
-            r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi")
+    return (
+        "\\sbox0{%\n" + tabular + "}%\n"
+        r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi"
+    )
 
 
-def write_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, note: str,
-                footnotes: list[str] | None = None, label: str | None = None, escape: bool = True,
-                column_format: str | None = None, size: str | None = "auto", keys: int | None = None,
-                parts: list[list] | None = None) -> TableLayout:
+def write_table(
+    df: pd.DataFrame,
+    path: str | Path,
+    caption: str,
+    scale: str,
+    note: str,
+    footnotes: list[str] | None = None,
+    label: str | None = None,
+    escape: bool = True,
+    column_format: str | None = None,
+    size: str | None = "auto",
+    keys: int | None = None,
+    parts: list[list] | None = None,
+) -> TableLayout:
     """A booktabs table; the caption ends with the provenance `note` and test scale is marked.
 
     With ``escape=False`` the caption, cells, headers and footnotes are written as given (LaTeX);
@@ -366,18 +561,23 @@ def write_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, no
     tops = [esc(c[0]) for c in labels] if multicol else None
     if keys is None:
         keys = next((i for i, t in enumerate(tops) if t != ""), len(tops)) if multicol and tops[0] == "" else 1
-    shown = cells.map(lambda v: v if isinstance(v, str) else "n/a" if pd.isna(v)
-                      else f"{v:.6f}" if isinstance(v, float) else str(v))
+    shown = cells.map(
+        lambda v: v if isinstance(v, str) else "n/a" if pd.isna(v) else f"{v:.6f}" if isinstance(v, float) else str(v)
+    )
     specs = column_specs(column_format, df.shape[1])
-    layout = table_layout(shown, bottom, tops, keys, size,
-                          None if parts is None else [[labels.index(c) for c in p] for p in parts], specs)
+    layout = table_layout(
+        shown, bottom, tops, keys, size, None if parts is None else [[labels.index(c) for c in p] for p in parts], specs
+    )
     align = [("r" if pd.api.types.is_numeric_dtype(df.iloc[:, i]) else "l") for i in range(df.shape[1])]
     if specs:
         align = [s[-1] if s[-1] in "lcr" else "l" for s in specs]
     cells = cells.map(lambda v: _stacked(v, "l", "t") if isinstance(v, str) else v)
     headers = [_stacked(h, align[i], "b") for i, h in enumerate(layout.headers)]
-    cells.columns = (pd.MultiIndex.from_tuples([tuple(esc(x) for x in c[:-1]) + (headers[i],)
-                                                for i, c in enumerate(labels)]) if multicol else headers)
+    cells.columns = (
+        pd.MultiIndex.from_tuples([tuple(esc(x) for x in c[:-1]) + (headers[i],) for i, c in enumerate(labels)])
+        if multicol
+        else headers
+    )
     mark = r"\textcolor{red}{\textbf{TEST DATA}} " if scale == "test" else ""
     cap = caption if not escape else latex_escape(caption)
     lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{mark}{cap} ({latex_escape(note)})}}"]
@@ -389,8 +589,9 @@ def write_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, no
         lines.append(rf"\setlength{{\tabcolsep}}{{{layout.colsep_pt:g}pt}}")
     for j, cols in enumerate(layout.parts):
         fmt = "".join(specs[i] for i in cols) if specs else None
-        body = cells.iloc[:, cols].to_latex(index=False, escape=False, na_rep="n/a", multicolumn=multicol,
-                                            multicolumn_format="c", column_format=fmt)
+        body = cells.iloc[:, cols].to_latex(
+            index=False, escape=False, na_rep="n/a", multicolumn=multicol, multicolumn_format="c", column_format=fmt
+        )
         if j:
             lines.append(r"\par\medskip")
         lines.append(_fitted(body.strip()))
@@ -402,8 +603,14 @@ def write_table(df: pd.DataFrame, path: str | Path, caption: str, scale: str, no
     atomic_write_text(path, ascii_latex(text, str(path)))
     logging.getLogger("reprokit.artefact").info(
         "%s: %s size, tabcolsep %gpt, %d part(s) of columns %s, widest estimated %.0fpt (text width %.0fpt)",
-        Path(path).name, layout.size or "normal", layout.colsep_pt, len(layout.parts), layout.parts, layout.width_pt,
-        TEXT_WIDTH_PT)
+        Path(path).name,
+        layout.size or "normal",
+        layout.colsep_pt,
+        len(layout.parts),
+        layout.parts,
+        layout.width_pt,
+        TEXT_WIDTH_PT,
+    )
     write_table_html(df, Path(path).with_suffix(".html"), caption, scale, note, footnotes, latex=not escape)
     return layout
 
@@ -414,8 +621,10 @@ _LATEX_MARKUP = [  # (pattern on HTML-escaped LaTeX, replacement): the few comma
     (re.compile(r"\\([%&#_{}])"), r"\1"),
     (re.compile(r"\\ "), " "),
     (re.compile(r"(?<!\\)~"), "&nbsp;"),
-    (re.compile(r"\\text(less|greater|bar|asciitilde)\{\}"),
-     lambda m: {"less": "&lt;", "greater": "&gt;", "bar": "|", "asciitilde": "&#126;"}[m.group(1)]),
+    (
+        re.compile(r"\\text(less|greater|bar|asciitilde)\{\}"),
+        lambda m: {"less": "&lt;", "greater": "&gt;", "bar": "|", "asciitilde": "&#126;"}[m.group(1)],
+    ),
 ]
 
 
@@ -427,8 +636,15 @@ def _latex_html(text) -> str:
     return out
 
 
-def write_table_html(df: pd.DataFrame, path: str | Path, caption: str, scale: str, note: str,
-                     footnotes: list[str] | None = None, latex: bool = False) -> None:
+def write_table_html(
+    df: pd.DataFrame,
+    path: str | Path,
+    caption: str,
+    scale: str,
+    note: str,
+    footnotes: list[str] | None = None,
+    latex: bool = False,
+) -> None:
     """The table as an HTML page: caption (marked TEST DATA at test scale) with the provenance `note`, the
     table (missing values n/a) and the footnotes. `latex`: caption, cells, headers and footnotes hold LaTeX
     (`write_table(escape=False)`); its colour, bold and escaped characters are rendered, math is shown as written."""
@@ -438,23 +654,25 @@ def write_table_html(df: pd.DataFrame, path: str | Path, caption: str, scale: st
         for i in range(shown.shape[1]):
             shown.isetitem(i, shown.iloc[:, i].map(_latex_html, na_action="ignore"))
         shown.columns = shown.columns.map(
-            lambda c: tuple(map(_latex_html, c)) if isinstance(c, tuple) else _latex_html(c))
+            lambda c: tuple(map(_latex_html, c)) if isinstance(c, tuple) else _latex_html(c)
+        )
     body = shown.to_html(index=False, na_rep="n/a", escape=not latex, border=0)
     mark = '<b style="color:red">TEST DATA</b> ' if scale == "test" else ""
-    notes = "".join(f"<p class=\"footnote\">{text(fn)}</p>\n" for fn in footnotes or [])
+    notes = "".join(f'<p class="footnote">{text(fn)}</p>\n' for fn in footnotes or [])
     page = (
-        "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
+        '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(Path(path).stem)}</title>\n"
         "<style>body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse}"
         "th,td{padding:2px 8px;text-align:left;border-bottom:1px solid #ddd}.footnote{font-size:12px;color:#444}"
         "</style>\n</head>\n<body>\n"
-        f"<p class=\"caption\">{mark}{text(caption)} ({html.escape(note, quote=False)})</p>\n{body}\n{notes}"
+        f'<p class="caption">{mark}{text(caption)} ({html.escape(note, quote=False)})</p>\n{body}\n{notes}'
         "</body>\n</html>\n"
     )
     atomic_write_text(path, page)
 
 
 # -- Tables 5-7: transcribed complexity tables --------------------------------------------------------
+
 
 def load_yaml(path: str | Path) -> dict:
     import yaml
@@ -494,17 +712,29 @@ def write_complexity_table(paper_path: str | Path, name: str, out_path: str | Pa
     """Render Table 5, 6 or 7 from the transcription in the paper file `paper_path` (config/papers/partitioned.yaml)."""
     doc = load_yaml(paper_path)
     df, spec = complexity_table(doc, name)
-    note = static_note(scale, f"transcribed from {doc['source']}, App. D.1 ({Path(paper_path).as_posix()}), not computed")
+    note = static_note(
+        scale, f"transcribed from {doc['source']}, App. D.1 ({Path(paper_path).as_posix()}), not computed"
+    )
     # Tables 6/7: the long big-O terms break after a + within their columns (ragged right), the Method column as wide
     # as its text
     n = df.shape[1] - 1
     columns = None if spec.get("symbols") else "l" + PARAGRAPH_COLUMN.format(0.69 / n) * n
-    write_table(df, out_path, spec["caption"], scale, note, footnotes=spec.get("footnotes"),
-                label=f"tab:{name}", escape=False, column_format=columns)
+    write_table(
+        df,
+        out_path,
+        spec["caption"],
+        scale,
+        note,
+        footnotes=spec.get("footnotes"),
+        label=f"tab:{name}",
+        escape=False,
+        column_format=columns,
+    )
     return df
 
 
 # -- Compile check -------------------------------------------------------------------------------------
+
 
 @dataclass
 class LatexCheck:
@@ -540,19 +770,29 @@ def check_latex(path: str | Path, workdir: str | Path, pdflatex: str = "pdflatex
 
     path, workdir = Path(path).resolve(), Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    doc = "\n".join([
-        r"\documentclass{article}",
-        r"\usepackage{" + ",".join(needs_of(path.read_text(encoding="ascii", errors="replace"))) + "}",
-        r"\begin{document}",
-        # each \resizebox (graphicx) logs the natural width of what it shrinks; a table without graphicx has none
-        r"\makeatletter\@ifpackageloaded{graphicx}{\let\reprokitResize\resizebox"
-        r"\renewcommand{\resizebox}[3]{\sbox2{#3}\typeout{reprokit-resize: \the\wd2\space to \the\linewidth}"
-        r"\reprokitResize{#1}{#2}{\usebox2}}}{}\makeatother",
-        r"\input{" + path.as_posix() + "}",
-        r"\end{document}", ""])
+    doc = "\n".join(
+        [
+            r"\documentclass{article}",
+            r"\usepackage{" + ",".join(needs_of(path.read_text(encoding="ascii", errors="replace"))) + "}",
+            r"\begin{document}",
+            # each \resizebox (graphicx) logs the natural width of what it shrinks; a table without graphicx has none
+            r"\makeatletter\@ifpackageloaded{graphicx}{\let\reprokitResize\resizebox"
+            r"\renewcommand{\resizebox}[3]{\sbox2{#3}\typeout{reprokit-resize: \the\wd2\space to \the\linewidth}"
+            r"\reprokitResize{#1}{#2}{\usebox2}}}{}\makeatother",
+            r"\input{" + path.as_posix() + "}",
+            r"\end{document}",
+            "",
+        ]
+    )
     (workdir / "wrapper.tex").write_text(doc)
-    res = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "wrapper.tex"],
-                         cwd=workdir, capture_output=True, text=True, timeout=timeout, check=False)
+    res = subprocess.run(
+        [pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "wrapper.tex"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     log_path = workdir / "wrapper.log"
     log = log_path.read_text(errors="replace") if log_path.exists() else res.stdout
     errors = [line for line in log.splitlines() if line.startswith("! ")]
