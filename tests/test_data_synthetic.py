@@ -10,7 +10,7 @@ from reprokit.data import registry
 
 
 def test_input_selection_coding_and_sizes():
-    b = registry.load("input_selection", seed=0)
+    b = registry.load("input_selection", seed=0, signal="signed")  # the +-1 variant; the default is the text's
     assert b.x_train.shape == (3000, 30) and b.x_test.shape == (1000, 30)
     assert b.y_train.dtype == torch.int64 and set(b.y_train.unique().tolist()) == {0, 1}
     assert b.meta["synthetic"] and b.n_classes == 2
@@ -85,6 +85,13 @@ def test_two_moons():
     diff = (noisy.x_train - ref.x_train).numpy()
     assert np.std(diff) == pytest.approx(0.2, rel=0.05) and abs(np.mean(diff)) < 0.01
     assert b.meta["x_grid"].shape == (100 * 100, 2) and b.meta["grid_shape"] == (100, 100)
+
+
+def test_input_selection_follows_the_text_by_default():
+    """x_i = y + e_i (Sec. 5): by default the label itself enters the 15 informative inputs."""
+    b, label = registry.load("input_selection", seed=0), registry.load("input_selection", seed=0, signal="label")
+    assert torch.equal(b.x_train, label.x_train)
+    assert "the label itself" in b.meta["label_coding"]
 
 
 def test_input_selection_signal_coding_sets_the_class_separation():

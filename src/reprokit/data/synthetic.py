@@ -15,12 +15,12 @@ from .bundle import Bundle, take_kwargs
 __all__ = ["load_synthetic"]
 
 
-def _input_selection(seed=0, n_train=3000, n_test=1000, n_signal=15, n_noise=15, signal="signed") -> dict:
+def _input_selection(seed=0, n_train=3000, n_test=1000, n_signal=15, n_noise=15, signal="label") -> dict:
     """Lyle et al. (2020) input selection task (partitioned networks, Sec. 5 / App. I.5).
 
     label ~ Bernoulli(1/2) in {0, 1}; x = (y_signal + e_1, ..., y_signal + e_15, e_16, ..., e_30),
-    e ~ N(0, 1) i.i.d., with y_signal = 2 * label - 1 (+-1; ``signal="signed"``, the default) or the label
-    itself (``signal="label"``: x = y + e as the paper writes it, half the class separation).
+    e ~ N(0, 1) i.i.d., with y_signal the label itself (``signal="label"``, the default: x = y + e as the paper
+    writes it) or 2 * label - 1 (``signal="signed"``, +-1: twice the class separation, a variant).
     Returned y is the int64 class label in {0, 1}. Train and test are independent draws from one
     generator seeded with ``seed`` (train first).
     """

@@ -63,9 +63,10 @@ class InputSelectionSettings(Settings):
     mask_init_keep: float | None = Field(None, gt=0, lt=1)
     mask_temperature: float | None = Field(None, gt=0)
     signal: Literal["signed", "label"] = Field(
-        "signed",
-        description="how the label enters the informative features: signed (2y - 1, +-1; the default "
-        "here) or label (y in {0, 1}, x = y + e as the paper writes it); data/synthetic.py _input_selection",
+        "label",
+        description="how the label enters the informative features: label (y in {0, 1}, x = y + e as the paper "
+        "writes it; the default) or signed (2y - 1, +-1: a variant of ours that doubles the class separation); "
+        "data/synthetic.py _input_selection",
     )
 
 
