@@ -80,8 +80,12 @@ _PACKED_HERE = {}  # group id -> {rel_dir: wildcards} of the cells this Snakemak
 def placement(wildcards):
     """reprokit.packing.CellCost of the cell: where it runs (device) and its estimates."""
     cell = cell_of(wildcards)
-    if cell.rel_dir not in _PLACE:
-        _PLACE[cell.rel_dir] = cell_costs([cell], config)[0]
+    if cell.rel_dir not in _PLACE:  # priced once for every cell of the scale (one call: its tables read once)
+        if cell.scale == SCALE and not _PLACE:
+            _PLACE.update({c.rel_dir: c for c in cell_costs([c for n in EXPERIMENTS for c in grid(n, SCALE).cells()],
+                                                             config)})
+        if cell.rel_dir not in _PLACE:
+            _PLACE[cell.rel_dir] = cell_costs([cell], config)[0]
     return _PLACE[cell.rel_dir]
 
 

@@ -77,9 +77,12 @@ def build(
     root: str | Path = REPO,
     out_dir: str | Path | None = None,
     archive_root: str | Path | None = None,
+    na_only: bool = False,
 ) -> dict:
     """Run artefact `name`'s notebook on the cells found; returns the provenance record it wrote. `root`: the
-    repository (config, notebooks); `archive_root`: where figures/<scale>/cells/ lives (default `root`)."""
+    repository (config, notebooks); `archive_root`: where figures/<scale>/cells/ lives (default `root`).
+    `na_only`: also build an artefact none of whose cells ran because its datasets are missing here (all n/a),
+    as a full build does; otherwise that is a FileNotFoundError."""
     from ..config import load_pipeline_config
 
     root = Path(root)
@@ -89,11 +92,13 @@ def build(
     spec = config["artefacts"][name]
     out_dir = Path(out_dir or root / "figures")
     with tempfile.TemporaryDirectory(prefix=f"partial-{name}-") as tmp:  # the tidy CSVs live as long as the notebook
-        rec = _build(name, scale, config, spec, results, root, out_dir, Path(archive_root or root), Path(tmp))
+        rec = _build(name, scale, config, spec, results, root, out_dir, Path(archive_root or root), Path(tmp), na_only)
     return rec
 
 
-def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archive_root: Path, tmp: Path) -> dict:
+def _build(
+    name, scale, config, spec, results, root: Path, out_dir: Path, archive_root: Path, tmp: Path, na_only: bool = False
+) -> dict:
     from ..config import experiment as grid_of
     from .statement import experiments_read
 
@@ -111,7 +116,8 @@ def _build(name, scale, config, spec, results, root: Path, out_dir: Path, archiv
         ran += len(lines)
         partial[exp] = [len(lines) + len(missing), sum(1 for _ in grid_of(config, exp, scale).cells())]
         csvs.append(inputs[exp])
-    if spec["experiments"] and not ran:  # cells n/a for want of data do not make an artefact worth building
+    accounted = sum(n for n, _ in partial.values())  # ran, or n/a for want of data
+    if spec["experiments"] and not ran and not (na_only and accounted):
         raise FileNotFoundError(
             f"artefact {name}: no cell of experiment(s) {', '.join(partial)} ran at scale {scale} "
             f"with the config's settings (results/{scale}/<experiment>, figures/{scale}/cells/)"
@@ -160,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="every artefact of the config; those none of whose cells ran are skipped, named",
     )
+    p.add_argument(
+        "--with-na",
+        action="store_true",
+        help="also build artefacts whose cells are all n/a for want of data on this machine (as a full build "
+        "does: the quick scale's committed build)",
+    )
     p.add_argument("--scale", default="paper")
     p.add_argument("--results", default="results")
     p.add_argument("--root", default=str(REPO))
@@ -173,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         names = names or list(load_pipeline_config(args.root, {"scale": args.scale})["artefacts"])
     for name in names:
         try:
-            rec = build(name, args.scale, args.results, args.root)
+            rec = build(name, args.scale, args.results, args.root, na_only=args.with_na)
         except FileNotFoundError as err:
             if not args.all:
                 print(f"error: {err}", file=sys.stderr)

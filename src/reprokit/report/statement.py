@@ -99,6 +99,17 @@ def for_artefact(name: str, spec: dict, scale: str, inputs: dict, papers_dir: st
     return Statement(name, scale, source, [(c, claim_checks.verdict(ctx, c)) for c in mine])
 
 
+_CLAIMS: dict = {}
+
+
+def _claims(path: Path) -> list:
+    """The claims of a paper file, read once per process (the Snakefile asks for every artefact)."""
+    key = (str(Path(path).resolve()), Path(path).stat().st_mtime_ns)
+    if key not in _CLAIMS:
+        _CLAIMS[key] = papers.claims(papers.load(path))
+    return _CLAIMS[key]
+
+
 def experiments_read(spec: dict, name: str, experiments: set | list, papers_dir: str | Path = PAPERS_DIR) -> list[str]:
     """The experiments the claims about artefact `name` read beyond its own `experiments` (e.g. Fig. 7's claim
     compares its retrained cells with Fig. 5's sensitivity cells), so the artefact's inputs include them."""
@@ -106,7 +117,5 @@ def experiments_read(spec: dict, name: str, experiments: set | list, papers_dir:
     if not path.exists():
         return []
     known, own = set(experiments), set(spec.get("experiments") or [])
-    found = [
-        e for c in papers.claims(papers.load(path)) if c.artefact == name for e in papers.claim_experiments(c, known)
-    ]
+    found = [e for c in _claims(path) if c.artefact == name for e in papers.claim_experiments(c, known)]
     return [e for e in dict.fromkeys(found) if e not in own]
