@@ -71,6 +71,23 @@ def na_footnotes(*frames, notes: bool = True) -> list[str]:
     return [(f"n/a: {'; '.join(found)}. " if notes else "") + GET_DATA + "."]
 
 
+def _na_axes(ax, text: str, title: str | None, fontsize: float, log: bool = True) -> str:
+    """`ax` as an n/a panel showing `text` (its gid lets finish_figure find it): no ticks, labels or grid."""
+    ax.text(
+        0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2", gid=NA_GID
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.grid(False)
+    if title is not None:
+        ax.set_title(title)
+    if log:
+        logging.getLogger("reprokit.artefact").info("n/a panel %s: %s", repr(ax.get_title()), text.replace("\n", " "))
+    return text
+
+
 def na_panel(
     ax, rows, title: str | None = None, otherwise: str = "no cell completed", width: int = 50, fontsize: float = 6.5
 ) -> str:
@@ -84,18 +101,7 @@ def na_panel(
     else:
         notes = list(dict.fromkeys(str(r) for r in rows or []))
     text = na_text(notes, otherwise, width)
-    ax.text(
-        0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2", gid=NA_GID
-    )
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.set_xlabel("")
-    ax.set_ylabel("")
-    ax.grid(False)
-    if title is not None:
-        ax.set_title(title)
-    logging.getLogger("reprokit.artefact").info("n/a panel %s: %s", repr(ax.get_title()), text.replace("\n", " "))
-    return text
+    return _na_axes(ax, text, title, fontsize)
 
 
 def na_texts(artist) -> list[str]:
@@ -317,30 +323,13 @@ def na_shared(ax, parts, title: str | None = None, width: int = 60, fontsize: fl
     if notes_seen:
         lines.append(GET_DATA)
     text = "\n".join(textwrap.fill(line, width) for line in lines)
-    ax.text(
-        0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2", gid=NA_GID
-    )
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.grid(False)
-    if title is not None:
-        ax.set_title(title)
-    logging.getLogger("reprokit.artefact").info("n/a panel %s: %s", repr(ax.get_title()), text.replace("\n", " "))
-    return text
+    return _na_axes(ax, text, title, fontsize)
 
 
 def na_see(ax, where: str, title: str | None = None, fontsize: float = 7) -> str:
     """An n/a panel that points at the figure's one n/a placeholder (`na_shared`) instead of repeating it."""
     text = f"n/a (see {where})"
-    ax.text(
-        0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize, color="0.2", gid=NA_GID
-    )
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.grid(False)
-    if title is not None:
-        ax.set_title(title)
-    return text
+    return _na_axes(ax, text, title, fontsize, log=False)
 
 
 def log_steps(ax, steps, label: str = "iteration (log scale)") -> None:
