@@ -52,9 +52,9 @@ SLURM_UP = REPO / ".ci" / "slurm-up.sh"
 # root), e.g. "figures/fig2.pdf" built from cells under results/test/fig2a/.
 # None: only the throwaway workflow runs. REPROKIT_SLURM_TARGET overrides it.
 REAL_TARGET: str | None = os.environ.get("REPROKIT_SLURM_TARGET", "figures/fig2.pdf") or None
-# More targets of the real runs, so that the packed run has cells of both kinds of job: 13 CPU cells
-# (fig2a, fig2b, fig2a_coding: small MLPs) and 2 GPU cells (MNIST CNNs) at test scale.
-MORE_TARGETS = ["results/test/fig2a_coding.csv", "results/test/sens_mnist_c2.csv"]
+# More targets of the real runs, so that the packed run has cells of both kinds of job: 14 CPU cells
+# (fig2a, fig2b and their +-1 variants: small MLPs) and 2 GPU cells (MNIST CNNs) at test scale.
+MORE_TARGETS = ["results/test/fig2a_pm1.csv", "results/test/sens_mnist_c2.csv"]
 # Rule whose jobs must go to SLURM; every other rule must be a localrule.
 CELL_RULE = "cell"
 # Extra --config for the runs.
@@ -455,7 +455,7 @@ def test_slurm_packed_target(unpacked_run, slurm_node, tmp_path):
     _copy_repo(work)
     overlay = _write_overlay(tmp_path / "overlay.yaml", slurm_node, packed=True)
     targets = [t for t in [REAL_TARGET, *MORE_TARGETS] if t.endswith(".csv")] or [REAL_TARGET]
-    targets += [f"results/test/{e}.csv" for e in ("fig2a", "fig2b")]  # REAL_TARGET's cells, without its figure
+    targets += [f"results/test/{e}.csv" for e in ("fig2a", "fig2b", "fig2b_pm1")]  # REAL_TARGET's cells, no figure
     rc, log = _run_snakemake(work, overlay, targets, tmp_path / "snakemake.log")
     devices = _devices()
     submitted = _check_slurm_run(rc, log, _wants_gpu(devices))
