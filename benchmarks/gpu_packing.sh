@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 50, item 4: one call on a lent GPU (about 10 device-minutes) measuring what `--profile slurm`'s
+# One call on a lent GPU (about 10 device-minutes) measuring what `--profile slurm`'s
 # packing and `run.precision` are worth there. Not run yet: no GPU was lent to the session that wrote it.
 #
 #   OUT=/tmp/out MIRROR=.gpudata bash benchmarks/gpu_packing.sh        # carry MNIST (mirror: MNIST/, MANIFEST.tsv)

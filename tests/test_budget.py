@@ -319,7 +319,7 @@ def test_snakemake_gives_each_cell_its_estimated_runtime(paper_config, tmp_path)
 
 
 def test_cli_prints_the_slurm_plan_per_experiment_and_in_total(paper_config):
-    """SLURM jobs, GPU-hours allocated with one cell per job and packed, CPU-hours (issue 50)."""
+    """SLURM jobs, GPU-hours allocated with one cell per job and packed, CPU-hours (packing, 8c8ac38)."""
     res = subprocess.run(
         [sys.executable, "-m", "reprokit.budget", "--config", "scale=paper"],
         cwd=REPO,

@@ -392,7 +392,9 @@ def test_gpu_driver_is_none_without_nvml_or_nvidia_smi(monkeypatch):
 def test_device_of_names_the_cpu_model_and_still_reads_old_records():
     from reprokit.report.aggregate import device_of
 
-    assert device_of({"provenance": {"device": "cpu", "device_name": "x86_64"}}) == "cpu (x86_64)"  # before issue 51
+    assert (
+        device_of({"provenance": {"device": "cpu", "device_name": "x86_64"}}) == "cpu (x86_64)"
+    )  # recorded before e309fe4
     assert (
         device_of(
             {
@@ -489,7 +491,7 @@ def test_metrics_json_records_device_precision_versions_memory_and_speed(shared_
     assert prov["device"] == "cpu" and prov["precision"] == "fp32"
     assert prov["torch"] == torch.__version__ and "cuda" in prov
     assert prov["peak_memory_mb"] > 10  # this process has at least torch loaded
-    # the machine (issue 51): another CPU moves float rounding, so the record names it
+    # the machine: another CPU moves float rounding, so the record names it
     assert prov["cpu_model"] and prov["cpu_model"] == runtime_mod.cpu_model()
     assert prov["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert prov["threads"] == torch.get_num_threads()

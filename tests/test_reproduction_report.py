@@ -770,7 +770,7 @@ def test_convergence_crossings_are_read_between_evaluations(fast, slow, ratio, e
     assert _faster(fast, slow, ratio) == expected
 
 
-# -- every check has a noise band (issue 51, item 3) ----------------------------------------------------------
+# -- every check has a noise band (claims.py since e309fe4) ----------------------------------------------------------
 
 
 class FakeCtx:
@@ -828,8 +828,8 @@ def _sens(accs):
 
 
 def test_a_correlation_of_zero_over_six_configurations_is_no_trend():
-    # FAKE: the quick grid's 6 configurations (imbalance 0, -7/9, 7/9, 0, 0, 0), r = -0.005 (issue 51's
-    # RotMNIST cells on another CPU): the old check called any r < 0 a hold
+    # FAKE: the quick grid's 6 configurations (imbalance 0, -7/9, 7/9, 0, 0, 0), r = -0.005 (the quick
+    # RotMNIST cells of 992ed3b re-run on another CPU): the old check called any r < 0 a hold
     v = claims.check(
         _sens([0.920, 0.930, 0.92978, 0.940, 0.910, 0.950]),
         "imbalance_trend",
@@ -885,7 +885,11 @@ def test_a_rank_correlation_straddling_its_bound_is_inconclusive(noise, verdict)
 @pytest.mark.parametrize(
     "ours, min_gap, verdict",
     [
-        (0.906, -0.005, "inconclusive"),  # issue 51: 0.906 against the best draw's 0.905, one cell a side (was "holds")
+        (
+            0.906,
+            -0.005,
+            "inconclusive",
+        ),  # 992ed3b on another CPU: 0.906 against the best draw's 0.905, one cell a side (was "holds")
         (0.894, -0.005, "inconclusive"),  # 1.1 points below: within the n = 1 band (1 %) of the -0.5-point reading
         (0.880, -0.005, "does not hold"),
         (0.920, 0.0, "holds"),

@@ -47,7 +47,8 @@ def unavailable_notes(*frames) -> list[str]:
 
 
 def read_csv(path) -> pd.DataFrame:
-    """An experiment's tidy CSV or curves CSV; a file without even a header reads as an empty frame."""
+    """An experiment's tidy CSV or curves CSV (report/aggregate.py); a file without even a header (a curves CSV of
+    an experiment none of whose cells ran, as older aggregations wrote it) reads as an empty frame."""
     try:
         return pd.read_csv(path)
     except pd.errors.EmptyDataError:

@@ -27,6 +27,7 @@ import seaborn as sns
 
 from ..io import atomic_write_bytes
 from .results import RAN_STATUSES, outcome_text, unavailable_notes  # noqa: F401 (re-exported)
+from .results import read_csv as read_results  # noqa: F401 (the notebooks' reader of a tidy or curves CSV)
 
 SCALE_NOTE = {
     "paper": "paper scale",
@@ -41,15 +42,6 @@ GET_DATA = (
     "URL into data.cache_dir), or add a folder holding it in its original layout to data.mirrors"
 )
 NA_GID = "reprokit-na"  # the gid of an n/a panel's text (finish_figure puts those texts in the file's metadata)
-
-
-def read_results(path) -> pd.DataFrame:
-    """An experiment's tidy CSV or curves CSV (report/aggregate.py); a file without even a header (a curves CSV
-    of an experiment none of whose cells ran, as older aggregations wrote it) reads as an empty frame."""
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
 
 
 def na_text(notes, otherwise: str = "no cell completed", width: int | None = None) -> str:
