@@ -235,3 +235,19 @@ def test_wishart_sweep_cells_join_the_figure_as_their_own_method():
     assert rbc.roc_mean(both, "mnist", "bali")[2] == [0.87]
     assert "bali_n" in rbc.METHODS and "bali_n" in rbc.COLORS  # a legend label and a colour
     assert len(rbc.as_wishart_variant(paper)) == 0  # an experiment without the axis adds nothing
+
+
+def test_input_scaling_uses_training_statistics_and_scales_ood_alike():
+    """`standardize: global` shifts and scales every feature by the training inputs' one mean and sd; true by each
+    feature's own (a constant feature keeps sd 1); false leaves them; whatever it is applies unchanged to other
+    inputs (test, OOD)."""
+    x = torch.tensor([[0.0, 1.0, 5.0], [2.0, 3.0, 5.0]])
+    other = torch.tensor([[1.0, 1.0, 1.0]])
+    g = bcx.scaler("global", x)
+    mean, sd = x.double().mean(), x.double().std(unbiased=False)
+    torch.testing.assert_close(g(other), ((other.double() - mean) / sd).float())
+    assert abs(float(g(x).double().mean())) < 1e-6 and abs(float(g(x).double().std(unbiased=False)) - 1) < 1e-6
+    f = bcx.scaler(True, x)
+    torch.testing.assert_close(f(x), torch.tensor([[-1.0, -1.0, 0.0], [1.0, 1.0, 0.0]]))
+    torch.testing.assert_close(f(other), torch.tensor([[0.0, -1.0, -4.0]]))  # the constant column: sd 1
+    assert bcx.scaler(False, x)(other) is other

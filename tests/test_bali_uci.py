@@ -36,10 +36,10 @@ def _cell(config, name, scale, **coords):
 
 
 def test_bali_ystd_is_bali_with_standardised_targets_at_every_scale(config):
-    """The two BALI readings of Table 1 differ in standardize_y only, and in wishart_n while bali_ystd's cells
-    where N_eff < N keep the reading they ran with (`n`; bali_uci's block says n_eff): every other setting (own
-    block, per-dataset and per-scale overrides merged) is the same in every cell where both ran (quick bali_uci
-    leaves bali_ystd out)."""
+    """The two BALI readings of Table 1 differ in standardize_y only: wishart_n is the same where N_eff < N, and
+    where N_eff = N (where n and n_eff are one number) bali_ystd keeps the `n` its cells ran with; every other
+    setting (own block, per-dataset and per-scale overrides merged) is the same in every cell where both ran
+    (quick bali_uci leaves bali_ystd out)."""
     compared = set()
     for exp in ("bali_uci", "bali_uci_protein"):
         for scale in ("paper", "quick", "test"):
@@ -51,7 +51,8 @@ def test_bali_ystd_is_bali_with_standardised_targets_at_every_scale(config):
                 b = _cell(config, exp, scale, method="bali", dataset=d, seed=0).settings["bali"]
                 sy = _cell(config, exp, scale, method="bali_ystd", dataset=d, seed=0).settings["bali_ystd"]
                 assert b["standardize_y"] is False and sy["standardize_y"] is True, (exp, scale, d)
-                assert (b["wishart_n"], sy["wishart_n"]) == ("n_eff", "n")
+                assert b["wishart_n"] == "n_eff", (exp, scale, d)
+                assert sy["wishart_n"] == "n_eff" or b["n_eff_divisor"] == 1, (exp, scale, d)
                 assert {**sy, "standardize_y": False, "wishart_n": "n_eff"} == b, (exp, scale, d)
     assert {(e, s) for e in ("bali_uci", "bali_uci_protein") for s in ("paper", "test")} <= compared
 
@@ -243,3 +244,23 @@ def test_cell_settings_keep_only_the_cells_method_block(config):
     assert PLANS["uci_regression"].cell_settings(d)["dropout"]["p"] == 0.2 and "bali" not in PLANS[
         "uci_regression"
     ].cell_settings(d)
+
+
+def test_readings_table_names_the_reading_nearest_the_paper_in_combined_se():
+    """Nearest = smallest |ours - paper| / sqrt(se_ours^2 + se_paper^2); a reading without a completed split is
+    n/a and never nearest; one split prints the value without a s.e."""
+    paper = {"rmse": {"uci_yacht": {"BALI": [1.0, 0.1]}}, "ll": {"uci_yacht": {"BALI": [-1.0, 0.1]}}}
+
+    def rows(rmse, ll, status="completed"):
+        return pd.DataFrame(
+            {"dataset": "uci_yacht", "seed": range(len(rmse)), "status": status, "test_rmse": rmse, "test_ll": ll}
+        )
+
+    near_rmse = rows([1.1, 1.3], [-2.0, -2.2])  # RMSE mean 1.2 (se 0.1): 1.41 se away; LL 8.5 se away
+    near_ll = rows([2.0], [-1.05])  # one split: RMSE 9.9 se away, LL 0.5 se away
+    table, nearest = br.readings_table({"a": near_rmse, "b": near_ll, "c": rows([1.0], [-1.0], "unavailable")}, paper)
+    assert nearest == {"a": 1, "b": 1, "c": 0}
+    by = table.set_index("metric")
+    assert by.loc["RMSE", "nearest the paper"].startswith("a (1.4")
+    assert by.loc["LL", "nearest the paper"].startswith("b (0.5")
+    assert by.loc["LL", "b"] == "-1.050 (1)" and by.loc["RMSE", "c"] == "n/a"

@@ -39,7 +39,7 @@ CONTEXT = data_context(config)
 wildcard_constraints:
     scale="paper|quick|test",
     experiment="|".join(EXPERIMENTS),
-    coords=r"([A-Za-z_.]+~[^/]+/)*[A-Za-z_.]+~[^/]+",
+    coords=r"([A-Za-z_][A-Za-z0-9_.]*~[^/]+/)*[A-Za-z_][A-Za-z0-9_.]*~[^/]+",
 
 
 _GRIDS = {}

@@ -6,7 +6,8 @@ MNIST / FashionMNIST use the standard 60000/10000 split. The seed drives initial
 weight / dropout-mask draws (methods/bali.py, methods/mc_dropout.py).
 
 Data: UCI features are z-scored with training statistics (`standardize`); images are flattened pixels in
-[0, 1] (the OOD set of Fig. 3 gets exactly the same treatment).
+[0, 1], or with `standardize: global` shifted and scaled by the training pixels' one mean and sd (the OOD set of
+Fig. 3 gets exactly the same treatment, with the ID set's statistics: `scaler`).
 
 The cell's method wraps BaliMethod / MCDropout / MAP (training, state, Monte Carlo `sample_outputs`) and
 adds this experiment's evaluation:
@@ -53,8 +54,24 @@ def _on(idx: torch.Tensor | None, device) -> torch.Tensor | None:
     return None if idx is None else idx.to(device)
 
 
-def load_task(st: ClassificationSettings, ctx: CellContext) -> tuple[TaskData, dict]:
-    """The cell's TaskData (features flattened to [N, D] float32) and facts about it."""
+def scaler(standardize: bool | str, x_train: torch.Tensor):
+    """The input scaling of `standardize`, from the training inputs' statistics: False none; True a z-score
+    per feature (a constant feature keeps sd 1); "global" one mean and sd over every feature (images: all
+    pixels, as torchvision's Normalize with the dataset's mean and sd). Applied alike to train, test and OOD."""
+    if not standardize:
+        return lambda x: x
+    x64 = x_train.to(torch.float64)
+    if standardize == "global":
+        mean, std = x64.mean(), x64.std(unbiased=False)
+    else:
+        mean, std = x64.mean(0), x64.std(0, unbiased=False)
+    std = torch.where(std > 0, std, torch.ones_like(std))
+    return lambda x: ((x.to(torch.float64) - mean) / std).float()
+
+
+def load_task(st: ClassificationSettings, ctx: CellContext):
+    """(the cell's TaskData (features flattened to [N, D] float32), the input scaling it applied (for the OOD
+    set), facts about it)."""
     from ..data.task import TaskData
 
     seed = int(st.seed)
@@ -69,12 +86,8 @@ def load_task(st: ClassificationSettings, ctx: CellContext) -> tuple[TaskData, d
             xtr, ytr = xtr[idx], ytr[idx]
         elif idx is not None:
             xte, yte = xte[idx], yte[idx]
-    if st.standardize:
-        mean = xtr.to(torch.float64).mean(0)
-        std = xtr.to(torch.float64).std(0, unbiased=False)
-        std = torch.where(std > 0, std, torch.ones_like(std))
-        xtr = ((xtr - mean) / std).float()
-        xte = ((xte - mean) / std).float()
+    scale = scaler(st.standardize, xtr)
+    xtr, xte = scale(xtr), scale(xte)
     data = TaskData(
         xtr.contiguous(),
         ytr.long(),
@@ -83,21 +96,26 @@ def load_task(st: ClassificationSettings, ctx: CellContext) -> tuple[TaskData, d
         task="classification",
         n_classes=int(bundle.n_classes),
     )
-    return data, {
-        "n_total": n_total,
-        "n_train": data.n_train,
-        "n_test": int(data.x_test.shape[0]),
-        "n_features": int(xtr.shape[1]),
-        "n_classes": int(bundle.n_classes),
-    }
+    return (
+        data,
+        scale,
+        {
+            "n_total": n_total,
+            "n_train": data.n_train,
+            "n_test": int(data.x_test.shape[0]),
+            "n_features": int(xtr.shape[1]),
+            "n_classes": int(bundle.n_classes),
+        },
+    )
 
 
-def load_ood(st: ClassificationSettings, ctx: CellContext) -> torch.Tensor:
-    """Test images of the OOD dataset `ood_dataset`, flattened like the ID data (test_subset applies)."""
+def load_ood(st: ClassificationSettings, ctx: CellContext, scale) -> torch.Tensor:
+    """Test images of the OOD dataset `ood_dataset`, flattened and scaled like the ID data (`scale`, from
+    `load_task`; test_subset applies)."""
     bundle = ctx.load(st.ood_dataset)
     x = bundle.x_test.reshape(bundle.n_test, -1)
     idx = _subset(len(x), st.test_subset, seeds.stream_seed(int(st.seed), "ood_subset"))
-    return (x if idx is None else x[idx]).contiguous()
+    return scale(x if idx is None else x[idx]).contiguous()
 
 
 # ------------------------------------------------------------------------------------------------ method
@@ -193,7 +211,7 @@ def build(cell, ctx: CellContext) -> Run:
 
     st = PLAN.settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)
-    data, info = load_task(st, ctx)
+    data, scale, info = load_task(st, ctx)
     data = ctx.runtime.to(data)  # once; methods build their models and generators on data.device
     n_steps, batch = int(st.n_steps), int(st.batch_size)
     hidden, activation = list(st.hidden), st.activation
@@ -210,7 +228,7 @@ def build(cell, ctx: CellContext) -> Run:
             "final_samples": final_samples,
             "hidden": "x".join(map(str, hidden)),
             "activation": activation,
-            "standardize": bool(st.standardize),
+            "standardize": st.standardize,
         }
     )
     if method == "bali":
@@ -248,7 +266,7 @@ def build(cell, ctx: CellContext) -> Run:
     if st.ood_dataset:
         info["ood_dataset"] = st.ood_dataset
         try:
-            ood_x = load_ood(st, ctx).to(data.device)
+            ood_x = load_ood(st, ctx, scale).to(data.device)
             info["n_ood"] = int(ood_x.shape[0])
         except registry.DatasetUnavailable as err:  # Table 2 / Fig. 2 still get this cell; Fig. 3 shows n/a
             info["ood_note"] = f"OOD dataset {st.ood_dataset} unavailable: " + str(err).splitlines()[0]

@@ -40,7 +40,11 @@ class ClassificationSettings(BaliKindSettings):
 
     batch_size: int = Field(ge=1)
     n_steps: int = Field(ge=1)
-    standardize: bool = Field(False, description="z-score the (tabular) features with training-set statistics")
+    standardize: bool | Literal["global"] = Field(
+        False,
+        description="input scaling from training-set statistics: true a z-score per feature, 'global' one mean "
+        "and sd over all features (image pixels), false none; the OOD set is scaled alike",
+    )
     eval_every: int | None = Field(
         None, ge=1, description="curve evaluation period in iterations; overrides eval_every_epochs"
     )
@@ -86,7 +90,7 @@ class BaliClassificationPlan(KindPlan):
     name = "bali_classification"
     title = "bali_classification experiments (BALI paper, Sec. 5.3-5.5, Table 2, Figs. 2 and 3)"
     Settings = ClassificationSettings
-    axes = ("method", "dataset", "seed", "bali.wishart_n")  # bali.wishart_n: bali_cls_image_wishart's sweep
+    axes = ("method", "dataset", "seed", "bali.wishart_n", "bali.u0")  # sweeps: bali_cls_image_wishart, _u0
     build_target = "reprokit.builders.bali_classification:build"
 
     def needs(self, st) -> tuple:

@@ -392,3 +392,36 @@ def nll_box(ax, row: pd.Series, loc: str = "upper right") -> None:
         zorder=6,
         bbox={"facecolor": "w", "edgecolor": "0.6", "alpha": 0.85, "boxstyle": "round,pad=0.3"},
     )
+
+
+# ------------------------------------------------------------------ readings of the unstated settings
+def readings_table(readings: dict[str, pd.DataFrame], paper: dict, datasets=None) -> tuple[pd.DataFrame, dict]:
+    """Each reading's test RMSE and LL (mean ± s.e. over its splits) beside the paper's BALI, one row per
+    (dataset, metric), and which reading is nearest the paper there: |ours - paper| in units of the combined
+    s.e. (sqrt(se_ours^2 + se_paper^2)). `readings`: {label: the BALI rows of that reading (one method)}.
+    Returns (table, {label: rows where it is nearest}); a reading with no completed split is n/a and never
+    nearest."""
+    keys = {"RMSE": ("rmse", "test_rmse"), "LL": ("ll", "test_ll")}
+    datasets = datasets or [d for d in DATASETS if any(len(r) and d in set(r["dataset"]) for r in readings.values())]
+    rows, nearest = [], dict.fromkeys(readings, 0)
+    for d in datasets:
+        for label, (key, column) in keys.items():
+            p = paper[key].get(d, {}).get("BALI")
+            row = {"dataset": NAMES.get(d, d), "metric": label, "paper BALI": format_pm(p[0], p[1]) if p else "-"}
+            z = {}
+            for name, df in readings.items():
+                ran = df[(df["dataset"] == d) & df["status"].isin(style.RAN_STATUSES)] if len(df) else df
+                v = ran[column].astype(float).to_numpy() if len(ran) and column in ran else np.array([])
+                if v.size == 0:
+                    row[name] = "n/a"
+                    continue
+                mean, se, n = mean_se(v)
+                row[name] = f"{format_pm(mean, se)} ({n})" if n > 1 else f"{mean:.3f} (1)"
+                if p and np.isfinite(mean):
+                    z[name] = abs(mean - p[0]) / max(np.hypot(se, p[1]), 1e-12)
+            best = min(z, key=z.get) if z else None
+            if best is not None:
+                nearest[best] += 1
+            row["nearest the paper"] = f"{best} ({z[best]:.1f} s.e.)" if best is not None else "-"
+            rows.append(row)
+    return pd.DataFrame(rows), nearest
