@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 from reprokit.cell import context_from_dict
 from reprokit.config import experiment, load_pipeline_config
+from reprokit.job import cell_job
 from reprokit.plan import kind as plan_of_kind
-from reprokit.plan.job import cell_job
 
 
 def n_eff_ratio(layer, n: float, n_eff: float) -> float:

@@ -101,7 +101,7 @@ from pathlib import Path
 sys.path.insert(0, "benchmarks")
 from run_cells import build_variants
 from reprokit.config import experiment, load_pipeline_config
-from reprokit.plan.job import cell_job, data_context
+from reprokit.job import cell_job, data_context
 out, scale = os.environ["OUT"], os.environ["SCALE"]
 jobs = []
 for prec in ("fp32", "bf16"):

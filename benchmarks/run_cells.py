@@ -2,7 +2,7 @@
 
 For a lent GPU box that has PyTorch but no Snakemake: each cell is the same
 `python -m reprokit.cell run ...` command the `cell` rule runs, from the same job
-(reprokit.plan.job.cell_job: cell JSON, context, variant files, checkpoint), and writes to the same `results/<scale>/<experiment>/...`
+(reprokit.job.cell_job: cell JSON, context, variant files, checkpoint), and writes to the same `results/<scale>/<experiment>/...`
 folder, so `snakemake` picks the results up afterwards (it re-runs them only if their inputs changed).
 Variant files are built first with `python -m reprokit.cell variant`. Cells needing upstream cells
 are refused (use Snakemake for those).
@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from reprokit.config import experiment, format_value, load_pipeline_config
+from reprokit.job import cell_job, data_context
 from reprokit.plan import kind as plan_of_kind
-from reprokit.plan.job import cell_job, data_context
-from reprokit.report.archive import differing_keys
+from reprokit.report.records.archive import differing_keys
 
 
 def _matches(cell, where: dict[str, set[str]]) -> bool:
@@ -221,7 +221,7 @@ def main(argv=None) -> int:
             print(json.dumps(row), flush=True)
     print(
         f"all {len(jobs)} cells in {time.perf_counter() - t0:.0f} s; results/ is not committed: keep them with "
-        f"`python -m reprokit.report.archive --scale {args.scale} --experiment {args.experiment}` "
+        f"`python -m reprokit.report.records.archive --scale {args.scale} --experiment {args.experiment}` "
         f"(figures/{args.scale}/cells)",
         flush=True,
     )

@@ -3,7 +3,7 @@
 The quick budget is sized by design (each artefact's `targets:` in config/experiments/*.yaml say what its
 cells must reach). This runs cells of one experiment at a scale with `--set key=value` overrides of that
 scale's settings (values parsed as YAML), through the pipeline's own cell command and job
-(reprokit.plan.job.cell_job), into `--out` (results, checkpoints, logs), and prints each cell's learning
+(reprokit.job.cell_job), into `--out` (results, checkpoints, logs), and prints each cell's learning
 curve for `--metric`: how many iterations reach the target, before the config is changed.
 
     python benchmarks/size_cells.py --experiment sens_mnist_c2 --scale quick \\
@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from run_cells import _matches, _run, build_variants, parse_where
 
 from reprokit.config import experiment, load_pipeline_config
+from reprokit.job import cell_job, data_context
 from reprokit.plan import kind
-from reprokit.plan.job import cell_job, data_context
 
 
 def main(argv=None) -> int:

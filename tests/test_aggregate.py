@@ -2,14 +2,13 @@
 n/a with a footnote naming the dataset, and a missing result is an error rather than a silent gap."""
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from reprokit.config import ExperimentGrid, unavailable_cells
 from reprokit.report.aggregate import aggregate
-from reprokit.report.tables import write_table
+from reprokit.report.render.tables import write_table
 
 SPEC = {
     "kind": "input_selection",
@@ -60,44 +59,6 @@ def _cell_record(root, dataset, method, seed, rmse, ll, scale="paper"):
         "metrics": {"test_rmse": rmse, "test_ll": ll},
     }
     (folder / "metrics.json").write_text(json.dumps(record))
-
-
-def test_partial_comparison_counts_found_splits_and_computes_z(tmp_path, capsys):
-    from reprokit.report import partial
-
-    root = tmp_path / "paper" / "bali_uci"
-    for seed, (rmse, ll) in enumerate([(0.5, -1.0), (0.7, -0.8), (0.6, -0.9)]):
-        _cell_record(root, "uci_yacht", "bali", seed, rmse, ll)
-    _cell_record(root, "uci_energy", "dropout", 0, 0.6, -1.2)
-    paper = {
-        "rmse": {"uci_yacht": {"BALI": [0.642, 0.042]}, "uci_energy": {"DO": [0.539, 0.014]}},
-        "ll": {"uci_yacht": {"BALI": [-0.745, 0.033]}, "uci_energy": {"DO": [-1.212, 0.005]}},
-    }
-    table = partial.compare(partial.finished_cells(root), paper)
-    yacht = table[(table.dataset == "uci_yacht") & (table.metric == "RMSE")].iloc[0]
-    assert yacht["n"] == 3 and yacht["ours"] == pytest.approx(0.6)
-    assert yacht["ours_se"] == pytest.approx(0.1 / 3**0.5)
-    assert yacht["z_paper_se"] == pytest.approx((0.6 - 0.642) / 0.042)
-    energy_ll = table[(table.dataset == "uci_energy") & (table.metric == "LL")].iloc[0]
-    assert energy_ll["n"] == 1 and energy_ll["z_paper_se"] == pytest.approx((-1.2 + 1.212) / 0.005)
-    assert list(table.dataset) == ["uci_yacht", "uci_yacht", "uci_energy", "uci_energy"]  # paper order, RMSE first
-    assert list(table.metric) == ["RMSE", "LL", "RMSE", "LL"]
-
-    paper_file = Path(__file__).resolve().parents[1] / "config" / "papers" / "bali.yaml"
-    assert partial.main([str(root), "--paper", str(paper_file)]) == 0
-    out = capsys.readouterr().out
-    assert "4 finished cells" in out and "scale paper" in out
-
-
-def test_partial_comparison_names_missing_folder_and_foreign_json(tmp_path, capsys):
-    from reprokit.report import partial
-
-    assert partial.main([str(tmp_path / "nope"), "--paper", str(tmp_path / "p.yaml")]) == 2
-    assert "no results folder" in capsys.readouterr().err
-    (tmp_path / "x").mkdir()
-    (tmp_path / "x" / "metrics.json").write_text(json.dumps({"metrics": {}}))
-    with pytest.raises(ValueError, match="lacks"):
-        partial.finished_cells(tmp_path / "x")
 
 
 def test_reasons_reach_the_note_and_an_experiment_without_cells_reads_as_an_empty_table(tmp_path):

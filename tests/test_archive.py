@@ -1,4 +1,4 @@
-"""The committed cell archive (reprokit.report.archive): cells survive the loss of results/.
+"""The committed cell archive (reprokit.report.records.archive): cells survive the loss of results/.
 
 Cells are real cells of the paper-scale `bali_uci` grid (their paths and settings from HEAD's config), with
 SYNTHETIC metrics (RMSE 0.5 / 0.7, watermarked "FAKE" in their info): archived, then results/ deleted, the
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from reprokit.config import load_pipeline_config
-from reprokit.report import archive, reproduction
+from reprokit.report.records import archive
+from reprokit.report.verdicts import reproduction
 
 REPO = Path(__file__).resolve().parents[1]
 PAPERS = sorted((REPO / "config" / "papers").glob("*.yaml"))
@@ -197,199 +198,6 @@ def test_pipeline_glue_keys_are_not_settings_but_real_keys_still_differ():
     assert archive.differing_keys(then, {"n_steps": 1500, "sizes": [8, 1]}) == ["n_steps"]
 
 
-def test_wishart_migration_moves_each_line_to_the_cell_its_computation_belongs_to():
-    """The wishart_n_eff migration (archive_migrations.py): a main-experiment line that ran with the old default
-    `n` where N_eff < N moves to the `*_wishart` experiment's `n` cell; an `n_eff` line of that experiment moves
-    into the main one; N_eff = N lines gain the config's value (one computation); a block whose config says `n`
-    gains `n`; a line whose other settings differ is left stale; lines without a BALI block are untouched; a
-    second run changes nothing."""
-    from reprokit.report.archive_migrations import wishart_n_eff
-
-    def line(exp, cell, method, block, coords=None, ran="n"):
-        settings = {"hidden": [50], method: block} if block is not None else {"hidden": [50]}
-        return {
-            "cell": f"paper/{exp}/{cell}",
-            "experiment": exp,
-            "coords": {"method": method, **(coords or {})},
-            "settings": settings,
-            "status": "completed",
-            "metrics": {"ll": 1.0},
-            "info": {"wishart_n": ran},
-        }
-
-    four, one = {"alpha": 0.3, "n_eff_divisor": 4}, {"alpha": 0.3, "n_eff_divisor": 1}
-    main = {
-        x["cell"]: x
-        for x in (
-            line("m", "method~bali/dataset~kin/seed~0", "bali", four),
-            line("m", "method~bali/dataset~yacht/seed~0", "bali", one),
-            line("m", "method~bali_ystd/dataset~kin/seed~0", "bali_ystd", four),
-            line("m", "method~bali/dataset~kin/seed~1", "bali", {**four, "alpha": 0.5}),  # ran with other settings
-            line("m", "method~dropout/dataset~kin/seed~0", "dropout", None),
-        )
-    }
-    alt = {
-        x["cell"]: x
-        for x in (
-            line(
-                "a",
-                "method~bali/dataset~kin/seed~0/bali.wishart_n~n_eff",
-                "bali",
-                four,
-                {"bali.wishart_n": "n_eff"},
-                ran="n_eff",
-            ),
-        )
-    }
-    neff = {"hidden": [50], "bali": {**four, "wishart_n": "n_eff"}}
-    heads = {
-        "m": {
-            "paper/m/method~bali/dataset~kin/seed~0": neff,
-            "paper/m/method~bali/dataset~kin/seed~1": neff,
-            "paper/m/method~bali/dataset~yacht/seed~0": {"hidden": [50], "bali": {**one, "wishart_n": "n_eff"}},
-            "paper/m/method~bali_ystd/dataset~kin/seed~0": {"hidden": [50], "bali_ystd": {**four, "wishart_n": "n"}},
-            "paper/m/method~dropout/dataset~kin/seed~0": {"hidden": [50]},
-        },
-        "a": {
-            "paper/a/method~bali/dataset~kin/seed~0/bali.wishart_n~n": neff,
-            "paper/a/method~bali/dataset~kin/seed~1/bali.wishart_n~n": neff,
-        },
-    }
-    out, log = wishart_n_eff({"m": main, "a": alt}, heads, "2026-11-26", pairs=(("m", "a"),))
-    moved_out = out["a"]["paper/a/method~bali/dataset~kin/seed~0/bali.wishart_n~n"]
-    assert moved_out["coords"]["bali.wishart_n"] == "n" and moved_out["experiment"] == "a"
-    assert moved_out["info"]["wishart_n"] == "n" and "moved from paper/m/" in moved_out["migrations"][0]["what"]
-    moved_in = out["m"]["paper/m/method~bali/dataset~kin/seed~0"]
-    assert moved_in["info"]["wishart_n"] == "n_eff" and "bali.wishart_n" not in moved_in["coords"]
-    assert moved_in["settings"] == neff
-    assert out["m"]["paper/m/method~bali/dataset~yacht/seed~0"]["settings"]["bali"]["wishart_n"] == "n_eff"
-    assert out["m"]["paper/m/method~bali_ystd/dataset~kin/seed~0"]["settings"]["bali_ystd"]["wishart_n"] == "n"
-    stale = out["m"]["paper/m/method~bali/dataset~kin/seed~1"]
-    assert stale == main["paper/m/method~bali/dataset~kin/seed~1"] and any("left stale" in m for m in log)
-    assert out["m"]["paper/m/method~dropout/dataset~kin/seed~0"] == main["paper/m/method~dropout/dataset~kin/seed~0"]
-    # every line but the stale one now matches its cell's settings; a second run moves nothing
-    for name in ("m", "a"):
-        left = archive.split(out[name], heads[name])[1]
-        stale_cell = "paper/m/method~bali/dataset~kin/seed~1"
-        assert left == ([] if name == "a" else [f"{stale_cell}: ran with other settings (bali differ from the config)"])
-    again = wishart_n_eff(out, heads, "2026-11-26", pairs=(("m", "a"),))[0]
-    assert again == out
-
-
-def test_method_blocks_migration_nests_method_keys_keeps_the_own_block_and_leaves_other_settings_stale():
-    """The method_blocks migration (affine_invariance kind here): `dl_*` / `augerino_*` / `llml_*` / `finetune_*` become their method's
-    block with the same values; another method's keys are dropped (named in the line's `migrations`); a line
-    whose other settings differ from HEAD's stays as it was; a second run changes nothing."""
-    from reprokit.report.archive_migrations import method_blocks
-
-    aug = {"augerino_reg": 0.01, "augerino_reg_kind": "safe"}
-
-    def line(cell, method, **settings):
-        return {
-            "cell": f"quick/e/{cell}",
-            "experiment": "e",
-            "coords": {"method": method},
-            "settings": {"n_steps": 10, **aug, **settings},
-            "status": "completed",
-            "metrics": {"test_acc": 0.5},
-        }
-
-    lines = {
-        "e": {
-            x["cell"]: x
-            for x in (
-                line("method~augerino", "augerino"),
-                line("method~diff_laplace", "diff_laplace", dl_burnin=100, dl_n_aug_marglik=4),
-                line("method~validation_opt", "validation_opt", finetune_epochs=1, finetune_lr=0.01),
-                line("method~baseline", "baseline", n_steps=20),
-            )
-        }
-    }  # ran 20 steps; HEAD says 10: stale
-    heads = {
-        "e": {
-            "quick/e/method~augerino": {"n_steps": 10, "augerino": {"reg": 0.01, "reg_kind": "safe"}},
-            "quick/e/method~diff_laplace": {"n_steps": 10, "diff_laplace": {"burnin": 100, "n_aug_marglik": 4}},
-            "quick/e/method~validation_opt": {
-                "n_steps": 10,
-                "validation_opt": {"finetune_epochs": 1, "finetune_lr": 0.01},
-            },
-            "quick/e/method~baseline": {"n_steps": 10},
-        }
-    }
-    out, log = method_blocks(lines, heads, "2026-11-27", {"e": "affine_invariance"})
-    new = out["e"]
-    assert new["quick/e/method~augerino"]["settings"] == heads["e"]["quick/e/method~augerino"]
-    dl = new["quick/e/method~diff_laplace"]
-    assert dl["settings"] == heads["e"]["quick/e/method~diff_laplace"]
-    assert "dropped augerino_reg, augerino_reg_kind" in dl["migrations"][0]["what"]
-    assert new["quick/e/method~validation_opt"]["settings"]["validation_opt"] == {
-        "finetune_epochs": 1,
-        "finetune_lr": 0.01,
-    }
-    assert new["quick/e/method~baseline"] == lines["e"]["quick/e/method~baseline"]
-    assert log == [
-        f"quick/e/method~{m}: nested" + (", 2 keys of another method dropped" if m != "augerino" else "")
-        for m in ("augerino", "diff_laplace", "validation_opt")
-    ] + ["quick/e/method~baseline: left stale (['n_steps'] differ)"]
-    assert archive.split(new, heads["e"])[1] == [
-        (
-            "quick/e/method~baseline: ran with other settings (augerino_reg, augerino_reg_kind, n_steps differ from the "
-            "config)"
-        )
-    ]
-    assert method_blocks(out, heads, "2026-11-27", {"e": "affine_invariance"})[0] == out
-    # a kind without a method axis (update_timing) keeps every block
-    timing = {
-        "cell": "quick/t/model~m",
-        "experiment": "t",
-        "coords": {"model": "m"},
-        "settings": {"dl_n_repeats": 2, "augerino_reg": 0.01},
-    }
-    want = {"diff_laplace": {"n_repeats": 2}, "augerino": {"reg": 0.01}}
-    moved = method_blocks({"t": {timing["cell"]: timing}}, {"t": {timing["cell"]: want}}, "d", {"t": "update_timing"})
-    assert moved[0]["t"][timing["cell"]]["settings"] == want
-
-
-def test_a_record_is_restamped_only_when_its_builds_settings_renamed_equal_heads():
-    """method_blocks --provenance: HEAD's fingerprint goes into an artefact's record only when the settings its
-    build saw (the config at its commit), nested, equal HEAD's; a changed value or a record its commit's config
-    does not reproduce is left for a rebuild."""
-    from reprokit.report.archive_migrations import nested_settings, restamp_provenance
-    from reprokit.report.provenance import digest
-
-    def nest(rel, settings):  # method_blocks' rewrite of one cell's settings
-        return nested_settings(settings, "affine_invariance", rel.split("method~")[1].split("/")[0])[0]
-
-    entry = {"notebook": "fig3.py", "experiments": ["e"]}
-    old = {
-        "artefact": entry,
-        "cells": {
-            "quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino_reg": 0.01},
-            "quick/e/method~baseline/seed~0": {"n_steps": 10, "augerino_reg": 0.01},
-        },
-    }
-    head = {
-        "artefact": entry,
-        "cells": {
-            "quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino": {"reg": 0.01}},
-            "quick/e/method~baseline/seed~0": {"n_steps": 10},
-        },
-    }
-    rec = {"artefact": "fig3", "commit": "abc1234", "scale": "quick", "fingerprint": digest(old)}
-    new, why = restamp_provenance(rec, old, head, nest, digest(head), "2026-11-27")
-    assert new["fingerprint"] == digest(head) and new["commit"] == "abc1234"
-    assert new["migrations"][0]["fingerprint_before"] == digest(old) and "->" in why
-    changed = {
-        **head,
-        "cells": {**head["cells"], "quick/e/method~augerino/seed~0": {"n_steps": 10, "augerino": {"reg": 1.0}}},
-    }
-    assert restamp_provenance(rec, old, changed, nest, digest(changed), "d") == (
-        None,
-        ("left for a rebuild: 1 cells differ beyond the method_blocks rewrite (first: quick/e/method~augerino/seed~0)"),
-    )
-    assert restamp_provenance({**rec, "fingerprint": "0" * 16}, old, head, nest, digest(head), "d")[0] is None
-
-
 def _spambase_wishart(cfg):
     from reprokit.config import experiment
 
@@ -400,53 +208,6 @@ def _spambase_wishart(cfg):
     )
 
 
-def test_resolved_settings_migration_fills_defaults_checks_them_against_info_and_applies_coordinates(cfg):
-    """resolved_settings: a line recorded with the config as written gets what `cell_settings` records now
-    (HEAD's defaults filled in, the dotted coordinate `bali.wishart_n~n` applied inside the block, the axes
-    left out, `_inputs` glue kept); a filled default the run's info contradicts leaves the line stale; a
-    second run changes nothing."""
-    from reprokit.plan import kind
-    from reprokit.report.archive_migrations import resolved_settings
-
-    cell = _spambase_wishart(cfg)
-    written = {**cell.settings, "_inputs": {"found": "FAKE"}}
-    assert "gram_dtype" not in written["bali"] and written["bali"]["wishart_n"] == "n_eff"  # the block's value
-
-    def line(info):
-        return {
-            "cell": cell.rel_dir,
-            "experiment": cell.experiment,
-            "coords": cell.coord_dict,
-            "settings": written,
-            "info": {"note": "FAKE synthetic test data", **info},
-            "metrics": {"test_acc": 0.5},
-        }
-
-    head = kind(cell.kind).cell_settings(cell)
-    kinds = {cell.experiment: cell.kind}
-    out, log = resolved_settings(
-        {cell.experiment: {cell.rel_dir: line({"gram_dtype": "float64"})}},
-        {cell.experiment: {cell.rel_dir: head}},
-        "2026-11-27",
-        kinds,
-        "paper",
-    )
-    new = out[cell.experiment][cell.rel_dir]
-    assert new["settings"] == {**head, "_inputs": {"found": "FAKE"}}
-    assert new["settings"]["bali"]["wishart_n"] == "n" and new["settings"]["bali"]["gram_dtype"] == "float64"
-    assert not {"method", "dataset", "seed"} & set(new["settings"])
-    entry = new["migrations"][-1]
-    assert entry["migration"] == "resolved_settings" and "bali.gram_dtype" in entry["filled"]
-    assert entry["checked"] == ["bali.gram_dtype"] and entry["changed"] == ["bali.wishart_n"]
-    assert archive.split({cell.rel_dir: new}, {cell.rel_dir: head}) == ([new], [])
-    assert resolved_settings(out, {}, "2026-11-27", kinds, "paper") == (out, [])
-    # the run's info says float32: HEAD's default float64 is not what ran, the line stays as it was (stale)
-    ran32 = line({"gram_dtype": "float32"})
-    out, log = resolved_settings({cell.experiment: {cell.rel_dir: ran32}}, {}, "d", kinds, "paper")
-    assert out[cell.experiment][cell.rel_dir] == ran32
-    assert log == [f"{cell.rel_dir}: left stale (ran otherwise: bali.gram_dtype (info 'float32', default 'float64'))"]
-
-
 def test_a_changed_default_re_runs_and_flags_exactly_the_cells_it_changes(cfg):
     """A default the config never writes is part of what a cell records: changing it changes the cell's
     Snakemake parameters (its job's cell JSON) and marks its archived line stale, naming the key; the cells
@@ -454,8 +215,8 @@ def test_a_changed_default_re_runs_and_flags_exactly_the_cells_it_changes(cfg):
     from pydantic import create_model
 
     from reprokit.config import experiment
+    from reprokit.job import cell_job
     from reprokit.plan import kind
-    from reprokit.plan.job import cell_job
 
     plan = kind("bali_classification")
     cells = [c for c in experiment(cfg, "bali_cls_uci", "paper").cells() if c.coord_dict["seed"] == 0]
@@ -486,7 +247,7 @@ def test_a_migrated_line_is_kept_over_results_copy_of_the_same_run_and_used_by_b
     """results/ may still hold a run whose archived line was migrated since (its config.json recorded the older
     form of its settings): archiving again keeps the migrated line (same run, not a re-run), and build_partial
     uses it instead of dropping the cell as stale; a real re-run still replaces it."""
-    from reprokit.report.build_partial import found_lines
+    from reprokit.report.records.build_partial import found_lines
 
     results = tmp_path / "results"
     ((c0, s0),) = yacht_dropout(cfg, (0,))

@@ -1,6 +1,6 @@
-"""Every figure and table names the paper artefact it rebuilds and states its claims' verdicts (report/statement.py),
+"""Every figure and table names the paper artefact it rebuilds and states its claims' verdicts (report/verdicts/statement.py),
 computed by the report's own claim code from the cells the notebook was handed; the README's results block is
-the committed reports' (report/glance.py)."""
+the committed reports' (report/verdicts/glance.py)."""
 
 import re
 from pathlib import Path
@@ -9,7 +9,8 @@ import pytest
 from PIL import Image
 
 from reprokit.config import load_pipeline_config
-from reprokit.report import build_partial, claims, glance, papers, reproduction, statement
+from reprokit.report.records import build_partial
+from reprokit.report.verdicts import claims, glance, papers, reproduction, statement
 
 REPO = Path(__file__).resolve().parents[1]
 BUILDS = [REPO / "figures" / "quick", REPO / "figures" / "paper"]
@@ -74,7 +75,7 @@ def test_a_notebook_states_the_reports_verdicts(tmp_path, artefact):
 def test_readme_results_block_is_the_committed_reports():
     text = (REPO / "README.md").read_text()
     assert glance.splice(text, glance.block(REPO)) == text, (
-        "README.md's results block differs from figures/*/reproduction.md: run python -m reprokit.report.glance"
+        "README.md's results block differs from figures/*/reproduction.md: run python -m reprokit.report.verdicts.glance"
     )
 
 

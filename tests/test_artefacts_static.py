@@ -18,7 +18,7 @@ from torch import nn
 from reprokit.config import load_config
 from reprokit.models.registry import build_model, describe_architecture
 from reprokit.partition import exact_counts, partition
-from reprokit.report import style
+from reprokit.report.render import style
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "workflow" / "notebooks"

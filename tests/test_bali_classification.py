@@ -14,7 +14,7 @@ from reprokit.builders import CellContext
 from reprokit.builders import bali_classification as bcx
 from reprokit.config import experiment, load_pipeline_config
 from reprokit.plan import KINDS as PLANS
-from reprokit.report import bali_classification as bc
+from reprokit.report.render import bali_classification as bc
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -212,7 +212,7 @@ def test_cell_settings_keep_only_the_cells_method_keys():
 def test_wishart_sweep_cells_join_the_figure_as_their_own_method():
     """bali_cls_image_wishart's cells with the other reading (wishart_n n) are drawn in BALI Fig. 3 as "bali_n",
     beside (not instead of) the paper's BALI; its ROC mean is theirs alone."""
-    from reprokit.report import bali_classification as rbc
+    from reprokit.report.render import bali_classification as rbc
 
     grid = [0.0, 0.5, 1.0]
     cols = {f"{rbc.ROC_PREFIX}{g:.3f}": [g, g] for g in grid}

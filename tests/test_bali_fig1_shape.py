@@ -1,5 +1,5 @@
 """The numeric reading of BALI Fig. 1's "excellent and smooth fit ... small uncertainty close to the data,
-increased further away" (report/bali_regression.py: predictive_shape), on predictives built by hand over the
+increased further away" (report/render/bali_regression.py: predictive_shape), on predictives built by hand over the
 real synthetic generators' grids."""
 
 import json
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from reprokit.data import registry
-from reprokit.report import bali_regression as br
-from reprokit.report import claims
+from reprokit.report.render import bali_regression as br
+from reprokit.report.verdicts import claims
 
 
 def _fmt(a) -> str:

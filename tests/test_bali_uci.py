@@ -16,7 +16,7 @@ from reprokit.config import experiment, load_pipeline_config
 from reprokit.data import registry
 from reprokit.loop import LoopConfig, run_loop
 from reprokit.plan import KINDS as PLANS
-from reprokit.report import bali_regression as br
+from reprokit.report.render import bali_regression as br
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

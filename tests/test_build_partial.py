@@ -1,4 +1,4 @@
-"""reprokit.report.build_partial: an artefact built from the cells of its grid that ran (results/ and the
+"""reprokit.report.records.build_partial: an artefact built from the cells of its grid that ran (results/ and the
 archive), saying so. Cells are real cells of the paper-scale `bali_fig1_sweep` grid (27 cells) with SYNTHETIC
 predictives (watermarked "FAKE" in their info), in temporary folders."""
 
@@ -11,7 +11,8 @@ import pytest
 from reprokit.config import experiment, load_pipeline_config
 from reprokit.data import registry
 from reprokit.plan import kind
-from reprokit.report import archive, build_partial, style
+from reprokit.report.records import archive, build_partial
+from reprokit.report.render import notebook
 
 REPO = Path(__file__).resolve().parents[1]
 EXP = "bali_fig1_sweep"
@@ -71,8 +72,8 @@ def write_cell(results: Path, cell, settings=None) -> None:
 
 
 def test_partial_note_names_only_the_short_experiments():
-    assert style.partial_note({"fig2a": [72, 180], "fig2b": [3, 3]}) == "PARTIAL GRID: fig2a 72 of 180 cells"
-    assert style.partial_note({"fig2b": [3, 3]}) == "" and style.partial_note(None) == ""
+    assert notebook.partial_note({"fig2a": [72, 180], "fig2b": [3, 3]}) == "PARTIAL GRID: fig2a 72 of 180 cells"
+    assert notebook.partial_note({"fig2b": [3, 3]}) == "" and notebook.partial_note(None) == ""
 
 
 def test_builds_from_results_and_the_archive_and_says_how_much_ran(tmp_path, cells):
@@ -96,7 +97,7 @@ def test_builds_from_results_and_the_archive_and_says_how_much_ran(tmp_path, cel
     assert f"PARTIAL GRID: {EXP} 2 of 27 cells" in (out / f"{EXP}.html").read_text()
     assert tex.count("sines-trend & ") == 2 and "two moons & " not in tex  # the stale cell is not a row
     assert "curve" in archive.load(target)[cells[("sines_trend", 0.3)].rel_dir]  # the archive keeps curves
-    assert style.with_partial("note") == "note"  # the statement does not leak into later artefacts
+    assert notebook.with_partial("note") == "note"  # the statement does not leak into later artefacts
 
 
 def test_no_cell_at_all_is_an_error_naming_the_experiment(tmp_path):

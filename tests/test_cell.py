@@ -94,7 +94,7 @@ def test_package_never_imports_snakemake():
 def test_test_scale_figures_are_watermarked():
     import matplotlib.pyplot as plt
 
-    from reprokit.report.style import annotate_figure
+    from reprokit.report.render.style import annotate_figure
 
     for scale, marked in (("test", True), ("quick", False)):
         fig = plt.figure()

@@ -320,8 +320,8 @@ def test_a_cell_run_by_the_cli_records_its_machine_and_threads(monkeypatch, tmp_
     """`python -m reprokit.cell run --threads 2`: metrics.json's provenance names the CPU model, torch's CPU
     capability and the 2 intra-op threads the cell ran with; an archived line carries the same block, and the
     report's device string names the CPU model."""
-    from reprokit.report import archive
     from reprokit.report.aggregate import device_of
+    from reprokit.report.records import archive
 
     _fake_kind(monkeypatch, lambda cell, ctx: Run(_OOMAt(-1), n_steps=4, eval_every=2))
     cell = Cell(scale="test", experiment="tiny", coords=(("seed", 0),), settings={}, kind="fake")
@@ -448,8 +448,8 @@ def test_is_oom_recognises_cuda_oom_only():
 def test_tables_print_oom_for_an_oom_cell():
     import pandas as pd
 
-    from reprokit.report import bali_classification as bc
-    from reprokit.report import bali_regression as br
+    from reprokit.report.render import bali_classification as bc
+    from reprokit.report.render import bali_regression as br
 
     df = pd.DataFrame(
         [

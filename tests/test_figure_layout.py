@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reprokit.report import bali_classification as bc
-from reprokit.report import invariance, style
+from reprokit.report.render import bali_classification as bc
+from reprokit.report.render import invariance, na, style
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "workflow" / "notebooks"
@@ -338,9 +338,9 @@ def test_fig3_prints_the_na_text_once_a_figure(tmp_path):
     flat = texts.replace("\n", " ")
     assert flat.count("cifar10 (not in the data") == 1  # the note: once, not once a panel and again in the footer
     assert flat.count("To get a missing dataset") == 1
-    na = style.na_texts(fig)
-    assert len(na) == 1 and na[0].startswith("n/a: (b) CIFAR10")
-    assert "TinyImagenet" in na[0] and "scale's grid" in na[0]  # (c)'s reason is in the same text
+    na_lines = na.texts(fig)
+    assert len(na_lines) == 1 and na_lines[0].startswith("n/a: (b) CIFAR10")
+    assert "TinyImagenet" in na_lines[0] and "scale's grid" in na_lines[0]  # (c)'s reason is in the same text
     assert len(fig.axes) == 3  # (a) twice and one area for the four panels without data
 
 
@@ -360,8 +360,8 @@ def test_fig3_points_other_na_panels_to_the_one_text(tmp_path):
     frames["fig3b"] = pd.concat([b[b["rotated"]], pd.DataFrame([ran])])  # (b): CIFAR10 ran, RotCIFAR10 did not
     inputs = write_csvs(tmp_path, frames)
     fig = run_notebook("fig3.py", inputs, tmp_path)["fig"]
-    na = style.na_texts(fig)  # (b) RotCIFAR10's panel and (c)'s area
-    assert len(na) == 2 and na[0].startswith("n/a: (b) RotCIFAR10") and na[1].startswith("n/a (see")
+    na_lines = na.texts(fig)  # (b) RotCIFAR10's panel and (c)'s area
+    assert len(na_lines) == 2 and na_lines[0].startswith("n/a: (b) RotCIFAR10") and na_lines[1].startswith("n/a (see")
     assert " ".join(all_texts(fig)).replace("\n", " ").count("cifar10 (not in the data") == 1
 
 
@@ -450,7 +450,7 @@ def bbb_rows(dataset: str, task: str):
 
 @pytest.mark.parametrize("dataset,task", [("sinc", "regression"), ("two_moons", "classification")])
 def test_bbb_pages_show_the_training_nll_label_their_axes_and_name_the_likelihood(tmp_path, dataset, task):
-    from reprokit.report import bali_regression as br
+    from reprokit.report.render import bali_regression as br
 
     path = tmp_path / "bbb.csv"
     bbb_rows(dataset, task).to_csv(path, index=False)

@@ -85,7 +85,7 @@ def test_report_modules_import_each_other_without_a_loop():
 @pytest.mark.parametrize(
     "module",
     sorted(_module_name(p) for p in (SRC / "report").glob("*.py"))
-    + ["reprokit.plan", "reprokit.plan.job", "reprokit.config", "reprokit.budget"],
+    + ["reprokit.plan", "reprokit.job", "reprokit.config", "reprokit.budget"],
 )
 def test_module_imports_no_torch(module):
     code = f"import sys, {module}; print('torch' in sys.modules)"

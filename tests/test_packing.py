@@ -12,8 +12,8 @@ import pytest
 from reprokit import packing
 from reprokit.budget import cell_costs, slurm_plan
 from reprokit.config import experiment, load_pipeline_config
+from reprokit.job import cell_job
 from reprokit.packing import CellCost, Settings, plan
-from reprokit.plan.job import cell_job
 
 REPO = Path(__file__).resolve().parents[1]
 

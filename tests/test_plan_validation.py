@@ -1,5 +1,5 @@
 """Every cell of a scale is checked before any job starts (reprokit.plan.validate_cells), and a cell's job
-is assembled in one place (reprokit.plan.job.cell_job) for the Snakemake rule and benchmarks/run_cells.py."""
+is assembled in one place (reprokit.job.cell_job) for the Snakemake rule and benchmarks/run_cells.py."""
 
 import json
 from pathlib import Path
@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from reprokit.config import ConfigError, experiment
+from reprokit.job import cell_job
 from reprokit.plan import validate_cells
-from reprokit.plan.job import cell_job
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """Committed artefacts' provenance records (figures/<artefact>.provenance.json) still describe HEAD's config.
 
 A record names the commit, scale, devices, date and the fingerprint of the artefact's resolved config (the
-settings of every cell of its experiments at its scale; reprokit/report/provenance.py). If HEAD's config
+settings of every cell of its experiments at its scale; reprokit/report/records/provenance.py). If HEAD's config
 for the artefact differs from the recorded commit's, the committed artefact is stale: the test fails and
 names the artefact and the recorded commit.
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from reprokit.config import load_pipeline_config
-from reprokit.report import provenance
+from reprokit.report.records import provenance
+from reprokit.report.render import notebook
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,13 +75,11 @@ def test_the_notebooks_finish_writes_the_record(tmp_path):
     import logging
     import types
 
-    from reprokit.report import style
-
     cfg = load_pipeline_config(REPO, {"scale": "test"})
     out = tmp_path / "table5.tex"
     out.write_text("FAKE table")
     smk = types.SimpleNamespace(rule="artefact_table5", config=cfg, input={}, output={"tex": str(out)})
-    style.write_provenance(smk, "test", logging.getLogger("test"))
+    notebook.write_record(smk, "test", logging.getLogger("test"))
     rec = json.loads((tmp_path / f"table5{provenance.SUFFIX}").read_text())
     assert rec["artefact"] == "table5" and rec["scale"] == "test"
     assert rec["fingerprint"] == provenance.fingerprint(cfg, "table5", "test")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from reprokit.config import load_pipeline_config
-from reprokit.report.tables import write_table
+from reprokit.report.render.tables import write_table
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTIONS = sorted((REPO / "workflow" / "report").glob("*.rst"))

@@ -1,6 +1,6 @@
 """Artefacts without data: cells whose dataset is unavailable (status 'unavailable', a `note`) make n/a panels
-that quote the note and say how to get the data (report/style.na_panel), n/a table rows with a footnote
-(style.na_footnotes), a curves CSV that still reads as a table, and report sections naming the dataset."""
+that quote the note and say how to get the data (report/na.panel), n/a table rows with a footnote
+(na.footnotes), a curves CSV that still reads as a table, and report sections naming the dataset."""
 
 import io
 import re
@@ -12,8 +12,10 @@ import pytest
 from PIL import Image
 
 from reprokit.config import ExperimentGrid
-from reprokit.report import aggregate, bali_regression, invariance, reproduction, style
-from reprokit.report.tables import write_table
+from reprokit.report import aggregate, cells
+from reprokit.report.render import bali_regression, invariance, na, style
+from reprokit.report.render.tables import write_table
+from reprokit.report.verdicts import reproduction
 
 REPO = Path(__file__).resolve().parents[1]
 PAPERS = sorted((REPO / "config" / "papers").glob("*.yaml"))
@@ -38,16 +40,16 @@ def pdf_subject(data: bytes) -> str:
 
 def test_an_all_na_frame_gives_an_na_panel_naming_the_dataset_and_how_to_get_it(tmp_path):
     fig, (ax, other) = plt.subplots(1, 2)
-    text = style.na_panel(ax, unavailable(), "MNIST")
+    text = na.panel(ax, unavailable(), "MNIST")
     one_line = " ".join(text.split())
     assert one_line.startswith("n/a: " + NOTE)  # the note as written, once for the two cells
     assert one_line.count("mnist") == 1 and "data.download: true" in one_line and "data.mirrors" in one_line
     assert ax.get_title() == "MNIST" and not ax.get_xticks().size and not ax.get_yticks().size
-    centred = [t for t in ax.texts if t.get_gid() == style.NA_GID]
+    centred = [t for t in ax.texts if t.get_gid() == na.NA_GID]
     assert len(centred) == 1 and centred[0].get_position() == (0.5, 0.5)
     assert centred[0].get_ha() == "center" and centred[0].get_va() == "center"
     other.plot([0, 1], [0, 1])
-    assert style.na_texts(other) == [] and len(style.na_texts(fig)) == 1
+    assert na.texts(other) == [] and len(na.texts(fig)) == 1
 
     # the saved files carry the panel's text in their metadata
     pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
@@ -59,11 +61,10 @@ def test_an_all_na_frame_gives_an_na_panel_naming_the_dataset_and_how_to_get_it(
 def test_an_na_panel_without_unavailable_cells_says_why_and_no_download_hint():
     _, ax = plt.subplots()
     ran = pd.DataFrame([{"scale": "test", "seed": 0, "status": "diverged", "note": ""}])
-    assert style.na_panel(ax, ran, otherwise="no cell completed") == "n/a: no cell completed"
+    assert na.panel(ax, ran, otherwise="no cell completed") == "n/a: no cell completed"
     _, ax2 = plt.subplots()
     assert (
-        style.na_panel(ax2, pd.DataFrame(), otherwise="no cell in this scale's grid")
-        == "n/a: no cell in this scale's grid"
+        na.panel(ax2, pd.DataFrame(), otherwise="no cell in this scale's grid") == "n/a: no cell in this scale's grid"
     )
     plt.close("all")
 
@@ -71,21 +72,21 @@ def test_an_na_panel_without_unavailable_cells_says_why_and_no_download_hint():
 def test_na_panel_takes_several_frames_or_the_notes_and_wraps():
     _, ax = plt.subplots()
     other = "dataset unavailable: fashion_mnist (download failed: HTTP 404)"
-    text = style.na_panel(ax, [unavailable(), unavailable(note=other), pd.DataFrame()], width=30)
+    text = na.panel(ax, [unavailable(), unavailable(note=other), pd.DataFrame()], width=30)
     assert all(len(line) <= 30 for line in text.splitlines())
     flat = " ".join(text.split())
     assert "n/a: " + NOTE in flat and "n/a: " + other in flat and flat.index("mnist") < flat.index("fashion_mnist")
     _, ax2 = plt.subplots()
-    assert " ".join(style.na_panel(ax2, [other]).split()).startswith("n/a: " + other)
+    assert " ".join(na.panel(ax2, [other]).split()).startswith("n/a: " + other)
     plt.close("all")
 
 
 def test_na_footnotes_quote_the_notes_and_say_how_to_get_the_data(tmp_path):
     ran = pd.DataFrame([{"scale": "test", "seed": 0, "status": "completed", "note": ""}])
-    assert style.na_footnotes(ran) == [] and style.na_footnotes(ran, notes=False) == []
-    (fn,) = style.na_footnotes(unavailable(), ran, unavailable(note=NOTE.replace("mnist", "cifar10")))
-    assert fn.startswith("n/a: " + NOTE + "; dataset unavailable: cifar10") and fn.endswith(style.GET_DATA + ".")
-    assert style.na_footnotes(unavailable(), notes=False) == [style.GET_DATA + "."]
+    assert na.footnotes(ran) == [] and na.footnotes(ran, notes=False) == []
+    (fn,) = na.footnotes(unavailable(), ran, unavailable(note=NOTE.replace("mnist", "cifar10")))
+    assert fn.startswith("n/a: " + NOTE + "; dataset unavailable: cifar10") and fn.endswith(cells.GET_DATA + ".")
+    assert na.footnotes(unavailable(), notes=False) == [cells.GET_DATA + "."]
     out = tmp_path / "t.tex"
     write_table(
         pd.DataFrame({"Dataset": ["MNIST"], "acc": ["n/a"]}),
@@ -93,7 +94,7 @@ def test_na_footnotes_quote_the_notes_and_say_how_to_get_the_data(tmp_path):
         "demo",
         "test",
         "note",
-        footnotes=style.na_footnotes(unavailable(note="dataset unavailable: uci_yacht")),
+        footnotes=na.footnotes(unavailable(note="dataset unavailable: uci_yacht")),
     )
     tex = out.read_text()
     assert "MNIST & n/a" in tex and r"n/a: dataset unavailable: uci\_yacht" in tex and r"data.cache\_dir" in tex
@@ -105,16 +106,16 @@ def test_a_curves_csv_without_rows_reads_back_as_a_table_with_the_grid_axes(tmp_
         "grid": {"dataset": ["mnist"], "method": ["a", "b"], "seed": [0]},
         "settings": {},
     }
-    cells = list(ExperimentGrid("t", spec, "test").cells())
+    grid_cells = list(ExperimentGrid("t", spec, "test").cells())
     table_csv, curves_csv = tmp_path / "t.csv", tmp_path / "t_curves.csv"
-    aggregate.write_aggregate(cells, tmp_path, table_csv, curves_csv, {c.rel_dir: ["mnist"] for c in cells})
+    aggregate.write_aggregate(grid_cells, tmp_path, table_csv, curves_csv, {c.rel_dir: ["mnist"] for c in grid_cells})
     curves = pd.read_csv(curves_csv)
     assert curves.empty and list(curves.columns) == ["seed", "method", "dataset"]
     assert set(pd.read_csv(table_csv)["status"]) == {"unavailable"}
     # an older, header-less empty file reads as an empty frame
     (tmp_path / "old.csv").write_text("\n")
-    assert style.read_results(tmp_path / "old.csv").empty
-    assert style.read_results(curves_csv).columns.tolist() == ["seed", "method", "dataset"]
+    assert cells.read_csv(tmp_path / "old.csv").empty
+    assert cells.read_csv(curves_csv).columns.tolist() == ["seed", "method", "dataset"]
 
 
 def _sensitivity(chunks: int, note=None, acc=None) -> pd.DataFrame:
@@ -132,11 +133,11 @@ def _sensitivity(chunks: int, note=None, acc=None) -> pd.DataFrame:
 
 def test_sensitivity_figure_draws_na_panels_for_chunk_counts_without_cells():
     fig, axes = invariance.sensitivity_figure([_sensitivity(c, NOTE) for c in (2, 3, 4)])
-    texts = style.na_texts(fig)
+    texts = na.texts(fig)
     assert len(texts) == 3 and all(t.startswith("n/a: " + NOTE) for t in texts)
     assert [ax.get_title() for ax in axes] == ["(a) 2 chunks", "(b) 3 chunks", "(c) 4 chunks"]
     fig, axes = invariance.sensitivity_figure([_sensitivity(2, acc=0.9), _sensitivity(3, NOTE), _sensitivity(4, NOTE)])
-    assert len(style.na_texts(fig)) == 2 and not style.na_texts(axes[0]) and axes[0].images  # a heatmap
+    assert len(na.texts(fig)) == 2 and not na.texts(axes[0]) and axes[0].images  # a heatmap
     plt.close("all")
 
 
@@ -176,7 +177,7 @@ def test_reproduction_report_names_the_missing_datasets(tmp_path):
     _, artefacts = reproduction.pipeline_config(REPO, "quick")
     text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
     missing = text.split("## Missing datasets")[1].split("\n## ")[0]
-    assert f"- {NOTE}: `bali_cls_image`" in missing and style.GET_DATA in missing
+    assert f"- {NOTE}: `bali_cls_image`" in missing and cells.GET_DATA in missing
     section = text.split("### bali_fig3")[1].split("###")[0]
     assert "Missing data" in section and NOTE in section
     # without unavailable cells there is no such section

@@ -1,5 +1,5 @@
-"""The report's shared units: mean ± s.e. (report/stats.py), the LaTeX table writer (report/tables.py)
-and the notebooks' log file (report/style.start_log)."""
+"""The report's shared units: mean ± s.e. (report/stats.py), the LaTeX table writer (report/render/tables.py)
+and the notebooks' log file (report/notebook.start_log)."""
 
 import math
 import subprocess
@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reprokit.report import stats, style
-from reprokit.report.tables import write_table
+from reprokit.report import stats
+from reprokit.report.render import notebook, style
+from reprokit.report.render.tables import write_table
 
 
 def test_mean_se_hand_example():
@@ -86,7 +87,7 @@ def test_tables_are_pure_ascii_latex_in_text_and_in_math(tmp_path):
 
 
 def test_one_split_prints_no_standard_error():
-    from reprokit.report import bali_regression
+    from reprokit.report.render import bali_regression
 
     rows = [
         {"dataset": "uci_protein", "method": "bali", "status": "completed", "seed": 0, "test_rmse": 4.5},
@@ -124,10 +125,10 @@ def test_start_log_writes_inputs_scale_outputs_and_warnings_to_the_rule_log(tmp_
     log.parent.mkdir()
     code = f"""
 import types, warnings
-from reprokit.report import style
+from reprokit.report.render import notebook
 smk = types.SimpleNamespace(input={{"table": {str(data)!r}}}, output={{"tex": {str(tmp_path / "out.tex")!r}}},
                             log=[{str(log)!r}], params={{"scale": "test"}}, config={{}}, rule="artefact_x")
-log = style.start_log(smk)
+log = notebook.start_log(smk)
 log.info("own line")
 warnings.warn("careful")
 open({str(tmp_path / "out.tex")!r}, "w").write("done")
@@ -145,8 +146,8 @@ def test_start_log_records_an_uncaught_exception(tmp_path):
     log = tmp_path / "x.log"
     code = f"""
 import types
-from reprokit.report import style
-style.start_log(types.SimpleNamespace(input={{}}, output={{"pdf": "nothing.pdf"}}, log=[{str(log)!r}], config={{"scale": "quick"}}))
+from reprokit.report.render import notebook
+notebook.start_log(types.SimpleNamespace(input={{}}, output={{"pdf": "nothing.pdf"}}, log=[{str(log)!r}], config={{"scale": "quick"}}))
 raise RuntimeError("broken notebook")
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -156,7 +157,7 @@ raise RuntimeError("broken notebook")
 
 
 def test_start_log_without_a_log_file_logs_to_stderr(capsys):
-    logger = style.start_log(types.SimpleNamespace(input={}, output={}, config={"scale": "test"}))
+    logger = notebook.start_log(types.SimpleNamespace(input={}, output={}, config={"scale": "test"}))
     logger.warning("a warning of the notebook's own")
     err = capsys.readouterr().err
     assert "scale test" in err and "a warning of the notebook's own" in err

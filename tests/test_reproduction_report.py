@@ -1,4 +1,4 @@
-"""The reproduction report (reprokit.report.reproduction) from a tiny fake results folder.
+"""The reproduction report (reprokit.report.verdicts.reproduction) from a tiny fake results folder.
 
 Every number here is SYNTHETIC (watermarked "FAKE" in the cells' notes): the report must show the paper's
 number, ours, the right z, flip a claim's verdict when the data change, say "not run" for a missing
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprokit.report import claims, papers, reproduction
+from reprokit.report.verdicts import claims, papers, reproduction
 
 REPO = Path(__file__).resolve().parents[1]
 PAPERS = sorted((REPO / "config" / "papers").glob("*.yaml"))
@@ -765,7 +765,7 @@ def test_a_mean_target_reads_the_mean_of_the_cells(tmp_path):
     ],
 )
 def test_convergence_crossings_are_read_between_evaluations(fast, slow, ratio, expected):
-    from reprokit.report.claims import _faster
+    from reprokit.report.verdicts.claims import _faster
 
     assert _faster(fast, slow, ratio) == expected
 
@@ -790,7 +790,7 @@ class FakeCtx:
         return df
 
     def ours(self, artefact, row, column):
-        from reprokit.report.results import Ours
+        from reprokit.report.verdicts.results import Ours
 
         return self._ours.get((row, column), Ours())
 
@@ -942,7 +942,7 @@ def test_a_threshold_within_the_noise_of_its_bound_is_inconclusive(check, args, 
 
 @pytest.mark.parametrize("entry, verdict", [(1.215, "inconclusive"), (1.10, "holds"), (1.40, "does not hold")])
 def test_an_entry_at_most_its_bound_has_a_noise_band(entry, verdict):
-    from reprokit.report.results import Ours
+    from reprokit.report.verdicts.results import Ours
 
     ctx = FakeCtx(ours={("Partitioned Param.", "mnist_cnn"): Ours(entry, 0.0, 1)})
     v = claims.check(

@@ -1,6 +1,6 @@
 """Every committed LaTeX table (figures/quick/*.tex, figures/paper/*.tex) compiles with pdflatex in a plain
 `\\documentclass{article}` that loads only the packages its `% needs:` line names, and fits the text width: no
-LaTeX error, no overfull \\hbox wider than a few points (reprokit.report.tables.check_latex). Also: pure ASCII, no
+LaTeX error, no overfull \\hbox wider than a few points (reprokit.report.render.tables.check_latex). Also: pure ASCII, no
 text-mode < or > (OT1 prints them as inverted punctuation), and write_table's layout rules on synthetic tables.
 
 Without pdflatex the compile tests skip with a reason; with REPROKIT_REQUIRE_LATEX=1 (CI, .ci/run) they fail instead.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprokit.report.tables import (
+from reprokit.report.render.tables import (
     MIN_SHRINK,
     TEXT_WIDTH_PT,
     check_latex,
@@ -174,7 +174,7 @@ def test_long_headers_wrap_onto_lines_and_cells_with_newlines_stack(tmp_path):
 
 
 def test_paragraph_columns_need_array_and_keep_their_width(tmp_path):
-    from reprokit.report.tables import PARAGRAPH_COLUMN
+    from reprokit.report.render.tables import PARAGRAPH_COLUMN
 
     out = tmp_path / "p.tex"
     df = pd.DataFrame({"Layer": ["conv"], "Specification": ["channels=20, kernel size=(5, 5), padding=2, " * 3]})

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import plan
+from ._jsonschema import first_error
 from .errors import ConfigError
 
 SCALES = ("paper", "quick", "test")
@@ -404,10 +406,9 @@ def coerce_config(config: dict, schema_path: str | Path) -> dict:
     for name, spec in experiments.items():
         if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
             continue
-        settings_schema = _kind_schema(spec["kind"])
-        if settings_schema is None:
-            continue
-        settings_schema = settings_schema["settings"]
+        if spec["kind"] not in plan.KINDS:
+            continue  # validate_config names the unknown kind
+        settings_schema = plan.kind_schema(spec["kind"])["settings"]
         spec = dict(spec)
         if isinstance(spec.get("settings"), dict):
             spec["settings"] = coerce_strings(spec["settings"], settings_schema)
@@ -443,14 +444,6 @@ def _load_yaml(path: str | Path) -> dict:
     return _YAML_CACHE[key]
 
 
-def _kind_schema(name: str) -> dict | None:
-    """The JSON schema of experiment kind `name`, generated from its settings model (reprokit.plan), or None
-    for an unknown kind."""
-    from .plan import KINDS, kind_schema
-
-    return kind_schema(name) if name in KINDS else None
-
-
 def _top_schema(schema_path: str | Path) -> dict:
     """The top-level schema with its generated parts filled in: `run` from reprokit.runtime.RuntimeSettings."""
     from .runtime import run_schema
@@ -458,17 +451,6 @@ def _top_schema(schema_path: str | Path) -> dict:
     schema = dict(_load_yaml(schema_path))
     schema["properties"] = {**schema.get("properties", {}), "run": run_schema()}
     return schema
-
-
-def _first_error(validator, instance, prefix: str):
-    import jsonschema
-
-    errors = list(validator.iter_errors(instance))
-    if not errors:
-        return None
-    err = jsonschema.exceptions.best_match(errors)
-    where = ".".join([prefix, *map(str, err.absolute_path)]).strip(".") or "(top level)"
-    return f"config error at '{where}': {err.message}"
 
 
 def validate_config(config: dict, schema_path: str | Path) -> None:
@@ -482,41 +464,10 @@ def validate_config(config: dict, schema_path: str | Path) -> None:
 
     schema_path = Path(schema_path)
     schema = _top_schema(schema_path)
-    message = _first_error(jsonschema.Draft202012Validator(schema), config, "")
+    message = first_error(jsonschema.Draft202012Validator(schema), config, "")
     if message:
         raise ConfigError(message)
-    kinds: dict[str, tuple[dict, object]] = {}  # kind -> (schema, settings validator), each built once
-    for name, spec in config.get("experiments", {}).items():
-        if spec["kind"] not in kinds:
-            kind_schema = _kind_schema(spec["kind"])
-            if kind_schema is None:
-                from .plan import kind_names
-
-                raise ConfigError(
-                    f"config error at 'experiments.{name}.kind': no experiment kind '{spec['kind']}' "
-                    f"(valid: {', '.join(kind_names())})"
-                )
-            kinds[spec["kind"]] = (kind_schema, jsonschema.Draft202012Validator(kind_schema["settings"]))
-        kind, settings_validator = kinds[spec["kind"]]
-        blocks = [(f"experiments.{name}.settings", spec.get("settings", {}), spec.get("grid", {}))]
-        for scale, override in (spec.get("scales") or {}).items():
-            blocks.append(
-                (
-                    f"experiments.{name}.scales.{scale}.settings",
-                    (override or {}).get("settings", {}) or {},
-                    (override or {}).get("grid", {}) or {},
-                )
-            )
-        for prefix, settings, grid in blocks:
-            message = _first_error(settings_validator, settings, prefix)
-            if message:
-                raise ConfigError(message)
-            for axis in grid:
-                if axis not in kind["axes"]:
-                    raise ConfigError(
-                        f"config error at '{prefix.rsplit('.', 1)[0]}.grid.{axis}': axis '{axis}' is not "
-                        f"one of {', '.join(kind['axes'])} for kind '{spec['kind']}'"
-                    )
+    plan.check_experiment_specs(config)
     for name, art in config.get("artefacts", {}).items():
         for exp in art["experiments"]:
             if exp not in config.get("experiments", {}):

@@ -19,12 +19,13 @@
 # %%
 import pandas as pd
 
-from reprokit.report import bali_classification as bc
-from reprokit.report import style
+from reprokit.report import cells
+from reprokit.report.render import bali_classification as bc
+from reprokit.report.render import na, notebook
+from reprokit.report.render.tables import write_table
 from reprokit.report.stats import format_mean_se
-from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 inputs = snakemake.input
 default = bc.load([inputs["bali_cls_image"]])
@@ -47,7 +48,7 @@ def row(label, df, method):
     """One reading's metrics on MNIST over the readings' seeds (the default's cells of the same seeds)."""
     out = {"reading": label}
     ran = df[(df["dataset"] == "mnist") & (df["method"] == method) & df["seed"].isin(seeds)] if len(df) else df
-    ran = ran[ran["status"].isin(style.RAN_STATUSES)] if len(ran) else ran
+    ran = ran[ran["status"].isin(cells.RAN_STATUSES)] if len(ran) else ran
     for column, name in METRICS:
         v = ran[column].astype(float) if len(ran) and column in ran else pd.Series(dtype=float)
         out[name] = format_mean_se(v, 4) if len(v) else "n/a"
@@ -67,7 +68,7 @@ footnotes = [
     "inconclusive (Table 2's s.e. are that spread).",
     "Same cells otherwise: Table 5's settings for BALI (N_eff = N / 50, batch 2048, 30000 iterations), Table 6's "
     "for DO.",
-    *style.na_footnotes(every),
+    *na.footnotes(every),
 ]
 write_table(
     table,

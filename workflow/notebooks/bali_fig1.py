@@ -16,10 +16,10 @@
 # %%
 import matplotlib.pyplot as plt
 
-from reprokit.report import bali_regression as br
-from reprokit.report import style
+from reprokit.report.render import bali_regression as br
+from reprokit.report.render import notebook, style
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 style.setup()
 df = br.load([snakemake.input["bali_synthetic"]])
@@ -41,7 +41,7 @@ for name, sh in shapes.items():
 
 
 def in_words(sh):
-    """One dataset's numbers of the reading of Sec. 5.1 (report/shape.py, SHAPE), each named in words."""
+    """One dataset's numbers of the reading of Sec. 5.1 (report/verdicts/shape.py, SHAPE), each named in words."""
     if "tv_ratio" in sh:
         return (
             f"over the data's range the mean varies {sh['tv_ratio']:.2f}x as much as the true function (total "
@@ -63,7 +63,7 @@ reading = "\n".join(
     if sh
 )
 note = (
-    style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts, App. H.1), two moons (128 pts)")
+    style.source_note(df, "synthetic sines-trend (32 pts), sinc (256 pts, App. H.1), two moons (128 pts)")
     + (
         f"; {int(r['n_steps'])} iterations, full batch, {int(r['final_samples'])} weight samples; initial weight sd "
         "(sigma_init) 3 for regression, 1 for classification; sigma_r 80 and 20; noise prior scale sigma_u^2 = 0.01 N; "

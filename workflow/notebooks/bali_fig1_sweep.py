@@ -11,18 +11,18 @@
 # # BALI Fig. 1 settings sweep — step size alpha, update rate beta and iteration count
 # The paper does not state Fig. 1's alpha, beta or iteration count. Each row is one cell of the
 # `bali_fig1_sweep` experiment (BALI-W, Fig. 1's data, network and priors) with the numeric reading of
-# Sec. 5.1's claim (report/bali_regression.py, SHAPE): the mean's total variation over the data range against
+# Sec. 5.1's claim (report/render/bali_regression.py, SHAPE): the mean's total variation over the data range against
 # the true function's, its error close to the data and the predictive sd there (both in noise sds), and the
 # sd (regression) or predictive entropy (two moons) far from the data over close to it.
 
 # %%
 import pandas as pd
 
-from reprokit.report import bali_regression as br
-from reprokit.report import style
-from reprokit.report.tables import write_table
+from reprokit.report.render import bali_regression as br
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.tables import write_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 df = br.load([snakemake.input["bali_fig1_sweep"]])
 scale = style.scale_of(df)
@@ -83,7 +83,7 @@ grid_note = (
 )
 footnotes = [
     (
-        "Criteria (all must hold for 'meets all'; report/bali_regression.py SHAPE): over the training inputs' range, "
+        "Criteria (all must hold for 'meets all'; report/render/bali_regression.py SHAPE): over the training inputs' range, "
         "the mean's total variation (TV ratio) and summed |second difference| (roughness) at most 1.5x the true "
         "function's; close to the data, the mean's RMS error against the true f (fit error) at most 1 and the largest "
         "weight sd at most 2 inferred noise sds; far / near >= 2 (regression: median predictive sd; two moons: "
@@ -96,7 +96,7 @@ footnotes = [
         "BALI-W, 3 x 256 tanh, full batch, N_eff = N, App. H.1 priors; beta / 5 after 60% and 80% of the iterations; "
         "noise sd: the inferred one (true 0.02 sines-trend, 0.1 sinc)."
     ),
-    *style.na_footnotes(df),
+    *na.footnotes(df),
 ]
 write_table(
     table,
@@ -104,7 +104,7 @@ write_table(
     caption="BALI Fig. 1 settings sweep: the predictive's numeric reading of Sec. 5.1 per step size α, update rate "
     f"β and iteration count ({grid_note})",
     scale=scale,
-    note=style.provenance(df, "synthetic sines-trend (32 pts), sinc (256 pts), two moons (128 pts)"),
+    note=style.source_note(df, "synthetic sines-trend (32 pts), sinc (256 pts), two moons (128 pts)"),
     footnotes=footnotes,
     label="tab:bali_fig1_sweep",
     keys=4,

@@ -14,10 +14,10 @@
 # samples (Sec. 5.4); mean over seeds/splits. Read from the per-step curve (curve.csv) of each cell.
 
 # %%
-from reprokit.report import bali_classification as bc
-from reprokit.report import style
+from reprokit.report.render import bali_classification as bc
+from reprokit.report.render import notebook, style
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 style.setup()
 df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])

@@ -19,11 +19,11 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from reprokit.report import bali_classification as bc
-from reprokit.report import style
+from reprokit.report.render import bali_classification as bc
+from reprokit.report.render import na, notebook, style
 from reprokit.report.stats import format_mean_se
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 style.setup()
 df = bc.load([snakemake.input["bali_cls_image"]])
@@ -58,7 +58,7 @@ for ax, (id_set, ood_set) in zip(axes, pairs):
         ax.plot([0, 1], [0, 1], color="0.6", ls=":", lw=0.8, zorder=1)  # chance, behind the curves
         ax.legend(loc="lower right")
     else:  # the notes of the unavailable ID / OOD cells and how to get the data
-        style.na_panel(
+        na.panel(
             ax, df[df["dataset"].isin([id_set, ood_set])] if len(df) else df, otherwise="no cell completed", width=50
         )
 ran = df[df["status"] != "unavailable"]

@@ -14,10 +14,10 @@
 # and 0.01. Large factors underfit, small ones are overconfident.
 
 # %%
-from reprokit.report import bali_regression as br
-from reprokit.report import style
+from reprokit.report.render import bali_regression as br
+from reprokit.report.render import notebook, style
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 style.setup()
 fig, scale, note = br.bbb_synthetic_page(snakemake.input, "sines_trend", "sines-trend")

@@ -17,30 +17,31 @@
 # %%
 import pandas as pd
 
-from reprokit.report import bali_classification as bc
-from reprokit.report import style
+from reprokit.report import cells
+from reprokit.report.render import bali_classification as bc
+from reprokit.report.render import na, notebook, style
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 style.setup()
-w = style.read_results(snakemake.input["bali_cls_uci_curves"])
+w = cells.read_csv(snakemake.input["bali_cls_uci_curves"])
 w = (w[w["method"] == "bali"] if "method" in w else w).assign(variant="BALI-W")
-l = style.read_results(snakemake.input["bali_fig7_local_curves"]).assign(variant="BALI-L")
+l = cells.read_csv(snakemake.input["bali_fig7_local_curves"]).assign(variant="BALI-L")
 tables = pd.concat([pd.read_csv(snakemake.input["bali_cls_uci"]), pd.read_csv(snakemake.input["bali_fig7_local"])])
 scale = style.scale_of(tables)
 curves = pd.concat([w, l], ignore_index=True)
 names = {"spambase": "Spambase", "magic": "Telescope (MAGIC)", "cdc_diabetes": "Diabetes"}
 fig, axes, datasets = bc.variant_figure(curves, names)
 if not datasets:  # no curve: the unavailable cells' notes and how to get the data
-    style.na_panel(axes[0, 0], tables[tables.method == "bali"], "BALI-W vs BALI-L", width=60)
-bali = tables[(tables.method == "bali") & tables["status"].isin(style.RAN_STATUSES)]
+    na.panel(axes[0, 0], tables[tables.method == "bali"], "BALI-W vs BALI-L", width=60)
+bali = tables[(tables.method == "bali") & tables["status"].isin(cells.RAN_STATUSES)]
 steps = (
     ", ".join(f"{names.get(d, d)} {int(v)}" for d, v in bali.groupby("dataset")["n_steps"].max().items())
     if "n_steps" in bali
     else "n/a"
 )
 note = (
-    style.provenance(
+    style.source_note(
         tables[tables.method == "bali"],
         "UCI classification (Spambase, MAGIC telescope, CDC "
         "diabetes), random 80/20 splits; settings of the classification benchmark (Table 5)",

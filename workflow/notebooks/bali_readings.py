@@ -20,11 +20,11 @@
 # %%
 import pandas as pd
 
-from reprokit.report import bali_regression as br
-from reprokit.report import style
-from reprokit.report.tables import write_table
+from reprokit.report.render import bali_regression as br
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.tables import write_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 inputs = snakemake.input
 main = br.load([inputs["bali_uci"]])
@@ -67,7 +67,7 @@ footnotes = [
     "reading is a variant however near); where the text is silent (the targets' units), the reading nearest the "
     "paper on most rows. " + rule,
     "Same cells otherwise: Table 4's settings, wishart_n n_eff (where N_eff < N; the same number elsewhere).",
-    *style.na_footnotes(every),
+    *na.footnotes(every),
 ]
 write_table(
     table,

@@ -16,10 +16,10 @@
 # config/papers/bali.yaml. Metrics in the targets' original units.
 
 # %%
-from reprokit.report import bali_regression as br
-from reprokit.report import style
+from reprokit.report.render import bali_regression as br
+from reprokit.report.render import notebook
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 table, check = br.uci_artefact(snakemake.input, snakemake.output["tex"], "rmse")
 table

@@ -17,11 +17,11 @@
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
 # %%
-from reprokit.report import bali_classification as bc
-from reprokit.report import style
-from reprokit.report.tables import n_per_entry, write_table
+from reprokit.report.render import bali_classification as bc
+from reprokit.report.render import na, notebook
+from reprokit.report.render.tables import n_per_entry, write_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])
 scale = bc.scale_of(df)
@@ -48,7 +48,7 @@ footnotes = [
 ]
 if (ran["status"] == "diverged").any():
     footnotes.append("NaN: a run diverged (non-finite loss or metrics).")
-footnotes += style.na_footnotes(df)
+footnotes += na.footnotes(df)
 # n per entry (dataset x method), from the cells that ran: one name per dataset whose methods agree
 counts = {}
 for d in bc.DATASETS:

@@ -13,11 +13,11 @@
 # not from the config file; a dataset whose cells disagree lists every value.
 
 # %%
-from reprokit.report import bali_regression as br
-from reprokit.report import style
-from reprokit.report.tables import write_table
+from reprokit.report.render import bali_regression as br
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.tables import write_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 df = br.load([snakemake.input["bali_uci"], snakemake.input["bali_uci_protein"]])
 scale = style.scale_of(df)
@@ -31,7 +31,7 @@ footnotes = [
     "Not in the paper's Table 4, chosen here: σ_init = 1 (App. H.2), u_0 = D_y (the paper never gives it); "
     + br.bali_scaling_note(df)
     + ".",
-] + style.na_footnotes(df)
+] + na.footnotes(df)
 write_table(
     table,
     snakemake.output["tex"],

@@ -14,11 +14,11 @@
 # every value.
 
 # %%
-from reprokit.report import bali_classification as bc
-from reprokit.report import style
-from reprokit.report.tables import write_table
+from reprokit.report.render import bali_classification as bc
+from reprokit.report.render import na, notebook
+from reprokit.report.render.tables import write_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])
 scale = bc.scale_of(df)
@@ -34,6 +34,6 @@ write_table(
     "(N = number of training points), batch size B",
     scale=scale,
     note=bc.provenance(df),
-    footnotes=bc.table5_footnotes(df) + style.na_footnotes(df),
+    footnotes=bc.table5_footnotes(df) + na.footnotes(df),
     label="tab:bali_table5",
 )

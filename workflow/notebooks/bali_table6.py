@@ -13,11 +13,11 @@
 # network and settings with dropout probability 0, App. H.3).
 
 # %%
-from reprokit.report import bali_classification as bc
-from reprokit.report import style
-from reprokit.report.tables import write_table
+from reprokit.report.render import bali_classification as bc
+from reprokit.report.render import na, notebook
+from reprokit.report.render.tables import write_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 df = bc.load([snakemake.input["bali_cls_uci"], snakemake.input["bali_cls_image"]])
 scale = bc.scale_of(df)
@@ -32,6 +32,6 @@ write_table(
     "benchmark as run (Adam optimiser, weight decay as Adam's L2 term)",
     scale=scale,
     note=bc.provenance(df),
-    footnotes=style.na_footnotes(df),
+    footnotes=na.footnotes(df),
     label="tab:bali_table6",
 )

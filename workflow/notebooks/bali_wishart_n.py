@@ -21,13 +21,13 @@
 # %%
 import pandas as pd
 
-from reprokit.report import bali_classification as bc
-from reprokit.report import bali_regression as br
-from reprokit.report import style
+from reprokit.report.render import bali_classification as bc
+from reprokit.report.render import bali_regression as br
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.tables import write_table
 from reprokit.report.stats import format_mean_se, format_pm
-from reprokit.report.tables import write_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 inputs = snakemake.input
 n_read = br.load([inputs["bali_uci_wishart"], inputs["bali_uci_protein_wishart"]])  # the other reading, n
@@ -144,7 +144,7 @@ footnotes = [
         "n_eff is the config's reading (since 2026-11-26): the better NLL, ECE and AUROC on the image sets and the "
         "better LL on powerplant and protein; n (Alg. 1's N) the better LL on kin8nm."
     ),
-    *style.na_footnotes(every),
+    *na.footnotes(every),
 ]
 write_table(
     table,

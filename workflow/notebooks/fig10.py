@@ -20,10 +20,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from reprokit.report import invariance as inv
-from reprokit.report import style
+from reprokit.report.cells import read_csv
+from reprokit.report.render import invariance as inv
+from reprokit.report.render import na, notebook, style
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 style.setup()
 
 METHODS = {
@@ -32,7 +33,7 @@ METHODS = {
     "partitioned": ("FedAvg + Partitioned", "tab:red"),
 }
 cells = pd.read_csv(snakemake.input["table4_mnist"])
-curves = style.read_results(snakemake.input["table4_mnist_curves"])
+curves = read_csv(snakemake.input["table4_mnist_curves"])
 scale = style.scale_of(cells)
 cells["rotated"] = inv.as_bool(cells["rotated"])
 ok = inv.completed(cells[~cells["rotated"]])
@@ -51,7 +52,7 @@ fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze
 for ax, n in zip(axes[0], panels):
     if n not in sizes:  # a size of the paper's with no completed cell at this scale: say why
         here = cells[~cells["rotated"] & (cells["n_train"] == n)]
-        style.na_panel(
+        na.panel(
             ax,
             here,
             f"MNIST, {n / 1000:g}k examples",
@@ -91,7 +92,7 @@ rounds = (
     if len(done) and "rounds" in done
     else "n/a"
 )
-note = style.provenance(
+note = style.source_note(
     cells,
     "MNIST split over 100 clients, not identically distributed (labels drawn per client "
     "from a Dirichlet distribution with concentration 0.1), 10k validation examples held out",

@@ -23,10 +23,11 @@ import pandas as pd
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
-from reprokit.report import style
+from reprokit.report import cells
+from reprokit.report.render import na, notebook, style
 from reprokit.report.stats import grouped_mean_se
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 style.setup()
 a = pd.read_csv(snakemake.input["fig2a"])
@@ -34,8 +35,8 @@ b_curves = pd.read_csv(snakemake.input["fig2b_curves"])
 b = pd.read_csv(snakemake.input["fig2b"])
 # the variant with the label coded 2y - 1 (+-1), when the artefact has it: drawn in grey
 inputs = dict(snakemake.input.items()) if hasattr(snakemake.input, "items") else {}
-a_pm1 = style.read_results(inputs["fig2a_pm1"]) if "fig2a_pm1" in inputs else pd.DataFrame()
-b_pm1 = style.read_results(inputs["fig2b_pm1"]) if "fig2b_pm1" in inputs else pd.DataFrame()
+a_pm1 = cells.read_csv(inputs["fig2a_pm1"]) if "fig2a_pm1" in inputs else pd.DataFrame()
+b_pm1 = cells.read_csv(inputs["fig2b_pm1"]) if "fig2b_pm1" in inputs else pd.DataFrame()
 scale = style.scale_of(a)
 PM1 = "label coded 2y-1 (variant)"
 
@@ -95,7 +96,7 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label, variant=None):
     `variant`: the same cells with the label coded 2y-1, drawn in grey (objective and test accuracy)."""
     if df.empty or objective not in df:  # e.g. a paper-scale build from part of the grid
         for ax in (ax_obj, ax_fit):
-            style.na_panel(ax, df, title=title, otherwise="no cell of this method has run")
+            na.panel(ax, df, title=title, otherwise="no cell of this method has run")
         return np.nan
     k, m, s = by_inputs(df, objective)
     seeds = seeds_text(df)
@@ -209,7 +210,7 @@ def coding(experiment):
 
 kept = sorted({int(i) for row in b["kept_inputs"].dropna().astype(str) for i in row.split()})
 note = (
-    style.provenance(
+    style.source_note(
         a,
         f"synthetic input selection (Lyle et al. 2020): {int(a['n_train'].iloc[0])} train / "
         f"{int(a['n_test'].iloc[0])} test, 30 inputs, " + coding("fig2a"),

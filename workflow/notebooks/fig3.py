@@ -22,11 +22,11 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from reprokit.report import style
-from reprokit.report.invariance import METHOD_STYLE, as_bool, completed
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.invariance import METHOD_STYLE, as_bool, completed
 from reprokit.report.stats import grouped_mean_se
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 style.setup()
 a = pd.read_csv(snakemake.input["fig3a"])
@@ -63,7 +63,7 @@ def panel(ax, df, title):
 
 # The panels: (a) MNIST, (b) CIFAR-10, (c) TinyImageNet (columns), unrotated / rotated (rows). A column none of whose
 # panels has a completed cell is one n/a area over both rows (two such columns side by side: one area over both),
-# and the figure's one n/a text (`style.na_shared`: each missing panel's reason, how to get the data once) is in the
+# and the figure's one n/a text (`na.shared`: each missing panel's reason, how to get the data once) is in the
 # first n/a area; any other n/a area points to it.
 COLUMNS = [
     ("(a)", "MNIST", "MNIST CNN", a),
@@ -111,14 +111,14 @@ for j, (tag, name, net, df) in enumerate(COLUMNS):
             panel(ax, rows_of(df, rot), title)
 if areas:  # one n/a text for the figure
     first, _, first_title = areas[0]
-    style.na_shared(
+    na.shared(
         first,
         [p for _, parts, _ in areas for p in parts],
         first_title,
         width=70 if first.get_subplotspec().colspan.stop - first.get_subplotspec().colspan.start > 1 else 40,
     )
     for ax, _, title in areas[1:]:
-        style.na_see(ax, f"the n/a note in {first_title.split(' ')[0]}", title)
+        na.see(ax, f"the n/a note in {first_title.split(' ')[0]}", title)
 style.figure_legend(fig, axes)  # every method plotted in any panel
 
 # %% [markdown]
@@ -173,7 +173,7 @@ steps = (
 absent = [label for m, (label, *_) in METHOD_STYLE.items() if m not in set(a["method"])]
 note = "\n".join(
     [
-        style.provenance(a, "MNIST (60k train / 10k test; RotMNIST: each image rotated once by U[-pi, pi])")
+        style.source_note(a, "MNIST (60k train / 10k test; RotMNIST: each image rotated once by U[-pi, pi])")
         + f"; test examples {int(ok['n_test'].max()) if len(ok) else '?'}; training iterations per training-set size "
         f"({steps}) are our choice (not stated in the paper)"
         + (f"; methods not in this scale's grid: {', '.join(absent)}" if absent else ""),

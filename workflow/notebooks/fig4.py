@@ -24,10 +24,10 @@ from matplotlib.colors import ListedColormap
 from torch import nn
 
 from reprokit.partition import partition
-from reprokit.report import style
-from reprokit.report.tables import static_note
+from reprokit.report.render import notebook, style
+from reprokit.report.render.tables import static_note
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 PROPORTIONS = [1, 1, 1]  # 3 partitions, equal proportions
 SEED = 0  # seed of the partition assignment (and of the layer's initialisation)

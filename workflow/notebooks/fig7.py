@@ -14,10 +14,10 @@
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output`.
 
 # %%
-from reprokit.report import style
-from reprokit.report.invariance import sensitivity_page
+from reprokit.report.render import notebook, style
+from reprokit.report.render.invariance import sensitivity_page
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 style.setup()
 fig, scale, note = sensitivity_page(snakemake.input, "retrain_mnist", "MNIST", retrained=True)

@@ -22,16 +22,17 @@ import math
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from reprokit.report import style
-from reprokit.report.invariance import AUG_LABELS, AUG_NAMES, as_bool, completed
+from reprokit.report import cells
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.invariance import AUG_LABELS, AUG_NAMES, as_bool, completed
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 style.setup()
 rand = pd.read_csv(snakemake.input["fig9_random"])
 retr = pd.read_csv(snakemake.input["fig9_retrain"])
 part_all = pd.read_csv(snakemake.input["fig3a"])
-curves_all = style.read_results(snakemake.input["fig3a_curves"])
+curves_all = cells.read_csv(snakemake.input["fig3a_curves"])
 scale = style.scale_of(rand)
 
 # the partitioned runs: fig3a cells on RotMNIST with the largest training set
@@ -51,7 +52,7 @@ for ax, name in zip(axes.flat, AUG_NAMES):
     col = f"aug_{name}"
     title = AUG_LABELS[name] + (" (rad)" if name == "rotation" else "")
     if rand_ok.empty and retr_ok.empty and part.empty:  # no cell ran: the unavailable cells' notes
-        style.na_panel(ax, [rand, retr, part_all[sel]], title, width=55)
+        na.panel(ax, [rand, retr, part_all[sel]], title, width=55)
         continue
     if len(rand_ok):
         ax.scatter(rand_ok[col], 100 * rand_ok["test_acc"], marker="+", color="tab:gray", s=30, label="Random sampling")
@@ -93,7 +94,7 @@ for ax, name in zip(axes.flat, AUG_NAMES):
     if name == "rotation":
         ax.set_xticks([0, math.pi / 2, math.pi], ["0", "π/2", "π"])
 for ax in axes[:, 0]:
-    if not style.na_texts(ax):
+    if not na.texts(ax):
         ax.set_ylabel("Test accuracy (%)")
 style.figure_legend(fig, axes, ncol=4)  # every series plotted in any panel
 
@@ -102,7 +103,7 @@ ran = pd.concat([rand_ok, retr_ok, part])
 steps = sorted(set(ran["n_steps"].dropna().astype(int))) if "n_steps" in ran else []
 best = rand_ok["test_acc"].max() if len(rand_ok) else float("nan")
 note = (
-    style.provenance(
+    style.source_note(
         pd.concat([rand, part_all[sel], retr]),
         f"RotMNIST, {n_full} training / "
         + (f"{int(rand_ok['n_test'].max())}" if len(rand_ok) else "?")

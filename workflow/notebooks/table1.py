@@ -21,11 +21,12 @@
 # %%
 import pandas as pd
 
-from reprokit.report import invariance as inv
-from reprokit.report import papers, style
-from reprokit.report.tables import write_table
+from reprokit.report.render import invariance as inv
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.tables import write_table
+from reprokit.report.verdicts import papers
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 METHODS = {
     "baseline": "Baseline",
@@ -81,7 +82,7 @@ caption = (
     "over seeds; each 'ours' row is followed by the paper's numbers ('paper (cited)', "
     f"{paper['source']}, Table 1; quoted, not ours)"
 )
-note = style.provenance(
+note = style.source_note(
     whole,
     "CIFAR-10 and TinyImageNet (its validation set as the test set), training subsets as in "
     f"the footnote, test examples: {inv.n_test_text(whole)}; Rot* = each image rotated once by "
@@ -102,6 +103,6 @@ footnotes = [
 ]
 if notes:
     footnotes.append("Outcomes: " + "; ".join(dict.fromkeys(notes)) + ".")
-footnotes += style.na_footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
+footnotes += na.footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 # keys=3: a part of a table split to fit the page repeats Dataset, Architecture and Source
 write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table1", keys=3)

@@ -22,11 +22,12 @@
 import pandas as pd
 
 from reprokit.config import experiment
-from reprokit.report import invariance as inv
-from reprokit.report import papers, style
-from reprokit.report.tables import write_table
+from reprokit.report.render import invariance as inv
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.tables import write_table
+from reprokit.report.verdicts import papers
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 ROWS = [  # label (the paper's), method, metric
     ("Partitioned", "partitioned", "test_acc"),
@@ -82,7 +83,7 @@ caption = (
     "denotes that a run crashed (diverged). Each 'ours' row is followed by the paper's numbers "
     f"('paper (cited)', {cited_from['source']}, Table 2; quoted, not ours)"
 )
-note = style.provenance(
+note = style.source_note(
     cells, f"CIFAR-10 (a fixed random training subset per seed; test examples: {inv.n_test_text(cells)})"
 )
 footnotes = [
@@ -101,5 +102,5 @@ footnotes = [
 ]
 if notes:
     footnotes.append("Outcomes: " + "; ".join(notes) + ".")
-footnotes += style.na_footnotes(cells, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
+footnotes += na.footnotes(cells, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table2")

@@ -22,11 +22,12 @@ import ast
 
 import pandas as pd
 
-from reprokit.report import invariance as inv
-from reprokit.report import papers, style
-from reprokit.report.tables import write_table
+from reprokit.report.render import invariance as inv
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.tables import write_table
+from reprokit.report.verdicts import papers
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 METHODS = {"Validation set optim.": ("validation_opt", "split_sizes"), "Partitioned": ("partitioned", "chunk_sizes")}
 cells = pd.read_csv(snakemake.input["table3_features"])
@@ -72,7 +73,7 @@ caption = (
     "test accuracy (%), mean ± s.e. over seeds; 'paper, cited' = the paper's numbers "
     f"({cited_from['source']}, Table 3; quoted, not ours)"
 )
-note = style.provenance(
+note = style.source_note(
     cells, f"CIFAR-10 ({'/'.join(map(str, n_train))} training examples; test examples: {inv.n_test_text(cells)})"
 )
 footnotes = [
@@ -87,5 +88,5 @@ footnotes = [
 ]
 if notes:
     footnotes.append("Outcomes: " + "; ".join(notes) + ".")
-footnotes += style.na_footnotes(cells, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
+footnotes += na.footnotes(cells, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table3")

@@ -22,11 +22,12 @@
 # %%
 import pandas as pd
 
-from reprokit.report import invariance as inv
-from reprokit.report import papers, style
-from reprokit.report.tables import write_table
+from reprokit.report.render import invariance as inv
+from reprokit.report.render import na, notebook, style
+from reprokit.report.render.tables import write_table
+from reprokit.report.verdicts import papers
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 METHODS = {"fedavg": "FedAvg", "augerino": "FedAvg + Augerino", "partitioned": "FedAvg + Partitioned"}
 BLOCKS = [  # experiment, dataset, label, paper row key, rotated
@@ -125,7 +126,7 @@ caption = (
     f"('paper (cited)', {paper_all['source']}, Table 4; "
     "quoted, not ours)"
 )
-note = style.provenance(
+note = style.source_note(
     whole,
     "MNIST (60k train: 10k validation hold-out, subsets of the other 50k) and CIFAR-10 "
     "(5k validation hold-out, subsets of the other 45k), 100 clients, Dirichlet label skew (MNIST "
@@ -171,6 +172,6 @@ if ranges:
     footnotes.append("Learned by Partitioned (mean over cells): " + "; ".join(ranges) + ".")
 if notes:
     footnotes.append("Outcomes: " + "; ".join(dict.fromkeys(notes)) + ".")
-footnotes += style.na_footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
+footnotes += na.footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)
 # keys=3: a part of a table split to fit the page repeats Data, Method and Source
 write_table(shown, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table4", keys=3)

@@ -14,10 +14,10 @@
 # Run by Snakemake (`script:`), which provides `snakemake.input` / `snakemake.output` / `snakemake.config`.
 
 # %%
-from reprokit.report import style
-from reprokit.report.tables import write_complexity_table
+from reprokit.report.render import notebook
+from reprokit.report.render.tables import write_complexity_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 data = snakemake.input["paper_numbers"]
 scale = snakemake.config["scale"]

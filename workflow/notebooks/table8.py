@@ -24,11 +24,12 @@
 import numpy as np
 import pandas as pd
 
-from reprokit.report import papers, style
+from reprokit.report.render import notebook, style
+from reprokit.report.render.tables import write_table
 from reprokit.report.stats import median_ci
-from reprokit.report.tables import write_table
+from reprokit.report.verdicts import papers
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 LABELS = {"mnist_cnn": "MNIST CNN", "fixup_resnet8": "fixup ResNet-8", "fixup_resnet14": "fixup ResNet-14"}
 # measured update -> (method, update) of the paper's rows, in the paper's order
@@ -197,7 +198,7 @@ caption = (
     f"paper, quoted: cited literature, {paper_all['source']}, App. D.2, Table 8 ({paper['device']}), batch size as "
     f"App. D.2 states it, {paper_batches}, x 20 augmentation samples; quoted, not re-measured"
 )
-note = style.provenance(cells, "synthetic N(0,1) images of MNIST (1x28x28) / CIFAR-10 (3x32x32) shape, random labels")
+note = style.source_note(cells, "synthetic N(0,1) images of MNIST (1x28x28) / CIFAR-10 (3x32x32) shape, random labels")
 oom_cells = done[done["dl_hyper_outcome"].astype(str) == "oom"] if "dl_hyper_outcome" in done else done.iloc[0:0]
 oom_text = (
     "; ".join(f"{LABELS.get(r.model, r.model)} seed {r.seed}: {r.dl_hyper_error}" for r in oom_cells.itertuples())

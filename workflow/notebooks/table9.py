@@ -18,10 +18,10 @@
 import pandas as pd
 
 from reprokit.models.registry import build_model, describe_architecture
-from reprokit.report import style
-from reprokit.report.tables import PARAGRAPH_COLUMN, static_note, write_table
+from reprokit.report.render import notebook
+from reprokit.report.render.tables import PARAGRAPH_COLUMN, static_note, write_table
 
-log = style.start_log(snakemake)
+log = notebook.start_log(snakemake)
 
 MODEL, INPUT_SHAPE = "mnist_cnn", (1, 28, 28)
 scale = snakemake.config["scale"]

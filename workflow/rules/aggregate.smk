@@ -11,11 +11,20 @@ rule aggregate:
         curves=f"{RESULTS}/{{scale}}/{{experiment}}_curves.csv",
     log:
         f"{LOGS}/aggregate/{{scale}}/{{experiment}}.log",
+    conda:
+        "../envs/reprokit.yaml"
     params:
+        # the results folder, <results> of the table's <results>/<scale>/<experiment>.csv (from the job's own
+        # paths, not RESULTS: snakemake --lint, and right where a storage plugin maps paths)
+        results=lambda w, output: str(Path(output.table).parent.parent),
         spec=lambda w: shlex.quote(json.dumps(config["experiments"][w.experiment])),
-        unavailable=lambda w: shlex.quote(json.dumps(unavailable_cells(w.experiment, w.scale, wait=False))),
-        reasons=lambda w: shlex.quote(json.dumps(unavailable_reasons(w.experiment, w.scale))),
+        unavailable=lambda w: shlex.quote(
+            json.dumps(unavailable_cells(w.experiment, w.scale, wait=False))
+        ),
+        reasons=lambda w: shlex.quote(
+            json.dumps(unavailable_reasons(w.experiment, w.scale))
+        ),
     shell:
         "python -m reprokit.report.aggregate --experiment {wildcards.experiment} --scale {wildcards.scale} "
-        "--spec {params.spec} --results {RESULTS} --unavailable {params.unavailable} --reasons {params.reasons} "
+        "--spec {params.spec} --results {params.results} --unavailable {params.unavailable} --reasons {params.reasons} "
         "--table {output.table} --curves {output.curves} > {log} 2>&1"

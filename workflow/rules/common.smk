@@ -7,9 +7,9 @@ from reprokit.config import ConfigError, experiment, load_pipeline_config
 from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data.mirrors import is_available
 from reprokit.plan import kind as plan_of_kind, validate_cells
-from reprokit.report.papers import load as load_paper
-from reprokit.report.statement import experiments_read
-from reprokit.plan.job import cell_job, data_context
+from reprokit.report.verdicts.papers import load as load_paper
+from reprokit.report.verdicts.statement import experiments_read
+from reprokit.job import cell_job, data_context
 
 try:
     # What snakemake holds now is only --config / --configfile (the Snakefile names no configfile): the
@@ -32,9 +32,10 @@ EXPERIMENTS = sorted(config["experiments"])
 CACHE = config["data"]["cache_dir"]
 DOWNLOAD = config["data"]["download"]
 
-# The `variant` and `dataset` rules' context; a training cell's job (reprokit.plan.job.cell_job) adds the
+# The `variant` and `dataset` rules' context; a training cell's job (reprokit.job.cell_job) adds the
 # `run:` block's device / precision / determinism.
 CONTEXT = data_context(config)
+
 
 wildcard_constraints:
     scale="paper|quick|test",
@@ -67,7 +68,10 @@ def dataset_status(name, wait=True):
         status = (True, "")
     elif not DOWNLOAD:
         where = ", ".join(map(str, MIRRORS)) or "no mirrors"
-        status = (False, f"not in the mirrors ({where}) or {CACHE}, and data.download is false")
+        status = (
+            False,
+            f"not in the mirrors ({where}) or {CACHE}, and data.download is false",
+        )
     else:
         if wait:
             checkpoints.dataset.get(dataset=name)
@@ -91,7 +95,9 @@ def cell_of(wildcards):
     key = (wildcards.experiment, wildcards.scale, wildcards.coords)
     if key not in _CELLS:
         try:
-            _CELLS[key] = grid(wildcards.experiment, wildcards.scale).parse(wildcards.coords)
+            _CELLS[key] = grid(wildcards.experiment, wildcards.scale).parse(
+                wildcards.coords
+            )
         except ConfigError as err:
             raise WorkflowError(str(err)) from None
     return _CELLS[key]
@@ -107,13 +113,19 @@ def unavailable_cells(name, scale, wait=True):
 
 def unavailable_reasons(name, scale):
     """{dataset: why it is n/a} for the experiment's unavailable datasets (after their fetch)."""
-    missing = {d for ds in unavailable_cells(name, scale, wait=False).values() for d in ds}
+    missing = {
+        d for ds in unavailable_cells(name, scale, wait=False).values() for d in ds
+    }
     return {d: dataset_status(d, wait=False)[1] for d in sorted(missing)}
 
 
 def available_cell_outputs(name, scale):
     skip = unavailable_cells(name, scale)
-    return [f"{cell_dir(c)}/metrics.json" for c in grid(name, scale).cells() if c.rel_dir not in skip]
+    return [
+        f"{cell_dir(c)}/metrics.json"
+        for c in grid(name, scale).cells()
+        if c.rel_dir not in skip
+    ]
 
 
 def experiment_csv(name):
@@ -138,7 +150,11 @@ def paper_numbers_file(paper):
 
 def all_artefact_outputs():
     # every artefact in every declared format
-    return [f"figures/{name}.{ext}" for name, spec in config["artefacts"].items() for ext in spec["outputs"]]
+    return [
+        f"figures/{name}.{ext}"
+        for name, spec in config["artefacts"].items()
+        for ext in spec["outputs"]
+    ]
 
 
 # Every cell of this scale is checked before the DAG is built (its kind's plan: settings, allowed values,
@@ -163,4 +179,6 @@ def profile_cell_setting(name, cast=str):
     try:
         return cast(value)
     except ValueError:
-        raise WorkflowError(f"slurm/config.yaml: set-resources.cell.{name}: {value!r} is not a {cast.__name__}") from None
+        raise WorkflowError(
+            f"slurm/config.yaml: set-resources.cell.{name}: {value!r} is not a {cast.__name__}"
+        ) from None

@@ -10,6 +10,8 @@ checkpoint dataset:
         f"{CACHE}/status/{{dataset}}.json",
     log:
         f"{LOGS}/data/{{dataset}}.log",
+    conda:
+        "../envs/reprokit.yaml"
     params:
         context=shlex.quote(json.dumps(CONTEXT)),
     shell:
@@ -24,6 +26,8 @@ rule variant:
         f"{VARIANTS}/{{dataset}}/{{filename}}",
     log:
         f"{LOGS}/variants/{{dataset}}/{{filename}}.log",
+    conda:
+        "../envs/reprokit.yaml"
     params:
         context=shlex.quote(json.dumps(CONTEXT)),
     shell:

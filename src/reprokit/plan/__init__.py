@@ -250,6 +250,47 @@ def validate_cells(grids) -> int:
     return n
 
 
+def check_experiment_specs(config: dict) -> None:
+    """Each experiment's settings blocks (base and per scale) against its kind's schema, generated from the kind's
+    settings model (`kind_schema`), and its grid axes against the kind's axes; raise one ConfigError naming the
+    bad key or value. reprokit.config.validate_config calls it after the top-level schema."""
+    import jsonschema
+
+    from .._jsonschema import first_error
+
+    kinds: dict[str, tuple[dict, object]] = {}  # kind -> (schema, settings validator), each built once
+    for name, spec in config.get("experiments", {}).items():
+        if spec["kind"] not in kinds:
+            if spec["kind"] not in KINDS:
+                raise ConfigError(
+                    f"config error at 'experiments.{name}.kind': no experiment kind '{spec['kind']}' "
+                    f"(valid: {', '.join(kind_names())})"
+                )
+            schema = kind_schema(spec["kind"])
+            kinds[spec["kind"]] = (schema, jsonschema.Draft202012Validator(schema["settings"]))
+        schema, settings_validator = kinds[spec["kind"]]
+        blocks = [(f"experiments.{name}.settings", spec.get("settings", {}), spec.get("grid", {}))]
+        for scale, override in (spec.get("scales") or {}).items():
+            override = override or {}
+            blocks.append(
+                (
+                    f"experiments.{name}.scales.{scale}.settings",
+                    override.get("settings") or {},
+                    override.get("grid") or {},
+                )
+            )
+        for prefix, settings, grid in blocks:
+            message = first_error(settings_validator, settings, prefix)
+            if message:
+                raise ConfigError(message)
+            for axis in grid:
+                if axis not in schema["axes"]:
+                    raise ConfigError(
+                        f"config error at '{prefix.rsplit('.', 1)[0]}.grid.{axis}': axis '{axis}' is not "
+                        f"one of {', '.join(schema['axes'])} for kind '{spec['kind']}'"
+                    )
+
+
 from . import (  # noqa: E402,F401 - each module registers its kind
     affine_invariance,
     bali_classification,

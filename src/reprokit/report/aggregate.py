@@ -7,60 +7,23 @@ silently dropping them.
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
 import pandas as pd
 
 from ..io import atomic_write_text
-
-
-def device_of(record: dict) -> str | None:
-    """Where a cell ran, from its metrics.json: "cuda (NVIDIA H100 80GB HBM3)", "cpu (AMD EPYC 7B13)" (the CPU
-    model its provenance records, reprokit.runtime.machine), or for a cell recorded before that "cpu (x86_64)"
-    (its device_name); None if unrecorded."""
-    prov = record.get("provenance") or {}
-    if not prov.get("device"):
-        return None
-    device = str(prov["device"])
-    name = prov.get("gpu_model") if device.startswith("cuda") else prov.get("cpu_model")
-    name = name or prov.get("device_name")
-    return device + (f" ({name})" if name and name != device else "")
-
-
-def unavailable_note(missing_datasets: list[str], reasons: dict | None = None) -> str:
-    """'dataset unavailable: mnist (download failed: ...)': each missing dataset with why, where known."""
-    reasons = reasons or {}
-    return "dataset unavailable: " + ", ".join(f"{d} ({reasons[d]})" if reasons.get(d) else d for d in missing_datasets)
-
-
-def _row(cell, record: dict | None, missing_datasets: list[str], reasons: dict | None = None) -> dict:
-    row = {"scale": cell.scale, "experiment": cell.experiment, **cell.coord_dict}
-    if record is None:
-        row["status"] = "unavailable"
-        row["note"] = unavailable_note(missing_datasets, reasons)
-        return row
-    row["status"] = record["status"]
-    row["note"] = ""
-    for key, value in record["metrics"].items():
-        row[key] = value
-    row["steps"] = record.get("steps")
-    if device_of(record):
-        row["device"] = device_of(record)
-    for key, value in (record.get("info") or {}).items():
-        row[key] = value
-    return row
+from . import cells
 
 
 def aggregate(
-    cells: list,
+    grid_cells: list,
     results_dir: str | Path,
     unavailable: dict | None = None,
     reasons: dict | None = None,
     axes: list | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`cells`: every Cell of the experiment; `unavailable`: {cell.rel_dir: [dataset, ...]}; `reasons`:
+    """`grid_cells`: every Cell of the experiment; `unavailable`: {cell.rel_dir: [dataset, ...]}; `reasons`:
     {dataset: why it is unavailable} (e.g. "download failed: ..."), shown in those rows' note; `axes`: the
     grid's axes, the columns of an experiment with no cell at this scale (e.g. "paper scale only").
 
@@ -70,19 +33,32 @@ def aggregate(
     """
     unavailable = unavailable or {}
     rows, curves = [], []
-    for cell in cells:
+    for cell in grid_cells:
         folder = Path(results_dir) / cell.rel_dir
         if cell.rel_dir in unavailable:
-            rows.append(_row(cell, None, unavailable[cell.rel_dir], reasons))
+            rows.append(unavailable_row(cell, unavailable[cell.rel_dir], reasons))
             continue
         metrics_path = folder / "metrics.json"
         if not metrics_path.exists():
             raise FileNotFoundError(f"cell {cell.rel_dir} has no metrics.json at {metrics_path}")
-        rows.append(_row(cell, json.loads(metrics_path.read_text()), []))
-        curve_path = folder / "curve.csv"
-        if curve_path.exists() and curve_path.stat().st_size > 1:
-            curves.append(with_coords(pd.read_csv(curve_path), cell))
-    return tidy(rows, curves, cells, axes)
+        record = cells.read_record(metrics_path, require=("status", "metrics"))
+        rows.append(cells.row({**record, "scale": cell.scale, "experiment": cell.experiment}, cell.coord_dict))
+        curve = cells.curve(folder)
+        if curve is not None:
+            curves.append(with_coords(curve, cell))
+    return tidy(rows, curves, grid_cells, axes)
+
+
+def unavailable_row(cell, datasets: list[str], reasons: dict | None = None) -> dict:
+    """The row of a cell that did not run because `datasets` are unavailable (`reasons`: {dataset: why})."""
+    note = cells.unavailable_note(datasets, reasons)
+    return {
+        "scale": cell.scale,
+        "experiment": cell.experiment,
+        **cell.coord_dict,
+        "status": "unavailable",
+        "note": note,
+    }
 
 
 def with_coords(curve: pd.DataFrame, cell) -> pd.DataFrame:
@@ -92,7 +68,7 @@ def with_coords(curve: pd.DataFrame, cell) -> pd.DataFrame:
     return curve
 
 
-def tidy(rows: list[dict], curves: list[pd.DataFrame], cells: list, axes: list | None = None):
+def tidy(rows: list[dict], curves: list[pd.DataFrame], grid_cells: list, axes: list | None = None):
     """(metrics table, curves table) from per-cell rows and curves; without any, the columns they would lead with."""
     table = (
         pd.DataFrame(rows) if rows else pd.DataFrame(columns=["scale", "experiment", *(axes or []), "status", "note"])
@@ -100,7 +76,7 @@ def tidy(rows: list[dict], curves: list[pd.DataFrame], cells: list, axes: list |
     if curves:
         curve_table = pd.concat(curves, ignore_index=True)
     else:  # the columns a curve would lead with (each axis is inserted first, so the last axis leads)
-        names = list(dict.fromkeys(axis for cell in cells for axis in cell.coord_dict)) or list(axes or [])
+        names = list(dict.fromkeys(axis for cell in grid_cells for axis in cell.coord_dict)) or list(axes or [])
         curve_table = pd.DataFrame(columns=names[::-1])
     return table, curve_table
 
@@ -151,25 +127,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-
-def norm(value):
-    """A coordinate as comparable: lists (also written "[0.3, 0.7]") -> tuples of floats, "true" -> True,
-    numbers -> float."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lower() in ("true", "false"):
-            return text.lower() == "true"
-        if text.startswith("["):
-            return norm(ast.literal_eval(text))
-        try:
-            return float(text)
-        except ValueError:
-            return text
-    if isinstance(value, (list, tuple)):
-        return tuple(norm(v) for v in value)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    return value

@@ -5,10 +5,10 @@ are gone with the machine; a paper-scale table built over weeks from CPU runs, a
 needs every one of them. The archive keeps what the reproduction report reads from a cell: one JSON line
 per cell with its metrics.json record (status, coordinates, metrics, info, device and provenance) and the
 settings it ran with (its config.json), and its learning curve (curve.csv, column by column), which the
-figures need (`reprokit.report.build_partial` builds an artefact from these lines).
+figures need (`reprokit.report.records.build_partial` builds an artefact from these lines).
 
-    python -m reprokit.report.archive --scale paper                    # results/paper/* -> figures/paper/cells/
-    python -m reprokit.report.reproduction --scale paper --out figures/paper/reproduction.md   # reads both
+    python -m reprokit.report.records.archive --scale paper                    # results/paper/* -> figures/paper/cells/
+    python -m reprokit.report.verdicts.reproduction --scale paper --out figures/paper/reproduction.md   # reads both
 
 Updating merges: a cell found under results/ replaces its archived line (a re-run wins), every other archived
 line is kept. Reading checks each line against HEAD's config: a cell whose settings differ from what the
@@ -23,9 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
-from ..io import atomic_write_text
+from ...io import atomic_write_text
+from .. import cells
 
 FIELDS = (
     "status",
@@ -59,20 +58,16 @@ def from_results(results: str | Path, scale: str, experiment: str) -> dict[str, 
     could not be checked against the config later)."""
     root = Path(results)
     out = {}
-    for path in sorted((root / scale / experiment).rglob("metrics.json")):
-        record = json.loads(path.read_text())
-        config_json = path.with_name("config.json")
-        if not config_json.exists():
-            raise FileNotFoundError(f"{config_json}: missing beside {path.name}; cannot record the cell's settings")
-        cell = path.parent.relative_to(root).as_posix()
+    for cell_dir, record in cells.records(root / scale / experiment):
+        cell = cell_dir.relative_to(root).as_posix()
         out[cell] = {
             "cell": cell,
-            "settings": json.loads(config_json.read_text())["settings"],
+            "settings": cells.settings(cell_dir),
             **{k: record[k] for k in FIELDS if k in record},
         }
-        curve = path.with_name("curve.csv")
-        if curve.exists() and curve.stat().st_size > 1:  # the learning curve, column by column (figures need it)
-            out[cell]["curve"] = _plain(pd.read_csv(curve).to_dict("list"))
+        curve = cells.curve(cell_dir)
+        if curve is not None:  # the learning curve, column by column (figures need it)
+            out[cell]["curve"] = _plain(curve.to_dict("list"))
     return out
 
 
@@ -136,8 +131,8 @@ def same_run(archived: dict, found: dict) -> bool:
 
 def current_settings(config: dict, scale: str, experiment: str) -> dict[str, dict]:
     """{cell dir: settings} the config gives each cell of `experiment` at `scale` now."""
-    from ..config import experiment as grid
-    from ..plan import kind
+    from ...config import experiment as grid
+    from ...plan import kind
 
     return {c.rel_dir: kind(c.kind).cell_settings(c) for c in grid(config, experiment, scale).cells()}
 
@@ -197,7 +192,9 @@ def rename(root: str | Path, scale: str, old: str, new: str, date: str, why: str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reprokit.report.archive", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m reprokit.report.records.archive", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--scale", default="paper")
     parser.add_argument("--results", default="results")
     parser.add_argument("--root", default=".", help="repository root (the archive is <root>/figures/<scale>/cells)")

@@ -15,8 +15,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import style
-from .stats import format_mean_se
+from .. import cells
+from ..stats import format_mean_se
+from . import na, style
 
 AUG_NAMES = ("rotation", "shear", "translate_x", "translate_y", "scale_x", "scale_y")
 AUG_LABELS = {
@@ -63,10 +64,10 @@ def accuracy_entry(rows: pd.DataFrame, metric: str = "test_acc", digits: int = 1
     """A table entry of `metric` (an accuracy) in %: mean ± s.e. over the seeds that ran
     (`stats.format_mean_se`); "n/a" when none ran (dataset unavailable, not in this scale's grid), "OOM" when
     one ran out of memory, "NaN" when one diverged (the paper's convention for a crashed run)."""
-    ran = rows[rows["status"].isin(style.RAN_STATUSES)] if "status" in rows else rows.iloc[0:0]
+    ran = rows[rows["status"].isin(cells.RAN_STATUSES)] if "status" in rows else rows.iloc[0:0]
     if ran.empty:
         return "n/a"
-    if style.outcome_text(ran["status"]) == "OOM":
+    if cells.outcome_text(ran["status"]) == "OOM":
         return "OOM"
     values = 100 * ran[metric].astype(float) if metric in ran else pd.Series(np.nan, index=ran.index)
     return format_mean_se(values.to_numpy(), digits)
@@ -207,10 +208,10 @@ def fit_colourbar(fig, axes, cax) -> None:
 def sensitivity_figure(tables: list[pd.DataFrame], value: str = "test_acc"):
     """One heatmap per chunk count (tables in order of 2, 3, 4 chunks) on one colour scale in % (`colour_limits`
     over every panel's cells) with one colour bar; every cell is drawn the same size. A chunk count none of whose
-    cells ran is an n/a panel (`style.na_panel`: the unavailable cells' notes)."""
+    cells ran is an n/a panel (`na.panel`: the unavailable cells' notes)."""
     done = [100 * completed(t)[value].astype(float) for t in tables if value in t and len(completed(t))]
     vmin, vmax = colour_limits(pd.concat(done, ignore_index=True) if done else [])
-    drawn = [value in t and t["status"].isin(style.RAN_STATUSES).any() for t in tables]
+    drawn = [value in t and t["status"].isin(cells.RAN_STATUSES).any() for t in tables]
     shapes = [tuple(map(len, _axis_labels(t))) if d else (3, 2) for t, d in zip(tables, drawn)]  # (x cells, y cells)
     cell = min(1.0, 3.2 / max(c for c, _ in shapes))  # inches a cell
     n_rows = max(r for _, r in shapes)
@@ -223,7 +224,7 @@ def sensitivity_figure(tables: list[pd.DataFrame], value: str = "test_acc"):
         c = len(as_tuple(t["chunk_proportions"].iloc[0])) if len(t) else i + 2
         title = f"({chr(97 + i)}) {c} chunks"
         if not drawn[i]:  # no cell ran: nothing to map
-            style.na_panel(ax, t, title, width=40)
+            na.panel(ax, t, title, width=40)
             continue
         im = heatmap(ax, t, value, vmin, vmax, title)
     cax = fig.add_subplot(gs[0, len(tables)])
@@ -273,7 +274,7 @@ def sensitivity_page(inputs, family: str, dataset_label: str, retrained: bool):
         if math.isfinite(s)
     )
     note = (
-        style.provenance(whole, f"{dataset_label}, {sizes}")
+        style.source_note(whole, f"{dataset_label}, {sizes}")
         + f"; training iterations: {per_chunks or 'n/a'}"
         + "; the proportions on the axes are our choice (the paper's tick values are not in its text)"
         + f"; one colour scale for all panels, at least {MIN_SPAN_PP:g} percentage points wide"

@@ -8,83 +8,23 @@ the report from the same claim code. Torch-free and free of plotting, so figures
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from . import archive as cell_archive
+from .. import cells
+from ..cells import RAN_STATUSES, matches, read_csv, unavailable_notes
+from ..records import archive as cell_archive
+from ..stats import mean_se
 from . import papers
-from .aggregate import device_of, norm
-from .stats import mean_se
-
-# Statuses that count as "ran" for a table (their NaN metrics are part of the mean): cell.py's statuses.
-RAN_STATUSES = ("completed", "diverged", "oom")
-
-
-def outcome_text(statuses) -> str | None:
-    """'OOM' if any cell ran out of memory, 'NaN' if any diverged, None when every cell completed (how a table
-    entry reads when a cell did not produce numbers: both papers' conventions)."""
-    statuses = set(statuses)
-    if "oom" in statuses:
-        return "OOM"
-    if "diverged" in statuses:
-        return "NaN"
-    return None
-
-
-def unavailable_notes(*frames) -> list[str]:
-    """The `note` of every cell that did not run because its dataset is unavailable (status 'unavailable'), each
-    once, in order and as written ("dataset unavailable: mnist (...)")."""
-    notes = []
-    for df in frames:
-        if df is None or "status" not in df or "note" not in df:
-            continue
-        notes += [str(n) for n in df.loc[df["status"] == "unavailable", "note"].dropna() if str(n).strip()]
-    return list(dict.fromkeys(notes))
-
-
-def read_csv(path) -> pd.DataFrame:
-    """An experiment's tidy CSV or curves CSV (report/aggregate.py); a file without even a header (a curves CSV of
-    an experiment none of whose cells ran, as older aggregations wrote it) reads as an empty frame."""
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-
-
-def matches(column: pd.Series, value) -> pd.Series:
-    """Which entries of `column` equal the coordinate `value` after `norm` (element by element, so a list-valued
-    coordinate such as a partition ratio [0.3, 0.7] is one value, never an operand of the same length)."""
-    target = norm(value)
-    return column.map(lambda entry: norm(entry) == target).astype(bool)
 
 
 def finished_cells(experiment_dir: str | Path) -> pd.DataFrame:
-    """One row per metrics.json under `experiment_dir`: coordinates, scale, status, metrics, the recorded
-    info and the device it ran on. Empty when none has finished."""
-    rows = []
-    for path in sorted(Path(experiment_dir).rglob("metrics.json")):
-        record = json.loads(path.read_text())
-        missing = {"coords", "status", "metrics", "scale"} - set(record)
-        if missing:
-            raise ValueError(f"{path} lacks {sorted(missing)}: not a cell's metrics.json")
-        rows.append(_row(record))
-    return pd.DataFrame(rows)
-
-
-def _row(record: dict) -> dict:
-    """A cell's metrics.json record (or its archived line) as one table row."""
-    return {
-        **(record.get("info") or {}),
-        "scale": record["scale"],
-        **record["coords"],
-        "status": record["status"],
-        **record["metrics"],
-        "device": device_of(record),
-    }
+    """One row per metrics.json under `experiment_dir` (`cells.row`: coordinates, scale, status, metrics, the
+    recorded info and the device it ran on). Empty when none has finished."""
+    return pd.DataFrame([cells.row(record) for _, record in cells.records(experiment_dir)])
 
 
 @dataclass(frozen=True)
@@ -151,7 +91,7 @@ class Context:
     def _unavailable_rows(self, experiment: str, found: pd.DataFrame) -> pd.DataFrame:
         """n/a rows (status 'unavailable') for the cells of `experiment` that are neither under results/ nor
         archived and whose datasets this machine lacks, as the aggregate step writes them in a full build."""
-        from ..config import experiment as grid_of
+        from ...config import experiment as grid_of
 
         config = self.archive[1]
         grid = grid_of(config, experiment, self.scale)
@@ -200,7 +140,7 @@ class Context:
 
     def _archived(self, experiment: str) -> list[dict]:
         """Rows of the archived cells of `experiment` that are not under results/ and still match the config."""
-        return [_row(line) for line in self._archived_lines(experiment)]
+        return [cells.row(line) for line in self._archived_lines(experiment)]
 
     def state(self, experiment: str) -> str:
         """'complete (12 cells)', 'partial: 3 of 12 cells', 'not run'."""
@@ -252,11 +192,10 @@ class Context:
     def _load_curves(self, experiment: str) -> pd.DataFrame:
         """Every curve of `experiment` found (see `curves`)."""
         folder, frames = self.results / self.scale / experiment, []
-        for path in sorted(folder.rglob("metrics.json")) if folder.is_dir() else []:
-            record = json.loads(path.read_text())
-            curve = path.with_name("curve.csv")
-            if record.get("status") in RAN_STATUSES and curve.exists() and curve.stat().st_size:
-                frames.append(pd.read_csv(curve).assign(**record["coords"]))
+        for cell_dir, record in cells.records(folder):
+            curve = cells.curve(cell_dir) if record["status"] in RAN_STATUSES else None
+            if curve is not None:
+                frames.append(curve.assign(**record["coords"]))
         csv = self.results / self.scale / f"{experiment}_curves.csv"
         if not frames and csv.exists() and csv.stat().st_size:
             try:
@@ -342,9 +281,9 @@ class Context:
 def unavailable(config: dict, experiment: str, scale: str, found: set[str]) -> dict[str, list[str]]:
     """{cell rel_dir: [datasets]} of the cells not found whose datasets are on neither the mirrors nor the cache of
     this machine (as the pipeline decides before any job): they are n/a rows, as in a full build, not missing."""
-    from ..config import experiment as grid_of
-    from ..config import unavailable_cells
-    from ..data.mirrors import is_available
+    from ...config import experiment as grid_of
+    from ...config import unavailable_cells
+    from ...data.mirrors import is_available
 
     data = config.get("data") or {}
     grid = grid_of(config, experiment, scale)

@@ -1,7 +1,7 @@
 """Tables and figure helpers for the BALI regression artefacts (Tables 1, 4, 7; Figs. 1, 4-7).
 
 Cells come from the tidy CSVs of the `uci_regression` / `synthetic_predictive` experiments
-(report/aggregate.py); the paper's numbers from config/papers/bali.yaml (reprokit.report.papers).
+(report/aggregate.py); the paper's numbers from config/papers/bali.yaml (reprokit.report.verdicts.papers).
 """
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import papers, style
-from .shape import SHAPE, _nearest, floats, predictive_shape, shape_text, synthetic_data  # noqa: F401 (re-exported)
-from .stats import format_pm, mean_se
+from .. import cells
+from ..stats import format_pm, mean_se
+from ..verdicts import papers
+from ..verdicts.shape import SHAPE, _nearest, floats, predictive_shape, shape_text, synthetic_data  # noqa: F401 (re-exported)
+from . import na, style
 from .tables import write_table
 
 DATASETS = ["uci_yacht", "uci_concrete", "uci_energy", "uci_redwine", "uci_kin8nm", "uci_powerplant", "uci_protein"]
@@ -44,7 +46,7 @@ def summarise(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     rows = []
     col = f"test_{metric}"
     for (dataset, method), g in df.groupby(["dataset", "method"], sort=False):
-        ran = g[g["status"].isin(style.RAN_STATUSES)]
+        ran = g[g["status"].isin(cells.RAN_STATUSES)]
         if ran.empty:
             rows.append(
                 {"dataset": dataset, "method": method, "mean": np.nan, "se": np.nan, "n": 0, "status": "unavailable"}
@@ -59,7 +61,7 @@ def summarise(df: pd.DataFrame, metric: str) -> pd.DataFrame:
                 "mean": mean,
                 "se": se,
                 "n": n,
-                "status": {None: "completed", "NaN": "diverged", "OOM": "oom"}[style.outcome_text(ran["status"])],
+                "status": {None: "completed", "NaN": "diverged", "OOM": "oom"}[cells.outcome_text(ran["status"])],
             }
         )
     return pd.DataFrame(rows)
@@ -150,7 +152,7 @@ def within_two_se(df: pd.DataFrame, paper: dict, metric: str) -> pd.DataFrame:
 
 def table4(df: pd.DataFrame) -> pd.DataFrame:
     """Table 4 rendered from what the BALI cells recorded (values that ran); a dataset of the grid none of whose
-    BALI cells ran is a row of n/a (its cells' note: `style.na_footnotes`)."""
+    BALI cells ran is a row of n/a (its cells' note: `na.footnotes`)."""
     b = df[(df["method"] == "bali") & df["status"].isin(["completed", "diverged"])]
     columns = ["Dataset", "size", "α", "β", "σ_r²", "σ_u²", "N_eff", "B", "# iterations"]
     rows = []
@@ -204,7 +206,7 @@ def provenance(df: pd.DataFrame) -> str:
     text = ", ".join(f"{NAMES.get(d, d)} {n}" for d, n in splits.items())
     scales = sorted(set(df["scale"]))
     return (
-        f"{', '.join(style.SCALE_NOTE.get(s, s) for s in scales)}; splits per dataset: {text}; "
+        f"{', '.join(cells.SCALE_NOTE.get(s, s) for s in scales)}; splits per dataset: {text}; "
         "data: UCI regression, standard 90/10 splits of Hernandez-Lobato & Adams (2015)"
     )
 
@@ -300,7 +302,7 @@ def uci_artefact(inputs, tex_path, metric: str) -> tuple[pd.DataFrame, pd.DataFr
             "(config/experiments/bali_regression.yaml).",
         ]
         + notes
-        + style.na_footnotes(df)
+        + na.footnotes(df)
     )
     if len(check):
         footnotes.append(
@@ -358,7 +360,7 @@ def bbb_synthetic_page(inputs, dataset: str, label: str):
         else "Bernoulli likelihood (two-class classification); colour: predictive p(class 1), black line: "
         "p(class 1) = 0.5"
     )
-    note = style.provenance(df, f"synthetic {label} (App. H.1)") + (
+    note = style.source_note(df, f"synthetic {label} (App. H.1)") + (
         f"; {int(r['n_steps'])} Adam iterations (lr {r['lr']:g}), full batch, N(0, {r['prior_sigma']:g}^2) prior, "
         f"{likelihood}; {int(r['final_samples'])} weight samples; loss = NLL + KL factor x KL / N"
         "\nEach panel's box: the mean negative log-likelihood per training (test) point of its predictive, lower = "
@@ -410,7 +412,7 @@ def readings_table(readings: dict[str, pd.DataFrame], paper: dict, datasets=None
             row = {"dataset": NAMES.get(d, d), "metric": label, "paper BALI": format_pm(p[0], p[1]) if p else "-"}
             z = {}
             for name, df in readings.items():
-                ran = df[(df["dataset"] == d) & df["status"].isin(style.RAN_STATUSES)] if len(df) else df
+                ran = df[(df["dataset"] == d) & df["status"].isin(cells.RAN_STATUSES)] if len(df) else df
                 v = ran[column].astype(float).to_numpy() if len(ran) and column in ran else np.array([])
                 if v.size == 0:
                     row[name] = "n/a"

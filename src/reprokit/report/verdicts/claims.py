@@ -1,14 +1,14 @@
 """Checks of the papers' claims in words, computed from our results, never typed in.
 
 Each claim in config/papers/<paper>.yaml names one function of :data:`CHECKS` and its arguments. A check
-gets the report's results context `ctx` (reprokit.report.reproduction.Context) and returns a
+gets the report's results context `ctx` (reprokit.report.verdicts.reproduction.Context) and returns a
 :class:`Verdict`: "holds", "inconclusive" (inside the noise band below), "does not hold", "not comparable", or
 "not run" (the cells it needs have not run at this scale, or only some of them and those that ran do not yet
 decide it), with the measured quantity and n (the
 fewest seeds / splits behind any number it compared). `ctx.cells(experiment, where)` gives the cells that
 ran (completed / diverged / out of memory) with the coordinates `where`; `ctx.curves(experiment, where)` their
 learning curves (one row per cell and evaluation step); `ctx.ours(artefact, row, column)` our mean ± s.e. of
-one of the paper's numbers (reprokit.report.reproduction.Ours).
+one of the paper's numbers (reprokit.report.verdicts.reproduction.Ours).
 
 Vague words get a numeric reading, stated in the yaml next to the claim (e.g. "similar": within `tol` in the
 metric's unit, or within `z` combined standard errors when that is wider).
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .aggregate import norm
-from .stats import correlation_ci, mean_se
+from ..cells import norm
+from ..stats import correlation_ci, mean_se
 
 HOLDS, FAILS, NOT_RUN = "holds", "does not hold", "not run"
 INCONCLUSIVE, NOT_COMPARABLE, NOT_TESTABLE = "inconclusive", "not comparable", "not testable"
@@ -972,7 +972,7 @@ def all_have_status(ctx, experiment: str, status: str, where: dict | None = None
 
 def smooth_predictive(ctx, experiment: str, where: dict | None = None, by: str = "dataset") -> Verdict:
     """Every cell's predictive meets the numeric reading of "excellent and smooth fit, small uncertainty close to
-    the data, increased further away" (reprokit.report.shape.SHAPE), per value of `by`."""
+    the data, increased further away" (reprokit.report.verdicts.shape.SHAPE), per value of `by`."""
     from .shape import predictive_shape, shape_text
 
     rows = ctx.cells(experiment, where or {})

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import style
-from .stats import format_mean_se
-from .style import SCALE_NOTE
+from .. import cells
+from ..cells import SCALE_NOTE
+from ..stats import format_mean_se
+from . import na, style
 
 DATASETS = {
     "spambase": "Spambase",
@@ -123,11 +124,10 @@ def table2(df: pd.DataFrame) -> pd.DataFrame:
                 continue
             row = {"Dataset": DATASETS[d], "Metric": label}
             for m in _methods(df):
-                cells = sub[sub["method"] == m]
-                ran = _ran(cells)
+                ran = _ran(sub[sub["method"] == m])
                 if len(ran) == 0:
                     row[METHODS[m]] = "n/a"
-                elif style.outcome_text(ran["status"]) == "OOM":
+                elif cells.outcome_text(ran["status"]) == "OOM":
                     row[METHODS[m]] = "OOM"
                 else:
                     vals = ran[key] if key in ran else pd.Series([np.nan] * len(ran))
@@ -288,7 +288,7 @@ def nll_figure(df: pd.DataFrame, curves: pd.DataFrame, order=FIG2_ORDER):
         rows = df[df["dataset"] == d] if len(df) else df
         ax.set_title(DATASETS.get(d, d))
         if rows.empty or (rows["status"] == "unavailable").all():  # the cells' notes and how to get the data
-            style.na_panel(ax, rows, otherwise="no cell of this dataset ran at this scale", width=40, fontsize=6.5)
+            na.panel(ax, rows, otherwise="no cell of this dataset ran at this scale", width=40, fontsize=6.5)
             continue
         steps = []
         for m in METHODS:
@@ -311,7 +311,7 @@ def nll_figure(df: pd.DataFrame, curves: pd.DataFrame, order=FIG2_ORDER):
         ax.set_yscale("log")
         style.log_steps(ax, steps)
     for ax in axes:
-        if not style.na_texts(ax):
+        if not na.texts(ax):
             ax.set_ylabel("NLL (log scale)")
             break
     style.figure_legend(fig, axes, ncol=6, frameon=True, bbox_to_anchor=(0.5, 1.06))  # every plotted method

@@ -3,7 +3,8 @@
 The Snakemake `cell` rule (workflow/rules/cells.smk) and benchmarks/run_cells.py both call
 :func:`cell_job`, so a cell run either way gets the same cell JSON (its plan's `cell_settings`, plus the
 upstream results it reads), the same context (data mirrors and the `run:` block) and the same variant
-files, checkpoint and output folder. Torch-free.
+files, checkpoint and output folder. Torch-free; it sits below `config` and `plan` (it asks both), which
+never import it.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import ConfigError, experiment, format_value
-from ..data.variant_names import variant_path
-from ..runtime import RuntimeSettings
-from . import kind
+from .config import experiment, format_value
+from .data.variant_names import variant_path
+from .errors import ConfigError
+from .plan import kind
+from .runtime import RuntimeSettings
 
 
 def data_context(config: dict, *, mirrors: list | None = None, download: bool | None = None) -> dict:

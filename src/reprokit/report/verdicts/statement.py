@@ -1,9 +1,9 @@
 """What every figure and table says about itself: the paper artefact it rebuilds, and each claim the paper makes
 about that artefact with its verdict at the scale it was built at.
 
-The verdicts come from the same claim code as the reproduction report (reprokit/report/claims.py), over the
+The verdicts come from the same claim code as the reproduction report (reprokit/report/verdicts/claims.py), over the
 cells the artefact's notebook was handed (`results.InputsContext`), so a figure that contradicts its paper says
-so on the figure, in the report's words. `style.start_log` records the artefact being built; `style.finish_figure`
+so on the figure, in the report's words. `notebook.start_log` records the artefact being built; `style.finish_figure`
 and `tables.write_table` ask `for_artefact` for the lines to print.
 """
 

@@ -6,7 +6,7 @@ is `[mean, s.e.]` as printed, `[mean, null]` or a bare mean (no s.e. printed), n
 on the artefact, a row, a column or one number marks literature values the paper only cites. The same
 file says where our cells for each number are (`rows`/`columns`: experiment, `where`, `metric`,
 `factor`, `largest`) and lists the paper's claims in words with the check that decides them
-(reprokit/report/claims.py). `ours_columns` (same keys as `columns`) are columns of ours the paper does not
+(reprokit/report/verdicts/claims.py). `ours_columns` (same keys as `columns`) are columns of ours the paper does not
 have (e.g. BALI with standardised targets): the report shows them next to the paper's rows, with no paper
 number. Torch-free: the Snakefile reads it to wire artefact inputs.
 """

@@ -4,13 +4,13 @@ The `artefact_<name>` rule needs every cell of its experiments, which at paper s
 several machines (or only some run, as on a CPU). This builds the same artefact with the same notebook from
 the cells that ran with the config's current settings (results/<scale>/ first, then
 figures/<scale>/cells/<experiment>.jsonl; a cell whose settings differ is not used), and says so: the
-notebook's footer or caption gets "PARTIAL GRID: <experiment> n of m cells" (report/style.py) and the
+notebook's footer or caption gets "PARTIAL GRID: <experiment> n of m cells" (report/render/notebook.py) and the
 provenance record a `partial` entry {experiment: [n, m]}. A cell that did not run is absent from the tidy
 CSV, not an n/a row; an experiment none of whose cells ran gives an empty table (an error only when that is true
 of every experiment of the artefact).
 
-    python -m reprokit.report.build_partial --artefact fig2 --scale paper      # -> figures/fig2.pdf/.png
-    python -m reprokit.report.provenance --scale paper                         # then copy into figures/paper/
+    python -m reprokit.report.records.build_partial --artefact fig2 --scale paper      # -> figures/fig2.pdf/.png
+    python -m reprokit.report.records.provenance --scale paper                         # then copy into figures/paper/
 
 Torch-free itself; the notebook imports what it imports.
 """
@@ -26,10 +26,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import aggregate, archive, provenance
-from .results import unavailable
+from .. import aggregate, cells
+from ..render import notebook
+from ..verdicts.results import unavailable
+from . import archive, provenance
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def found_lines(config: dict, experiment: str, scale: str, results: str | Path, root: str | Path) -> list[dict]:
@@ -52,22 +54,23 @@ def tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tidy metrics and curves tables of `lines`, as the aggregate rule writes them for a whole grid; each cell of
     `missing` ({rel_dir: [datasets]}) is an n/a row naming its datasets."""
-    from ..config import experiment as grid_of
+    from ...config import experiment as grid_of
 
     grid = grid_of(config, experiment, scale)
-    rows, curves, cells = [], [], []
+    rows, curves, found = [], [], []
     for line in lines:
         cell = grid.parse(line["cell"].split("/", 2)[2])
-        cells.append(cell)
-        rows.append(aggregate._row(cell, line, []))
+        found.append(cell)
+        rows.append(cells.row(line, cell.coord_dict))
         if line.get("curve"):
             curves.append(aggregate.with_coords(pd.DataFrame(line["curve"]), cell))
     reason = "not in the data mirrors or the cache of the machine that built this artefact"
     for cell in grid.cells():
         if cell.rel_dir in (missing or {}):
-            cells.append(cell)
-            rows.append(aggregate._row(cell, None, missing[cell.rel_dir], dict.fromkeys(missing[cell.rel_dir], reason)))
-    return aggregate.tidy(rows, curves, cells, list(grid.axes))
+            found.append(cell)
+            reasons = dict.fromkeys(missing[cell.rel_dir], reason)
+            rows.append(aggregate.unavailable_row(cell, missing[cell.rel_dir], reasons))
+    return aggregate.tidy(rows, curves, found, list(grid.axes))
 
 
 def build(
@@ -83,7 +86,7 @@ def build(
     repository (config, notebooks); `archive_root`: where figures/<scale>/cells/ lives (default `root`).
     `na_only`: also build an artefact none of whose cells ran because its datasets are missing here (all n/a),
     as a full build does; otherwise that is a FileNotFoundError."""
-    from ..config import load_pipeline_config
+    from ...config import load_pipeline_config
 
     root = Path(root)
     config = load_pipeline_config(root, {"scale": scale})
@@ -99,8 +102,8 @@ def build(
 def _build(
     name, scale, config, spec, results, root: Path, out_dir: Path, archive_root: Path, tmp: Path, na_only: bool = False
 ) -> dict:
-    from ..config import experiment as grid_of
-    from .statement import experiments_read
+    from ...config import experiment as grid_of
+    from ..verdicts.statement import experiments_read
 
     partial, inputs, csvs, ran = {}, {}, [], 0
     claims_read = experiments_read(spec, name, config["experiments"], root / "config" / "papers")
@@ -124,7 +127,7 @@ def _build(
         )
     numbers = root / "config" / "papers" / f"{spec['paper']}.yaml"
     if numbers.exists():
-        from . import papers
+        from ..verdicts import papers
 
         if name in papers.load(numbers)["artefacts"]:
             inputs["paper_numbers"] = str(numbers)
@@ -139,7 +142,6 @@ def _build(
         params={"scale": scale, "notebook": spec["notebook"], "partial": partial, "root": str(root)},
         rule=f"artefact_{name}",
     )
-    from . import style
 
     try:
         runpy.run_path(
@@ -148,7 +150,7 @@ def _build(
             run_name="__main__",
         )
     finally:
-        style.set_partial(None)  # the next artefact built in this process is not partial unless it says so
+        notebook.set_partial(None)  # the next artefact built in this process is not partial unless it says so
     missing = [p for p in outputs.values() if not Path(p).exists()]
     if missing:
         raise RuntimeError(f"artefact {name}: the notebook did not write {', '.join(missing)}")
@@ -159,7 +161,9 @@ def _build(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m reprokit.report.build_partial", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m reprokit.report.records.build_partial", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--artefact", nargs="+", help="artefact names (default with --all: every artefact of the config)")
     p.add_argument(
         "--all",
@@ -180,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("name --artefact, or give --all")
     names = args.artefact
     if args.all:
-        from ..config import load_pipeline_config
+        from ...config import load_pipeline_config
 
         names = names or list(load_pipeline_config(args.root, {"scale": args.scale})["artefacts"])
     for name in names:

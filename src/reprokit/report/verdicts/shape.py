@@ -19,7 +19,7 @@ def floats(text) -> np.ndarray:
 
 def synthetic_data(row: pd.Series):
     """Training points and plotting grid of a synthetic cell, regenerated from its recorded `data_kwargs`."""
-    from ..data import registry
+    from ...data import registry
 
     b = registry.load(str(row["dataset"]), **json.loads(row["data_kwargs"]))
     return b

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import atomic_write_json
+from ...io import atomic_write_json
 
 SUFFIX = ".provenance.json"
 
@@ -25,8 +25,8 @@ SUFFIX = ".provenance.json"
 def resolved_config(config: dict, artefact: str, scale: str, unavailable=()) -> dict:
     """What the artefact's numbers depend on in the config: its entry and the settings of every cell that
     could run (cells of the `unavailable` datasets were n/a in the build: their settings shaped nothing)."""
-    from ..config import experiment
-    from ..plan import kind
+    from ...config import experiment
+    from ...plan import kind
 
     spec = config["artefacts"][artefact]
     skip = set(unavailable)
@@ -87,8 +87,8 @@ def devices_of(csv_paths) -> list[str]:
 
 def unavailable_datasets(config: dict, artefact: str, scale: str) -> list[str]:
     """The artefact's datasets that are in no local mirror nor the cache now (their cells were n/a rows)."""
-    from ..config import experiment
-    from ..data.mirrors import is_available
+    from ...config import experiment
+    from ...data.mirrors import is_available
 
     data = config.get("data") or {}
     names = {

@@ -9,7 +9,7 @@ Next to each `<name>.tex` it writes `<name>.html`, the same table, caption and f
 the rendering Snakemake's report shows beside the figures (workflow/rules/artefacts.smk declares it).
 Each .tex compiles in a plain `\\documentclass{article}` with the packages its first line names
 (`% needs: \\usepackage{booktabs,graphicx,...}`) and fits its text width (`table_layout`: smaller type, tighter
-columns, column parts, and \\resizebox as the last resort); `check_latex` (and `python -m reprokit.report.tables
+columns, column parts, and \\resizebox as the last resort); `check_latex` (and `python -m reprokit.report.render.tables
 FILE.tex ...`) compiles one with pdflatex and reports errors, overfull boxes and shrinking (tests/test_tables_latex.py).
 """
 
@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import atomic_write_text
-from .style import SCALE_NOTE, artefact_statement, with_partial
+from ...io import atomic_write_text
+from ..cells import SCALE_NOTE
+from .notebook import artefact_statement, with_partial
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -96,7 +97,7 @@ def ascii_latex(text: str, where: str = "table") -> str:
         else:
             raise ValueError(
                 f"{where}: character {ch!r} (U+{ord(ch):04X}) has no ASCII LaTeX form; add it to "
-                "reprokit.report.tables._ASCII_LATEX"
+                "reprokit.report.render.tables._ASCII_LATEX"
             )
     return "".join(out)
 
@@ -543,7 +544,7 @@ def write_table(
     The table fits the text width (`table_layout`): `size` ("auto", None or a key of SIZES) and `parts` (lists of
     column labels, key columns excluded) override its choices; `keys`: the leading columns each part repeats
     (default: the leading columns of an empty group header, else 1). The first line names the packages it needs
-    (`latex_needs`). In an artefact build (style.start_log), the artefact's statement (report/statement.py: the paper
+    (`latex_needs`). In an artefact build (notebook.start_log), the artefact's statement (report/verdicts/statement.py: the paper
     artefact it rebuilds, its claims' verdicts) ends the footnotes. Also writes the HTML rendering `path` with suffix
     .html (`write_table_html`). Returns the layout.
     """
@@ -804,11 +805,11 @@ def check_latex(path: str | Path, workdir: str | Path, pdflatex: str = "pdflatex
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m reprokit.report.tables FILE.tex ...: compile each table (`check_latex`) and print its problems."""
+    """python -m reprokit.report.render.tables FILE.tex ...: compile each table (`check_latex`) and print its problems."""
     import argparse
     import tempfile
 
-    p = argparse.ArgumentParser(prog="python -m reprokit.report.tables", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m reprokit.report.render.tables", description=main.__doc__)
     p.add_argument("tex", nargs="+")
     p.add_argument("--max-overfull", type=float, default=3.0)
     args = p.parse_args(argv)

@@ -4,16 +4,16 @@ For every artefact with numbers in config/papers/<paper>.yaml: each number the p
 (mean ± s.e., n seeds / splits, scale, device), the difference in units of the paper's s.e.
 (z_paper = (ours - paper) / se_paper) and of the combined s.e. (z_comb = (ours - paper) /
 sqrt(se_paper² + se_ours²)); then every claim the paper makes in words with its verdict (holds / does not
-hold / not run), computed by reprokit/report/claims.py from the results.
+hold / not run), computed by reprokit/report/verdicts/claims.py from the results.
 
 Results are read as they are now: the cells' metrics.json under results/<scale>/<experiment>/ (so cells
 still running show as a partial experiment with the n that finished), else the tidy CSV
 results/<scale>/<experiment>.csv; an experiment with neither is "not run". With an archive (the command line
-reads figures/<scale>/cells/, reprokit/report/archive.py), archived cells that are not under results/ count
+reads figures/<scale>/cells/, reprokit/report/records/archive.py), archived cells that are not under results/ count
 too, each checked against the config's settings for it now; the report says how many came from there and
 names any it did not use. Nothing here knows Snakemake.
 
-    python -m reprokit.report.reproduction --scale quick --results results --out figures/reproduction.md
+    python -m reprokit.report.verdicts.reproduction --scale quick --results results --out figures/reproduction.md
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import atomic_write_text
+from ...io import atomic_write_text
+from ..cells import GET_DATA, SCALE_NOTE
+from ..records import provenance
 from . import claims as claim_checks
-from . import papers, provenance
+from . import papers
 from .results import Context, Ours, finished_cells, matches  # noqa: F401 (the report's results reader, re-exported)
-from .style import GET_DATA, SCALE_NOTE
 
 PAPER_NAMES = {
     "partitioned": "Partitioned networks (Mlodozeniec et al., ICLR 2023)",
@@ -330,7 +331,7 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from .style import finish_figure
+    from ..render.style import finish_figure
 
     per_paper = {
         doc["paper"]: pd.DataFrame(
@@ -610,7 +611,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
             "",
             (
                 f"These cells of figures/{ctx.scale}/cells ran with settings the config no longer gives them "
-                "(re-run them: `benchmarks/run_cells.py` or snakemake; then `python -m reprokit.report.archive`):"
+                "(re-run them: `benchmarks/run_cells.py` or snakemake; then `python -m reprokit.report.records.archive`):"
             ),
             "",
         ]
@@ -619,7 +620,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
         "## Claims",
         "",
         (
-            f"Each verdict is computed from the results at {ctx.scale} scale (reprokit/report/claims.py; the check "
+            f"Each verdict is computed from the results at {ctx.scale} scale (reprokit/report/verdicts/claims.py; the check "
             "and its arguments are in config/papers/<paper>.yaml)."
         ),
         "",
@@ -696,7 +697,7 @@ def z_figure_path(out: str | Path) -> Path:
 def pipeline_config(root: str | Path, scale: str, with_config: bool = False) -> tuple:
     """(cells per experiment, the `artefacts:` block[, the whole config]) of the pipeline's config at `scale`
     (torch-free)."""
-    from ..config import experiment, load_pipeline_config
+    from ...config import experiment, load_pipeline_config
 
     cfg = load_pipeline_config(root, {"scale": scale})
     cells = {name: sum(1 for _ in experiment(cfg, name, scale).cells()) for name in cfg["experiments"]}
@@ -710,7 +711,7 @@ def expected_cells(root: str | Path, scale: str) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m reprokit.report.reproduction", description=__doc__.split("\n\n")[0]
+        prog="python -m reprokit.report.verdicts.reproduction", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--scale", default="quick", choices=sorted(SCALE_NOTE))
     parser.add_argument("--results", default="results")

@@ -1,0 +1,1 @@
+"""What is kept of a run: the cell archive, artefact provenance, partial builds (see reprokit.report)."""

@@ -1,0 +1,1 @@
+"""The verdict engine: the papers' numbers and claims against our cells (see reprokit.report)."""
