@@ -1007,3 +1007,24 @@ def test_correlation_interval_resamples_the_points_whole():
     assert all(math.isnan(v) for v in correlation_ci([1, 1, 1], [1, 2, 3]))  # no resample has a correlation
     r, lo, hi = correlation_ci(range(12), [0, 3, 1, 2, 5, 4, 7, 6, 9, 8, 11, 10])
     assert lo < r < hi and correlation_ci(range(12), [0, 3, 1, 2, 5, 4, 7, 6, 9, 8, 11, 10]) == (r, lo, hi)  # seeded
+
+
+def test_a_reasons_numbers_are_filled_in_from_the_cells():
+    """{{experiment metric axis=value}} in a reason becomes our mean ± s.e. over the matching cells (a list of
+    values picks either; one cell: the value alone); no matching cell: n/a, never a stale typed number."""
+    from reprokit.report.verdicts.results import fill_numbers
+
+    rows = pd.DataFrame(
+        {"dataset": ["a", "a", "b"], "seed": [0, 1, 0], "test_ll": [1.0, 1.2, -3.0], "status": "completed"}
+    )
+
+    class Ctx:
+        def cells(self, experiment, where):
+            assert experiment == "e" and where == {}
+            return rows
+
+    text = "LL {{e test_ll dataset=a}}, b {{e test_ll dataset=b}}, both {{e test_ll dataset=a,b seed=0}}, {{e test_ll dataset=c}}"
+    assert (
+        fill_numbers(Ctx(), text)
+        == "LL 1.100 ± 0.100 (2 cells), b -3.000 (1 cell), both -1.000 ± 2.000 (2 cells), n/a (no cell ran)"
+    )

@@ -59,6 +59,12 @@ from torch import nn
 from .. import seeds
 from ..data import variants
 from ..data.task import TaskData
+from ..methods.augerino import AugerinoTraining
+from ..methods.augmented import SeededAugmentedModel, make_evaluator, predict_augmented, ranges_metrics
+from ..methods.partitioned import PartitionedConfig, PartitionedTraining
+from ..methods.partitioned_ensemble import PartitionedEnsembleTraining
+from ..methods.standard import OptimConfig, StandardTraining
+from ..partition import partition
 from ..plan.affine_invariance import CHUNKED, PLAN, AffineSettings
 from . import CellContext, Evaluation, Run
 
@@ -175,18 +181,7 @@ def _hyper_lr(st: AffineSettings, cell) -> float:
 
 
 def build(cell, ctx: CellContext) -> Run:
-    from ..methods.augerino import AugerinoTraining
-    from ..methods.augmented import (
-        SeededAugmentedModel,
-        make_evaluator,
-        predict_augmented,
-        ranges_metrics,
-    )
-    from ..methods.partitioned import PartitionedConfig, PartitionedTraining
-    from ..methods.partitioned_ensemble import PartitionedEnsembleTraining
-    from ..methods.standard import OptimConfig, StandardTraining
-    from ..partition import partition
-
+    """The cell's data, optimiser settings and evaluation, then its method's builder (`BUILDERS`)."""
     st = PLAN.settings(cell)
     rt = ctx.runtime
     method, seed = st.method, int(st.seed)
@@ -246,195 +241,353 @@ def build(cell, ctx: CellContext) -> Run:
 
         return Evaluation(curve, lambda: curve(-1))
 
-    if method == "partitioned_ens":
+    shared = Shared(
+        st, cell, rt, data, chunk_ids, optim, n_steps, eval_every, seed, S, S_eval, eval_seed, gen, info, evaluation
+    )
+    return BUILDERS[method](shared)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shared:
+    """What each method's builder gets from `build`: the cell's settings, runtime, data (on the device) and
+    each example's chunk, the optimiser settings, steps, seeds, the augmentation generator, the cell's info and
+    `evaluation` (augmentation-averaged metrics of a network)."""
+
+    st: AffineSettings
+    cell: object
+    rt: object
+    data: TaskData
+    chunk_ids: torch.Tensor | None
+    optim: object
+    n_steps: int
+    eval_every: int
+    seed: int
+    S: int
+    S_eval: int | None
+    eval_seed: int
+    gen: torch.Generator
+    info: dict
+    evaluation: object
+
+
+def _partitioned_ens(b: Shared) -> Run:
+    """C separate networks, one per chunk (methods/partitioned_ensemble.py)."""
+    st, cell, rt, data, chunk_ids, optim, n_steps, eval_every, seed, S, S_eval, eval_seed, gen, info, evaluation = (
+        b.st,
+        b.cell,
+        b.rt,
+        b.data,
+        b.chunk_ids,
+        b.optim,
+        b.n_steps,
+        b.eval_every,
+        b.seed,
+        b.S,
+        b.S_eval,
+        b.eval_seed,
+        b.gen,
+        b.info,
+        b.evaluation,
+    )
+    aug = make_augmentation(st)
+    c = len(st.chunks)
+    nets = [rt.model(SeededAugmentedModel(make_model(st), aug, S, gen)) for _ in range(c)]
+
+    def predict_k(k, x):
+        return predict_augmented(nets[k - 1], x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
+
+    lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
+    m = PartitionedEnsembleTraining(
+        nets,
+        list(aug.parameters()),
+        data,
+        chunk_ids,
+        optim,
+        n_steps,
+        seed,
+        hyper_lr=_hyper_lr(st, cell),
+        update=st.ens_update,
+    )
+    info.update(chunk_sizes=m.chunk_sizes, ens_update=m.update)
+    return Run(m, n_steps, eval_every, info, evaluation(nets[-1], aug, lml))
+
+
+def _partitioned(b: Shared) -> Run:
+    """A partitioned network; psi = the augmentation ranges, or the Wide-ResNet's stem (Table 3)."""
+    st, cell, rt, data, chunk_ids, optim, n_steps, eval_every, seed, S, S_eval, eval_seed, gen, info, evaluation = (
+        b.st,
+        b.cell,
+        b.rt,
+        b.data,
+        b.chunk_ids,
+        b.optim,
+        b.n_steps,
+        b.eval_every,
+        b.seed,
+        b.S,
+        b.S_eval,
+        b.eval_seed,
+        b.gen,
+        b.info,
+        b.evaluation,
+    )
+    pprops = st.params
+    if len(pprops) != len(st.chunks):
+        raise ValueError(f"{cell.rel_dir}: {len(pprops)} parameter proportions for {len(st.chunks)} chunks")
+    masks = {
+        "scheme": st.partition_scheme,
+        "default": st.partition_default,
+        "seed": seeds.stream_seed(seed, "partition_masks"),
+    }
+    if st.psi == "feature_extractor":  # Table 3: the head is partitioned, psi = stem + stages 1-2
+        from ..methods.feature_extractor import feature_extractor_split, partition_head
+
+        wrn = make_model(st)
+        pmodel = partition_head(wrn, pprops, **masks)
+        aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
+        psi = feature_extractor_split(wrn)[0]
+    else:
         aug = make_augmentation(st)
-        c = len(st.chunks)
-        nets = [rt.model(SeededAugmentedModel(make_model(st), aug, S, gen)) for _ in range(c)]
+        pmodel = partition(make_model(st), pprops, **masks)
+        net = rt.model(SeededAugmentedModel(pmodel, aug, S, gen))
+        psi = list(aug.parameters())
+    c = pmodel.num_partitions
 
-        def predict_k(k, x):
-            return predict_augmented(nets[k - 1], x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
+    def predict_k(k, x):
+        with pmodel.subnetwork(k):
+            return predict_augmented(net, x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
 
-        lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
-        m = PartitionedEnsembleTraining(
-            nets,
-            list(aug.parameters()),
-            data,
-            chunk_ids,
-            optim,
-            n_steps,
-            seed,
-            hyper_lr=_hyper_lr(st, cell),
-            update=st.ens_update,
-        )
-        info.update(chunk_sizes=m.chunk_sizes, ens_update=m.update)
-        return Run(m, n_steps, eval_every, info, evaluation(nets[-1], aug, lml))
+    lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
+    cfg = PartitionedConfig(
+        chunk_proportions=st.chunks, optim=optim, wd_scaling=st.wd_scaling, hyper_lr=_hyper_lr(st, cell)
+    )
+    m = PartitionedTraining(net, pmodel, psi, data, chunk_ids, cfg, n_steps, seed)
+    info.update(
+        chunk_sizes=m.chunk_sizes,
+        param_proportions=pprops,
+        partition_sizes=[int(v) for v in pmodel.partition_sizes()],
+    )
+    full = lambda: pmodel.subnetwork(pmodel.num_partitions)  # noqa: E731
+    return Run(m, n_steps, eval_every, info, evaluation(net, aug, lml, full))
 
-    if method == "partitioned":
-        pprops = st.params
-        if len(pprops) != len(st.chunks):
-            raise ValueError(f"{cell.rel_dir}: {len(pprops)} parameter proportions for {len(st.chunks)} chunks")
-        masks = {
-            "scheme": st.partition_scheme,
-            "default": st.partition_default,
-            "seed": seeds.stream_seed(seed, "partition_masks"),
-        }
-        if st.psi == "feature_extractor":  # Table 3: the head is partitioned, psi = stem + stages 1-2
-            from ..methods.feature_extractor import feature_extractor_split, partition_head
 
-            wrn = make_model(st)
-            pmodel = partition_head(wrn, pprops, **masks)
-            aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
-            psi = feature_extractor_split(wrn)[0]
-        else:
-            aug = make_augmentation(st)
-            pmodel = partition(make_model(st), pprops, **masks)
-            net = rt.model(SeededAugmentedModel(pmodel, aug, S, gen))
-            psi = list(aug.parameters())
-        c = pmodel.num_partitions
+def _validation_opt(b: Shared) -> Run:
+    """Validation-set optimisation, then finetuning on all data with psi fixed (Tables 2, 3)."""
+    st, cell, rt, data, chunk_ids, optim, n_steps, eval_every, seed, S, gen, info, evaluation = (
+        b.st,
+        b.cell,
+        b.rt,
+        b.data,
+        b.chunk_ids,
+        b.optim,
+        b.n_steps,
+        b.eval_every,
+        b.seed,
+        b.S,
+        b.gen,
+        b.info,
+        b.evaluation,
+    )
+    from ..methods.validation_opt import ValidationSetOptimisation
 
-        def predict_k(k, x):
-            with pmodel.subnetwork(k):
-                return predict_augmented(net, x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
+    if st.psi == "feature_extractor":  # Table 3: psi = the Wide-ResNet's stem + stages 1-2
+        from ..methods.feature_extractor import feature_extractor_split
 
-        lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
-        cfg = PartitionedConfig(
-            chunk_proportions=st.chunks, optim=optim, wd_scaling=st.wd_scaling, hyper_lr=_hyper_lr(st, cell)
-        )
-        m = PartitionedTraining(net, pmodel, psi, data, chunk_ids, cfg, n_steps, seed)
-        info.update(
-            chunk_sizes=m.chunk_sizes,
-            param_proportions=pprops,
-            partition_sizes=[int(v) for v in pmodel.partition_sizes()],
-        )
-        full = lambda: pmodel.subnetwork(pmodel.num_partitions)  # noqa: E731
-        return Run(m, n_steps, eval_every, info, evaluation(net, aug, lml, full))
-
-    if method == "validation_opt":
-        from ..methods.validation_opt import ValidationSetOptimisation
-
-        if st.psi == "feature_extractor":  # Table 3: psi = the Wide-ResNet's stem + stages 1-2
-            from ..methods.feature_extractor import feature_extractor_split
-
-            wrn = make_model(st)
-            aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
-            psi = feature_extractor_split(wrn)[0]
-        else:
-            aug = make_augmentation(st)
-            net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
-            psi = list(aug.parameters())
-        ev = evaluation(net, aug)
-        # App. I.4: "SGD with same settings, overriding only the learning rate to 0.01"; the cosine decay runs
-        # over the finetune steps (the search's hold point does not apply)
-        vo = st.validation_opt
-        finetune = dataclasses.replace(
-            optim,
-            optimizer="sgd",
-            lr=float(vo.finetune_lr),
-            cosine_steps=None,
-            lr_schedule=vo.finetune_lr_schedule or optim.lr_schedule,
-        )
-        m = ValidationSetOptimisation(
-            net,
-            psi,
-            data,
-            optim,
-            n_steps,
-            seed,
-            hyper_lr=_hyper_lr(st, cell),
-            chunk_ids=chunk_ids,
-            finetune_epochs=int(vo.finetune_epochs),
-            finetune_optim=finetune,
-            evaluate_fn=ev.final,
-        )
-        info.update(split_sizes=m.split_sizes, finetune_steps=m.finetune_steps)  # n_steps: the search
-        # the final metrics hold both rows: before finetuning (test_acc, ...) and after (finetune_test_acc, ...)
-        return Run(m, m.total_steps, eval_every, info, Evaluation(ev.curve, m.final_metrics))
-
-    if method == "augerino":
-        from ..methods.augerino import augerino_parametrisation
-
-        ag = st.augerino
-        aug = make_augmentation(st, augerino_parametrisation(ag.augmentation, st.augmentation))
-        net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
-        m = AugerinoTraining(
-            net,
-            aug,
-            data,
-            optim,
-            n_steps,
-            seed,
-            hyper_lr=float(ag.hyper_lr),
-            reg_strength=float(ag.reg),
-            reg_kind=ag.reg_kind,
-            reg_threshold=float(ag.reg_threshold),
-        )
-        return Run(m, n_steps, eval_every, info, evaluation(net, aug))
-
-    if method == "diff_laplace":
-        from ..methods.diff_laplace import DiffLaplaceTraining
-
+        wrn = make_model(st)
+        aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
+        psi = feature_extractor_split(wrn)[0]
+    else:
         aug = make_augmentation(st)
         net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
-        dl = st.diff_laplace
-        m = DiffLaplaceTraining(
-            net,
-            data,
-            optim,
-            n_steps,
-            seed,
-            burnin=dl.burnin,
-            marglik_every=dl.marglik_every,
-            marglik_steps=dl.marglik_steps,
-            marglik_batches=dl.marglik_batches,
-            marglik_batch_size=dl.marglik_batch_size,
-            n_aug_marglik=dl.n_aug_marglik,
-            hyper_lr=dl.hyper_lr,
-            hyper_final_factor=dl.hyper_final_factor,
-            prior_structure=dl.prior_structure,
-            prior_prec_init=dl.prior_prec_init,
-            evaluate_fn=dict,
-        )  # evaluated by the Run's Evaluation below
-        info.update(n_aug_marglik=dl.n_aug_marglik, prior_structure=dl.prior_structure)
-        return Run(m, n_steps, eval_every, info, evaluation(net, aug, m.hyper_metrics))
+        psi = list(aug.parameters())
+    ev = evaluation(net, aug)
+    # App. I.4: "SGD with same settings, overriding only the learning rate to 0.01"; the cosine decay runs
+    # over the finetune steps (the search's hold point does not apply)
+    vo = st.validation_opt
+    finetune = dataclasses.replace(
+        optim,
+        optimizer="sgd",
+        lr=float(vo.finetune_lr),
+        cosine_steps=None,
+        lr_schedule=vo.finetune_lr_schedule or optim.lr_schedule,
+    )
+    m = ValidationSetOptimisation(
+        net,
+        psi,
+        data,
+        optim,
+        n_steps,
+        seed,
+        hyper_lr=_hyper_lr(st, cell),
+        chunk_ids=chunk_ids,
+        finetune_epochs=int(vo.finetune_epochs),
+        finetune_optim=finetune,
+        evaluate_fn=ev.final,
+    )
+    info.update(split_sizes=m.split_sizes, finetune_steps=m.finetune_steps)  # n_steps: the search
+    # the final metrics hold both rows: before finetuning (test_acc, ...) and after (finetune_test_acc, ...)
+    return Run(m, m.total_steps, eval_every, info, Evaluation(ev.curve, m.final_metrics))
 
-    if method == "last_layer_ml":
-        from ..methods.last_layer_gp import LastLayerGPConfig, LastLayerGPTraining, mnist_cnn_features
 
-        if st.model != "mnist_cnn":
-            raise ValueError(f"{cell.rel_dir}: method 'last_layer_ml' has a feature extractor for mnist_cnn only")
-        aug = rt.model(make_augmentation(st))
-        cnn = rt.model(make_model(st))
-        features = mnist_cnn_features(cnn)
-        ll = st.last_layer_ml
-        cfg = LastLayerGPConfig(
-            n_inducing=ll.n_inducing,
-            orbit_size=ll.orbit_size,
-            eval_orbit_size=ll.eval_orbit_size,
-            likelihood_samples=ll.lik_samples,
-            eval_likelihood_samples=ll.eval_lik_samples,
-            gp_lr=ll.gp_lr,
-            aug_lr=ll.aug_lr,
-            eval_batch_size=ll.eval_batch_size,
-            curve_test_size=ll.curve_test_size,
-            pretrain_steps=min(ll.pretrain_steps, n_steps),
-            gp_warmup_steps=ll.gp_warmup_steps,
-            jitter=ll.jitter,
-            lengthscale_init=ll.lengthscale_init,
-        )
-        m = LastLayerGPTraining(features, aug, data, optim, cfg, seed, head=list(cnn.children())[-1])
-        info.update(
-            aug_samples=cfg.orbit_size,
-            eval_aug_samples=int(cfg.eval_orbit_size or cfg.orbit_size),
-            n_inducing=min(cfg.n_inducing, data.n_train),
-        )
-        # the GP's own predictive (invariant kernel, its orbit sizes) gives test_acc / test_ll and aug_<name>
-        return Run(m, n_steps, eval_every, info, Evaluation.of(m))
+def _augerino(b: Shared) -> Run:
+    """Augerino (safe variant by default)."""
+    st, rt, data, optim, n_steps, eval_every, seed, S, gen, info, evaluation = (
+        b.st,
+        b.rt,
+        b.data,
+        b.optim,
+        b.n_steps,
+        b.eval_every,
+        b.seed,
+        b.S,
+        b.gen,
+        b.info,
+        b.evaluation,
+    )
+    from ..methods.augerino import augerino_parametrisation
 
-    if method == "baseline":
-        net = rt.model(SeededAugmentedModel(make_model(st), None, 1, gen))
-        m = StandardTraining(net, data, optim, n_steps, seed)
-        return Run(m, n_steps, eval_every, info, evaluation(net, None))
+    ag = st.augerino
+    aug = make_augmentation(st, augerino_parametrisation(ag.augmentation, st.augmentation))
+    net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
+    m = AugerinoTraining(
+        net,
+        aug,
+        data,
+        optim,
+        n_steps,
+        seed,
+        hyper_lr=float(ag.hyper_lr),
+        reg_strength=float(ag.reg),
+        reg_kind=ag.reg_kind,
+        reg_threshold=float(ag.reg_threshold),
+    )
+    return Run(m, n_steps, eval_every, info, evaluation(net, aug))
 
+
+def _diff_laplace(b: Shared) -> Run:
+    """Diff. Laplace (LILA): psi and the prior precision on a KFAC Laplace marginal likelihood."""
+    st, rt, data, optim, n_steps, eval_every, seed, S, gen, info, evaluation = (
+        b.st,
+        b.rt,
+        b.data,
+        b.optim,
+        b.n_steps,
+        b.eval_every,
+        b.seed,
+        b.S,
+        b.gen,
+        b.info,
+        b.evaluation,
+    )
+    from ..methods.diff_laplace import DiffLaplaceTraining
+
+    aug = make_augmentation(st)
+    net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
+    dl = st.diff_laplace
+    m = DiffLaplaceTraining(
+        net,
+        data,
+        optim,
+        n_steps,
+        seed,
+        burnin=dl.burnin,
+        marglik_every=dl.marglik_every,
+        marglik_steps=dl.marglik_steps,
+        marglik_batches=dl.marglik_batches,
+        marglik_batch_size=dl.marglik_batch_size,
+        n_aug_marglik=dl.n_aug_marglik,
+        hyper_lr=dl.hyper_lr,
+        hyper_final_factor=dl.hyper_final_factor,
+        prior_structure=dl.prior_structure,
+        prior_prec_init=dl.prior_prec_init,
+        evaluate_fn=dict,
+    )  # evaluated by the Run's Evaluation below
+    info.update(n_aug_marglik=dl.n_aug_marglik, prior_structure=dl.prior_structure)
+    return Run(m, n_steps, eval_every, info, evaluation(net, aug, m.hyper_metrics))
+
+
+def _last_layer_ml(b: Shared) -> Run:
+    """Last-layer ML: an invariant sparse GP on the CNN's last-layer features."""
+    st, cell, rt, data, optim, n_steps, eval_every, seed, info = (
+        b.st,
+        b.cell,
+        b.rt,
+        b.data,
+        b.optim,
+        b.n_steps,
+        b.eval_every,
+        b.seed,
+        b.info,
+    )
+    from ..methods.last_layer_gp import LastLayerGPConfig, LastLayerGPTraining, mnist_cnn_features
+
+    if st.model != "mnist_cnn":
+        raise ValueError(f"{cell.rel_dir}: method 'last_layer_ml' has a feature extractor for mnist_cnn only")
+    aug = rt.model(make_augmentation(st))
+    cnn = rt.model(make_model(st))
+    features = mnist_cnn_features(cnn)
+    ll = st.last_layer_ml
+    cfg = LastLayerGPConfig(
+        n_inducing=ll.n_inducing,
+        orbit_size=ll.orbit_size,
+        eval_orbit_size=ll.eval_orbit_size,
+        likelihood_samples=ll.lik_samples,
+        eval_likelihood_samples=ll.eval_lik_samples,
+        gp_lr=ll.gp_lr,
+        aug_lr=ll.aug_lr,
+        eval_batch_size=ll.eval_batch_size,
+        curve_test_size=ll.curve_test_size,
+        pretrain_steps=min(ll.pretrain_steps, n_steps),
+        gp_warmup_steps=ll.gp_warmup_steps,
+        jitter=ll.jitter,
+        lengthscale_init=ll.lengthscale_init,
+    )
+    m = LastLayerGPTraining(features, aug, data, optim, cfg, seed, head=list(cnn.children())[-1])
+    info.update(
+        aug_samples=cfg.orbit_size,
+        eval_aug_samples=int(cfg.eval_orbit_size or cfg.orbit_size),
+        n_inducing=min(cfg.n_inducing, data.n_train),
+    )
+    # the GP's own predictive (invariant kernel, its orbit sizes) gives test_acc / test_ll and aug_<name>
+    return Run(m, n_steps, eval_every, info, Evaluation.of(m))
+
+
+def _baseline(b: Shared) -> Run:
+    """Standard training, no augmentation."""
+    st, rt, data, optim, n_steps, eval_every, seed, gen, info, evaluation = (
+        b.st,
+        b.rt,
+        b.data,
+        b.optim,
+        b.n_steps,
+        b.eval_every,
+        b.seed,
+        b.gen,
+        b.info,
+        b.evaluation,
+    )
+    net = rt.model(SeededAugmentedModel(make_model(st), None, 1, gen))
+    m = StandardTraining(net, data, optim, n_steps, seed)
+    return Run(m, n_steps, eval_every, info, evaluation(net, None))
+
+
+def _fixed_ranges(b: Shared) -> Run:
+    """Standard training with fixed ranges: drawn (`random`), a partitioned cell's (`retrain`), `fixed`."""
+    st, cell, rt, data, optim, n_steps, eval_every, seed, S, gen, info, evaluation = (
+        b.st,
+        b.cell,
+        b.rt,
+        b.data,
+        b.optim,
+        b.n_steps,
+        b.eval_every,
+        b.seed,
+        b.S,
+        b.gen,
+        b.info,
+        b.evaluation,
+    )
+    method = st.method
     # standard training with fixed ranges: random / retrain / fixed
     aug = make_augmentation(st)
     if method == "random":
@@ -456,3 +609,18 @@ def build(cell, ctx: CellContext) -> Run:
     m = StandardTraining(net, data, optim, n_steps, seed)
     info["fixed_ranges"] = ranges
     return Run(m, n_steps, eval_every, info, evaluation(net, aug))
+
+
+# One builder per method (random, retrain and fixed share standard training with fixed ranges).
+BUILDERS = {
+    "partitioned_ens": _partitioned_ens,
+    "partitioned": _partitioned,
+    "validation_opt": _validation_opt,
+    "augerino": _augerino,
+    "diff_laplace": _diff_laplace,
+    "last_layer_ml": _last_layer_ml,
+    "baseline": _baseline,
+    "random": _fixed_ranges,
+    "retrain": _fixed_ranges,
+    "fixed": _fixed_ranges,
+}

@@ -34,7 +34,7 @@ from ..cells import GET_DATA, SCALE_NOTE
 from ..records import provenance
 from . import claims as claim_checks
 from . import papers
-from .results import Context, Ours, finished_cells, matches  # noqa: F401 (the report's results reader, re-exported)
+from .results import Context, Ours, fill_numbers, finished_cells, matches  # noqa: F401 (the report's results reader, re-exported)
 
 PAPER_NAMES = {
     "partitioned": "Partitioned networks (Mlodozeniec et al., ICLR 2023)",
@@ -124,7 +124,7 @@ def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None =
     mine = [(c, v) for c, v in verdicts or [] if c.artefact == name]
     if mine:
         lines += ["Claims: " + "; ".join(f"`{c.id}` **{v.status}** (n {v.n})" for c, v in mine) + ".", ""]
-        lines += [f"- `{c.id}` at {ctx.scale} scale: {why}" for c, v in mine if (why := why_not_here(ctx.scale, c, v))]
+        lines += [f"- `{c.id}` at {ctx.scale} scale: {why}" for c, v in mine if (why := why_not_here(ctx, c, v))]
         lines += [""] if lines[-1] != "" else []
     elif verdicts is not None:
         lines += ["The paper makes no claim in words about this artefact that we check.", ""]
@@ -425,10 +425,15 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
     return Path(out)
 
 
-def why_not_here(scale: str, claim, verdict) -> str:
+def why_not_here(ctx: Context, claim, verdict) -> str:
     """Why `claim` does not hold (or did not run) at `scale`: its `below_paper_scale` note below paper scale,
     what its `at_paper_scale` note found at paper scale (marked as a paper-scale finding, not a scale effect),
-    or a flag when a claim fails with no recorded reason (a discrepancy to look into). Empty where it holds."""
+    or a flag when a claim fails with no recorded reason (a discrepancy to look into). Empty where it holds. A
+    reason's {{experiment metric axis=value}} numbers are filled in from the cells (results.fill_numbers)."""
+    return fill_numbers(ctx, _why(ctx.scale, claim, verdict))
+
+
+def _why(scale: str, claim, verdict) -> str:
     if verdict.status == claim_checks.HOLDS:
         return ""
     if scale != "paper" and claim.below_paper_scale:
@@ -566,7 +571,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
             verdicts.append((claim, claim_checks.verdict(ctx, claim)))
     own = [(c, v) for c, v in verdicts if not c.variant]  # variants (another reading) are shown, not counted
     counts = {s: sum(v.status == s for _, v in own) for s in claim_checks.STATUSES}
-    unexplained = sum(why_not_here(ctx.scale, c, v).startswith("UNEXPLAINED") for c, v in own)
+    unexplained = sum(why_not_here(ctx, c, v).startswith("UNEXPLAINED") for c, v in own)
     lines += [
         f"Claims at {ctx.scale} scale: "
         + ", ".join(f"{n} {s}" for s, n in counts.items())
@@ -641,7 +646,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
                     v.measured,
                     v.n,
                     ctx.scale,
-                    why_not_here(ctx.scale, claim, v) or "—",
+                    why_not_here(ctx, claim, v) or "—",
                 )
             )
             + " |"

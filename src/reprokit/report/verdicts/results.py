@@ -9,13 +9,14 @@ the report from the same claim code. Torch-free and free of plotting, so figures
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from .. import cells
-from ..cells import RAN_STATUSES, matches, read_csv, unavailable_notes
+from ..cells import RAN_STATUSES, matches, norm, read_csv, unavailable_notes
 from ..records import archive as cell_archive
 from ..stats import mean_se
 from . import papers
@@ -310,3 +311,38 @@ class InputsContext(Context):
     def _load_curves(self, experiment: str) -> pd.DataFrame:
         path = self.inputs.get(f"{experiment}_curves")
         return read_csv(path) if path and Path(path).exists() else pd.DataFrame()
+
+
+# A number in a claim's reason, taken from the cells when the report is built: {{experiment metric axis=value ...}}
+# (values as in cell paths; `axis=a,b` picks either). Reasons keep their reasoning in words, never a typed number
+# that a re-run would make stale.
+_NUMBER = re.compile(r"\{\{\s*([\w.]+)\s+([\w.]+)((?:\s+[\w.]+=[^\s}]+)*)\s*\}\}")
+
+
+def fill_numbers(ctx: Context, text: str) -> str:
+    """`text` with each {{experiment metric axis=value ...}} replaced by our mean ± s.e. of `metric` over the cells
+    of `experiment` with those coordinates and how many ("1.119 ± 0.006 (5 cells)"), or "n/a (no cell ran)"."""
+
+    def one(match: re.Match) -> str:
+        experiment, metric, where_text = match.groups()
+        where = {}
+        for part in where_text.split():
+            key, _, value = part.partition("=")
+            where[key] = value.split(",")
+        rows = ctx.cells(experiment, {})
+        for key, values in where.items():
+            rows = (
+                rows[rows[key].map(lambda v, vs=values: any(norm(v) == norm(x) for x in vs))]
+                if key in rows
+                else rows.iloc[0:0]
+            )
+        v = pd.to_numeric(rows[metric], errors="coerce").dropna() if metric in rows else pd.Series(dtype=float)
+        if v.empty:
+            return "n/a (no cell ran)"
+        m, se, n = mean_se(v)
+        digits = 4 if abs(m) < 0.5 else 3
+        return (
+            f"{m:.{digits}f} ± {se:.{digits}f}" if n > 1 else f"{m:.{digits}f}"
+        ) + f" ({n} cell{'s' if n > 1 else ''})"
+
+    return _NUMBER.sub(one, text)
