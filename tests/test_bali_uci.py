@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from reprokit import seeds
+from reprokit import seeds, shape
 from reprokit.builders import CellContext, synthetic_predictive, uci_regression
 from reprokit.config import experiment, load_pipeline_config
 from reprokit.data import registry
@@ -184,6 +184,9 @@ def test_synthetic_cells_store_grid_predictive(config):
             p1 = br.floats(m["grid_p1"])
             assert len(p1) == n_grid and np.all((p1 >= 0) & (p1 <= 1))
             assert run.info["kl_factor"] == cell.coord_dict["kl_factor"]
+        # Fig. 1's shape reading is recorded with the metrics: what the report reads, never the data again
+        row = {**m, "status": "completed", "dataset": d, "data_kwargs": run.info["data_kwargs"]}
+        assert shape.recorded(row) == shape.of_cell(row) and "far_over_near" in shape.recorded(row)
 
 
 def test_uci_table_formats_mean_se_and_labels_sources():

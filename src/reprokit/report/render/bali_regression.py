@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...shape import SHAPE, _nearest, floats, shape_text, synthetic_data  # noqa: F401 (re-exported)
+from ...shape import recorded as predictive_shape  # noqa: F401 (the notebooks read the cells' recorded reading)
 from .. import cells
 from ..stats import format_pm, mean_se
 from ..verdicts import papers
-from ..verdicts.shape import SHAPE, _nearest, floats, predictive_shape, shape_text, synthetic_data  # noqa: F401 (re-exported)
 from . import na, style
 from .tables import write_table
 

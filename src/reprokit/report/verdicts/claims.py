@@ -47,6 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...shape import recorded as predictive_shape
+from ...shape import shape_text
 from ..cells import norm
 from ..stats import correlation_ci, mean_se
 
@@ -972,8 +974,8 @@ def all_have_status(ctx, experiment: str, status: str, where: dict | None = None
 
 def smooth_predictive(ctx, experiment: str, where: dict | None = None, by: str = "dataset") -> Verdict:
     """Every cell's predictive meets the numeric reading of "excellent and smooth fit, small uncertainty close to
-    the data, increased further away" (reprokit.report.verdicts.shape.SHAPE), per value of `by`."""
-    from .shape import predictive_shape, shape_text
+    the data, increased further away" (reprokit.shape.SHAPE), per value of `by`: the reading each cell recorded
+    (its shape_<name> metrics); a cell that recorded none counts as not run."""
 
     rows = ctx.cells(experiment, where or {})
     if rows.empty or by not in rows:

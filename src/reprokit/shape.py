@@ -1,8 +1,10 @@
 """The numeric reading of BALI Fig. 1's words ("an excellent and smooth fit ... increased predictive uncertainty
 further away"): one synthetic cell's predictive on its plotting grid, reduced to a few numbers.
 
-Read by the claim check (claims.smooth_predictive), by the Fig. 1 notebooks and their sweep. No plotting and no
-styling here, so the verdict engine can import it without the figure code.
+The cell computes it when it finishes (builders/synthetic_predictive.py, `of_cell`, which regenerates the
+training data from the cell's `data_kwargs`) and records it as `shape_<name>` metrics; the claim check
+(report/verdicts/claims.smooth_predictive) and the Fig. 1 notebooks read those numbers back (`recorded`), so the
+report never loads training data. Torch-free (numpy; the data generators are loaded only by `of_cell`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ def floats(text) -> np.ndarray:
 
 def synthetic_data(row: pd.Series):
     """Training points and plotting grid of a synthetic cell, regenerated from its recorded `data_kwargs`."""
-    from ...data import registry
+    from .data import registry
 
     b = registry.load(str(row["dataset"]), **json.loads(row["data_kwargs"]))
     return b
@@ -53,7 +55,7 @@ def _nearest(grid: np.ndarray, train: np.ndarray) -> np.ndarray:
     return np.sqrt(((g[:, None, :] - t[None, :, :]) ** 2).sum(-1)).min(1)
 
 
-def predictive_shape(row: pd.Series) -> dict:
+def of_cell(row) -> dict:
     """The numeric reading (:data:`SHAPE`) of one synthetic cell's predictive on its plotting grid.
 
     Regression, over the grid points inside the training inputs' range: `tv_ratio` and `roughness` (total
@@ -123,3 +125,26 @@ def shape_text(shape: dict) -> str:
         f"entropy near data {shape['entropy_near']:.3f}, far {shape['entropy_far']:.3f}, "
         f"far/near {shape['far_over_near']:.3g}"
     )
+
+
+PREFIX = "shape_"
+
+
+def as_metrics(shape: dict) -> dict[str, float]:
+    """`of_cell`'s reading as the cell's metrics: `shape_<name>` floats (`smooth` as 1.0 / 0.0)."""
+    return {PREFIX + k: float(v) for k, v in shape.items()}
+
+
+def recorded(row) -> dict:
+    """The reading a cell recorded (its `shape_<name>` metrics) in `of_cell`'s form; {} for a cell that did not
+    complete or recorded none."""
+    if row.get("status") != "completed":
+        return {}
+    out = {}
+    for key, value in dict(row).items():
+        if str(key).startswith(PREFIX) and value is not None and np.isfinite(float(value)):
+            out[str(key)[len(PREFIX) :]] = float(value)
+    if "smooth" not in out:
+        return {}
+    out["smooth"] = bool(out["smooth"])
+    return out
