@@ -148,9 +148,18 @@ def main(argv=None) -> int:
     p.add_argument("--first", nargs="*", default=[], help="start cells whose path contains one of these first")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--rerun", action="store_true", help="also run cells whose metrics.json says completed")
+    p.add_argument(
+        "--root",
+        default=None,
+        help="write results, checkpoints and logs under this folder instead of the config's paths (a second run "
+        "of the same cells beside the first, e.g. benchmarks/verdict_stability.py)",
+    )
     args = p.parse_args(argv)
 
-    cfg = load_pipeline_config(REPO, {"scale": args.scale})
+    overrides = {"scale": args.scale}
+    if args.root:
+        overrides["paths"] = {k: str(Path(args.root) / k) for k in ("results", "checkpoints", "logs")}
+    cfg = load_pipeline_config(REPO, overrides)
     where = parse_where(args.where)
     cells = [c for c in experiment(cfg, args.experiment, args.scale).cells() if _matches(c, where)]
     if not cells:

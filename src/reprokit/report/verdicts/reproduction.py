@@ -585,6 +585,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
         "",
     ]
     lines += [f"Verdict rule: {claim_checks.NOISE_RULE}.", ""]
+    lines += [stability_line(ctx.scale), ""]
     for doc in ctx.docs:
         lines += [f"### Summary: {PAPER_NAMES.get(doc['paper'], doc['paper'])}", ""]
         lines += summary_lines(ctx, doc, verdicts) + [""]
@@ -692,6 +693,24 @@ def write_report(
     text = render(ctx, generated, figure.name)
     atomic_write_text(out, text)
     return text
+
+
+def stability_line(scale: str) -> str:
+    """What benchmarks/verdict_stability.py found at this scale (figures/<scale>/verdict_stability.json): which
+    verdicts stay the same when their cells run again with another thread count, a stand-in for another machine."""
+    path = Path(__file__).resolve().parents[4] / "figures" / scale / "verdict_stability.json"
+    if not path.exists():
+        return (
+            f"Verdicts stable under another machine: not measured at {scale} scale "
+            "(benchmarks/verdict_stability.py re-runs a claim's cells with another thread count)."
+        )
+    rec = json.loads(path.read_text())
+    changed = [f"{r['claim']} ({r['archive']} -> {r['rerun']})" for r in rec["claims"] if not r["stable"]]
+    return (
+        f"Verdicts stable under another machine (benchmarks/verdict_stability.py, {rec['date']}; the cells of "
+        f"{', '.join(rec['experiments'])} re-run with {rec['rerun']}): {rec['stable']} of {rec['of']} verdicts "
+        f"unchanged" + (f"; changed: {'; '.join(changed)}" if changed else "") + ". The other claims: not measured."
+    )
 
 
 def z_figure_path(out: str | Path) -> Path:
