@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from reprokit import shape
 from reprokit.config import experiment, load_pipeline_config
 from reprokit.data import registry
 from reprokit.plan import kind
@@ -40,6 +41,16 @@ def write_cell(results: Path, cell, settings=None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     settings = settings or kind(cell.kind).cell_settings(cell)
     (folder / "config.json").write_text(json.dumps({**cell.to_dict(), "settings": settings}))
+    metrics = {
+        "test_nll": -1.0,
+        "noise_sd": 0.02,
+        "grid_mean": _fmt(fg),
+        "grid_sd": _fmt(np.full_like(fg, 0.02)),
+        "grid_sd_epistemic": _fmt(np.full_like(fg, 0.01)),
+    }
+    # the shape reading a finished cell records (builders/synthetic_predictive.py)
+    row = {**metrics, "status": "completed", "dataset": "sines_trend", "data_kwargs": json.dumps({"seed": 0})}
+    metrics.update(shape.as_metrics(shape.of_cell(row)))
     (folder / "metrics.json").write_text(
         json.dumps(
             {
@@ -48,13 +59,7 @@ def write_cell(results: Path, cell, settings=None) -> None:
                 "status": "completed",
                 "experiment": EXP,
                 "steps": 10,
-                "metrics": {
-                    "test_nll": -1.0,
-                    "noise_sd": 0.02,
-                    "grid_mean": _fmt(fg),
-                    "grid_sd": _fmt(np.full_like(fg, 0.02)),
-                    "grid_sd_epistemic": _fmt(np.full_like(fg, 0.01)),
-                },
+                "metrics": metrics,
                 "info": {
                     "note": "FAKE synthetic test data",
                     "data_kwargs": json.dumps({"seed": 0}),
