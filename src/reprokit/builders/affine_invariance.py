@@ -272,224 +272,149 @@ class Shared:
 
 def _partitioned_ens(b: Shared) -> Run:
     """C separate networks, one per chunk (methods/partitioned_ensemble.py)."""
-    st, cell, rt, data, chunk_ids, optim, n_steps, eval_every, seed, S, S_eval, eval_seed, gen, info, evaluation = (
-        b.st,
-        b.cell,
-        b.rt,
+    aug = make_augmentation(b.st)
+    c = len(b.st.chunks)
+    nets = [b.rt.model(SeededAugmentedModel(make_model(b.st), aug, b.S, b.gen)) for _ in range(c)]
+
+    def predict_k(k, x):
+        return predict_augmented(nets[k - 1], x, b.S_eval, seeds.generator(b.eval_seed, "eval_lml", b.rt.device))
+
+    lml = _lml_fn(predict_k, b.data, b.chunk_ids, c, int(b.st.lml_eval_n))
+    m = PartitionedEnsembleTraining(
+        nets,
+        list(aug.parameters()),
         b.data,
         b.chunk_ids,
         b.optim,
         b.n_steps,
-        b.eval_every,
         b.seed,
-        b.S,
-        b.S_eval,
-        b.eval_seed,
-        b.gen,
-        b.info,
-        b.evaluation,
+        hyper_lr=_hyper_lr(b.st, b.cell),
+        update=b.st.ens_update,
     )
-    aug = make_augmentation(st)
-    c = len(st.chunks)
-    nets = [rt.model(SeededAugmentedModel(make_model(st), aug, S, gen)) for _ in range(c)]
-
-    def predict_k(k, x):
-        return predict_augmented(nets[k - 1], x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
-
-    lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
-    m = PartitionedEnsembleTraining(
-        nets,
-        list(aug.parameters()),
-        data,
-        chunk_ids,
-        optim,
-        n_steps,
-        seed,
-        hyper_lr=_hyper_lr(st, cell),
-        update=st.ens_update,
-    )
-    info.update(chunk_sizes=m.chunk_sizes, ens_update=m.update)
-    return Run(m, n_steps, eval_every, info, evaluation(nets[-1], aug, lml))
+    b.info.update(chunk_sizes=m.chunk_sizes, ens_update=m.update)
+    return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(nets[-1], aug, lml))
 
 
 def _partitioned(b: Shared) -> Run:
     """A partitioned network; psi = the augmentation ranges, or the Wide-ResNet's stem (Table 3)."""
-    st, cell, rt, data, chunk_ids, optim, n_steps, eval_every, seed, S, S_eval, eval_seed, gen, info, evaluation = (
-        b.st,
-        b.cell,
-        b.rt,
-        b.data,
-        b.chunk_ids,
-        b.optim,
-        b.n_steps,
-        b.eval_every,
-        b.seed,
-        b.S,
-        b.S_eval,
-        b.eval_seed,
-        b.gen,
-        b.info,
-        b.evaluation,
-    )
-    pprops = st.params
-    if len(pprops) != len(st.chunks):
-        raise ValueError(f"{cell.rel_dir}: {len(pprops)} parameter proportions for {len(st.chunks)} chunks")
+    pprops = b.st.params
+    if len(pprops) != len(b.st.chunks):
+        raise ValueError(f"{b.cell.rel_dir}: {len(pprops)} parameter proportions for {len(b.st.chunks)} chunks")
     masks = {
-        "scheme": st.partition_scheme,
-        "default": st.partition_default,
-        "seed": seeds.stream_seed(seed, "partition_masks"),
+        "scheme": b.st.partition_scheme,
+        "default": b.st.partition_default,
+        "seed": seeds.stream_seed(b.seed, "partition_masks"),
     }
-    if st.psi == "feature_extractor":  # Table 3: the head is partitioned, psi = stem + stages 1-2
+    if b.st.psi == "feature_extractor":  # Table 3: the head is partitioned, psi = stem + stages 1-2
         from ..methods.feature_extractor import feature_extractor_split, partition_head
 
-        wrn = make_model(st)
+        wrn = make_model(b.st)
         pmodel = partition_head(wrn, pprops, **masks)
-        aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
+        aug, net = None, b.rt.model(SeededAugmentedModel(wrn, None, 1, b.gen))
         psi = feature_extractor_split(wrn)[0]
     else:
-        aug = make_augmentation(st)
-        pmodel = partition(make_model(st), pprops, **masks)
-        net = rt.model(SeededAugmentedModel(pmodel, aug, S, gen))
+        aug = make_augmentation(b.st)
+        pmodel = partition(make_model(b.st), pprops, **masks)
+        net = b.rt.model(SeededAugmentedModel(pmodel, aug, b.S, b.gen))
         psi = list(aug.parameters())
     c = pmodel.num_partitions
 
     def predict_k(k, x):
         with pmodel.subnetwork(k):
-            return predict_augmented(net, x, S_eval, seeds.generator(eval_seed, "eval_lml", rt.device))
+            return predict_augmented(net, x, b.S_eval, seeds.generator(b.eval_seed, "eval_lml", b.rt.device))
 
-    lml = _lml_fn(predict_k, data, chunk_ids, c, int(st.lml_eval_n))
+    lml = _lml_fn(predict_k, b.data, b.chunk_ids, c, int(b.st.lml_eval_n))
     cfg = PartitionedConfig(
-        chunk_proportions=st.chunks, optim=optim, wd_scaling=st.wd_scaling, hyper_lr=_hyper_lr(st, cell)
+        chunk_proportions=b.st.chunks, optim=b.optim, wd_scaling=b.st.wd_scaling, hyper_lr=_hyper_lr(b.st, b.cell)
     )
-    m = PartitionedTraining(net, pmodel, psi, data, chunk_ids, cfg, n_steps, seed)
-    info.update(
+    m = PartitionedTraining(net, pmodel, psi, b.data, b.chunk_ids, cfg, b.n_steps, b.seed)
+    b.info.update(
         chunk_sizes=m.chunk_sizes,
         param_proportions=pprops,
         partition_sizes=[int(v) for v in pmodel.partition_sizes()],
     )
     full = lambda: pmodel.subnetwork(pmodel.num_partitions)  # noqa: E731
-    return Run(m, n_steps, eval_every, info, evaluation(net, aug, lml, full))
+    return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, aug, lml, full))
 
 
 def _validation_opt(b: Shared) -> Run:
     """Validation-set optimisation, then finetuning on all data with psi fixed (Tables 2, 3)."""
-    st, cell, rt, data, chunk_ids, optim, n_steps, eval_every, seed, S, gen, info, evaluation = (
-        b.st,
-        b.cell,
-        b.rt,
-        b.data,
-        b.chunk_ids,
-        b.optim,
-        b.n_steps,
-        b.eval_every,
-        b.seed,
-        b.S,
-        b.gen,
-        b.info,
-        b.evaluation,
-    )
     from ..methods.validation_opt import ValidationSetOptimisation
 
-    if st.psi == "feature_extractor":  # Table 3: psi = the Wide-ResNet's stem + stages 1-2
+    if b.st.psi == "feature_extractor":  # Table 3: psi = the Wide-ResNet's stem + stages 1-2
         from ..methods.feature_extractor import feature_extractor_split
 
-        wrn = make_model(st)
-        aug, net = None, rt.model(SeededAugmentedModel(wrn, None, 1, gen))
+        wrn = make_model(b.st)
+        aug, net = None, b.rt.model(SeededAugmentedModel(wrn, None, 1, b.gen))
         psi = feature_extractor_split(wrn)[0]
     else:
-        aug = make_augmentation(st)
-        net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
+        aug = make_augmentation(b.st)
+        net = b.rt.model(SeededAugmentedModel(make_model(b.st), aug, b.S, b.gen))
         psi = list(aug.parameters())
-    ev = evaluation(net, aug)
+    ev = b.evaluation(net, aug)
     # App. I.4: "SGD with same settings, overriding only the learning rate to 0.01"; the cosine decay runs
     # over the finetune steps (the search's hold point does not apply)
-    vo = st.validation_opt
+    vo = b.st.validation_opt
     finetune = dataclasses.replace(
-        optim,
+        b.optim,
         optimizer="sgd",
         lr=float(vo.finetune_lr),
         cosine_steps=None,
-        lr_schedule=vo.finetune_lr_schedule or optim.lr_schedule,
+        lr_schedule=vo.finetune_lr_schedule or b.optim.lr_schedule,
     )
     m = ValidationSetOptimisation(
         net,
         psi,
-        data,
-        optim,
-        n_steps,
-        seed,
-        hyper_lr=_hyper_lr(st, cell),
-        chunk_ids=chunk_ids,
+        b.data,
+        b.optim,
+        b.n_steps,
+        b.seed,
+        hyper_lr=_hyper_lr(b.st, b.cell),
+        chunk_ids=b.chunk_ids,
         finetune_epochs=int(vo.finetune_epochs),
         finetune_optim=finetune,
         evaluate_fn=ev.final,
     )
-    info.update(split_sizes=m.split_sizes, finetune_steps=m.finetune_steps)  # n_steps: the search
+    b.info.update(split_sizes=m.split_sizes, finetune_steps=m.finetune_steps)  # b.n_steps: the search
     # the final metrics hold both rows: before finetuning (test_acc, ...) and after (finetune_test_acc, ...)
-    return Run(m, m.total_steps, eval_every, info, Evaluation(ev.curve, m.final_metrics))
+    return Run(m, m.total_steps, b.eval_every, b.info, Evaluation(ev.curve, m.final_metrics))
 
 
 def _augerino(b: Shared) -> Run:
     """Augerino (safe variant by default)."""
-    st, rt, data, optim, n_steps, eval_every, seed, S, gen, info, evaluation = (
-        b.st,
-        b.rt,
-        b.data,
-        b.optim,
-        b.n_steps,
-        b.eval_every,
-        b.seed,
-        b.S,
-        b.gen,
-        b.info,
-        b.evaluation,
-    )
     from ..methods.augerino import augerino_parametrisation
 
-    ag = st.augerino
-    aug = make_augmentation(st, augerino_parametrisation(ag.augmentation, st.augmentation))
-    net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
+    ag = b.st.augerino
+    aug = make_augmentation(b.st, augerino_parametrisation(ag.augmentation, b.st.augmentation))
+    net = b.rt.model(SeededAugmentedModel(make_model(b.st), aug, b.S, b.gen))
     m = AugerinoTraining(
         net,
         aug,
-        data,
-        optim,
-        n_steps,
-        seed,
+        b.data,
+        b.optim,
+        b.n_steps,
+        b.seed,
         hyper_lr=float(ag.hyper_lr),
         reg_strength=float(ag.reg),
         reg_kind=ag.reg_kind,
         reg_threshold=float(ag.reg_threshold),
     )
-    return Run(m, n_steps, eval_every, info, evaluation(net, aug))
+    return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, aug))
 
 
 def _diff_laplace(b: Shared) -> Run:
     """Diff. Laplace (LILA): psi and the prior precision on a KFAC Laplace marginal likelihood."""
-    st, rt, data, optim, n_steps, eval_every, seed, S, gen, info, evaluation = (
-        b.st,
-        b.rt,
+    from ..methods.diff_laplace import DiffLaplaceTraining
+
+    aug = make_augmentation(b.st)
+    net = b.rt.model(SeededAugmentedModel(make_model(b.st), aug, b.S, b.gen))
+    dl = b.st.diff_laplace
+    m = DiffLaplaceTraining(
+        net,
         b.data,
         b.optim,
         b.n_steps,
-        b.eval_every,
         b.seed,
-        b.S,
-        b.gen,
-        b.info,
-        b.evaluation,
-    )
-    from ..methods.diff_laplace import DiffLaplaceTraining
-
-    aug = make_augmentation(st)
-    net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
-    dl = st.diff_laplace
-    m = DiffLaplaceTraining(
-        net,
-        data,
-        optim,
-        n_steps,
-        seed,
         burnin=dl.burnin,
         marglik_every=dl.marglik_every,
         marglik_steps=dl.marglik_steps,
@@ -502,31 +427,20 @@ def _diff_laplace(b: Shared) -> Run:
         prior_prec_init=dl.prior_prec_init,
         evaluate_fn=dict,
     )  # evaluated by the Run's Evaluation below
-    info.update(n_aug_marglik=dl.n_aug_marglik, prior_structure=dl.prior_structure)
-    return Run(m, n_steps, eval_every, info, evaluation(net, aug, m.hyper_metrics))
+    b.info.update(n_aug_marglik=dl.n_aug_marglik, prior_structure=dl.prior_structure)
+    return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, aug, m.hyper_metrics))
 
 
 def _last_layer_ml(b: Shared) -> Run:
     """Last-layer ML: an invariant sparse GP on the CNN's last-layer features."""
-    st, cell, rt, data, optim, n_steps, eval_every, seed, info = (
-        b.st,
-        b.cell,
-        b.rt,
-        b.data,
-        b.optim,
-        b.n_steps,
-        b.eval_every,
-        b.seed,
-        b.info,
-    )
     from ..methods.last_layer_gp import LastLayerGPConfig, LastLayerGPTraining, mnist_cnn_features
 
-    if st.model != "mnist_cnn":
-        raise ValueError(f"{cell.rel_dir}: method 'last_layer_ml' has a feature extractor for mnist_cnn only")
-    aug = rt.model(make_augmentation(st))
-    cnn = rt.model(make_model(st))
+    if b.st.model != "mnist_cnn":
+        raise ValueError(f"{b.cell.rel_dir}: method 'last_layer_ml' has a feature extractor for mnist_cnn only")
+    aug = b.rt.model(make_augmentation(b.st))
+    cnn = b.rt.model(make_model(b.st))
     features = mnist_cnn_features(cnn)
-    ll = st.last_layer_ml
+    ll = b.st.last_layer_ml
     cfg = LastLayerGPConfig(
         n_inducing=ll.n_inducing,
         orbit_size=ll.orbit_size,
@@ -537,78 +451,51 @@ def _last_layer_ml(b: Shared) -> Run:
         aug_lr=ll.aug_lr,
         eval_batch_size=ll.eval_batch_size,
         curve_test_size=ll.curve_test_size,
-        pretrain_steps=min(ll.pretrain_steps, n_steps),
+        pretrain_steps=min(ll.pretrain_steps, b.n_steps),
         gp_warmup_steps=ll.gp_warmup_steps,
         jitter=ll.jitter,
         lengthscale_init=ll.lengthscale_init,
     )
-    m = LastLayerGPTraining(features, aug, data, optim, cfg, seed, head=list(cnn.children())[-1])
-    info.update(
+    m = LastLayerGPTraining(features, aug, b.data, b.optim, cfg, b.seed, head=list(cnn.children())[-1])
+    b.info.update(
         aug_samples=cfg.orbit_size,
         eval_aug_samples=int(cfg.eval_orbit_size or cfg.orbit_size),
-        n_inducing=min(cfg.n_inducing, data.n_train),
+        n_inducing=min(cfg.n_inducing, b.data.n_train),
     )
     # the GP's own predictive (invariant kernel, its orbit sizes) gives test_acc / test_ll and aug_<name>
-    return Run(m, n_steps, eval_every, info, Evaluation.of(m))
+    return Run(m, b.n_steps, b.eval_every, b.info, Evaluation.of(m))
 
 
 def _baseline(b: Shared) -> Run:
     """Standard training, no augmentation."""
-    st, rt, data, optim, n_steps, eval_every, seed, gen, info, evaluation = (
-        b.st,
-        b.rt,
-        b.data,
-        b.optim,
-        b.n_steps,
-        b.eval_every,
-        b.seed,
-        b.gen,
-        b.info,
-        b.evaluation,
-    )
-    net = rt.model(SeededAugmentedModel(make_model(st), None, 1, gen))
-    m = StandardTraining(net, data, optim, n_steps, seed)
-    return Run(m, n_steps, eval_every, info, evaluation(net, None))
+    net = b.rt.model(SeededAugmentedModel(make_model(b.st), None, 1, b.gen))
+    m = StandardTraining(net, b.data, b.optim, b.n_steps, b.seed)
+    return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, None))
 
 
 def _fixed_ranges(b: Shared) -> Run:
     """Standard training with fixed ranges: drawn (`random`), a partitioned cell's (`retrain`), `fixed`."""
-    st, cell, rt, data, optim, n_steps, eval_every, seed, S, gen, info, evaluation = (
-        b.st,
-        b.cell,
-        b.rt,
-        b.data,
-        b.optim,
-        b.n_steps,
-        b.eval_every,
-        b.seed,
-        b.S,
-        b.gen,
-        b.info,
-        b.evaluation,
-    )
-    method = st.method
     # standard training with fixed ranges: random / retrain / fixed
-    aug = make_augmentation(st)
-    if method == "random":
-        ranges = random_ranges(st, aug.names)
-    elif method == "retrain":
-        ranges, reason = found_ranges(cell, aug.names)
+    aug = make_augmentation(b.st)
+    if b.st.method == "random":
+        ranges = random_ranges(b.st, aug.names)
+    elif b.st.method == "retrain":
+        ranges, reason = found_ranges(b.cell, aug.names)
         if ranges is None:
-            info["not_run"] = reason
+            b.info["not_run"] = reason
             keys = ["test_acc", "test_ll"] + [f"aug_{n}" for n in aug.names]
-            return Run(_NotRun(keys), 0, 0, info)
-        info["source"] = (cell.settings.get("_inputs") or {}).get("found")
+            return Run(_NotRun(keys), 0, 0, b.info)
+        b.info["source"] = (b.cell.settings.get("_inputs") or {}).get("found")
     else:
-        fixed = st.fixed_ranges
+        fixed = b.st.fixed_ranges
         if fixed is None:
-            raise ValueError(f"{cell.rel_dir}: method 'fixed' needs the setting 'fixed_ranges'")
+            raise ValueError(f"{b.cell.rel_dir}: method 'fixed' needs the setting 'fixed_ranges'")
         ranges = {n: float(fixed.get(n, fixed.get("default", 0.0))) for n in aug.names}
     aug.set_fixed(ranges)
-    net = rt.model(SeededAugmentedModel(make_model(st), aug, S, gen))
-    m = StandardTraining(net, data, optim, n_steps, seed)
-    info["fixed_ranges"] = ranges
-    return Run(m, n_steps, eval_every, info, evaluation(net, aug))
+    net = b.rt.model(SeededAugmentedModel(make_model(b.st), aug, b.S, b.gen))
+    m = StandardTraining(net, b.data, b.optim, b.n_steps, b.seed)
+    b.info["fixed_ranges"] = ranges
+    return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, aug))
 
 
 # One builder per method (random, retrain and fixed share standard training with fixed ranges).
