@@ -35,31 +35,36 @@ def _cell(config, name, scale, **coords):
     raise KeyError(coords)
 
 
-def test_bali_ystd_is_bali_with_standardised_targets_at_every_scale(config):
-    """The two BALI readings of Table 1 differ in standardize_y only: wishart_n is the same where N_eff < N, and
-    where N_eff = N (where n and n_eff are one number) bali_ystd keeps the `n` its cells ran with; every other
-    setting (own block, per-dataset and per-scale overrides merged) is the same in every cell where both ran
-    (quick bali_uci leaves bali_ystd out)."""
+def test_bali_yraw_is_bali_with_raw_targets_at_every_scale(config):
+    """The two BALI readings of Tables 1 and 7 differ in standardize_y only: `bali` standardises the targets (the
+    default since the readings table picked it), `bali_yraw` keeps them in their units; every other setting (own
+    block, per-dataset and per-scale overrides merged, wishart_n n_eff) is the same in every cell."""
     compared = set()
     for exp in ("bali_uci", "bali_uci_protein"):
         for scale in ("paper", "quick", "test"):
             g = experiment(config, exp, scale)
-            if not any(c.coord_dict["method"] == "bali_ystd" for c in g.cells()):
-                continue
             compared.add((exp, scale))
             for d in g.axes["dataset"]:
                 b = _cell(config, exp, scale, method="bali", dataset=d, seed=0).settings["bali"]
-                sy = _cell(config, exp, scale, method="bali_ystd", dataset=d, seed=0).settings["bali_ystd"]
-                assert b["standardize_y"] is False and sy["standardize_y"] is True, (exp, scale, d)
+                raw = _cell(config, exp, scale, method="bali_yraw", dataset=d, seed=0).settings["bali_yraw"]
+                assert b["standardize_y"] is True and raw["standardize_y"] is False, (exp, scale, d)
                 assert b["wishart_n"] == "n_eff", (exp, scale, d)
-                # protein's bali_ystd keeps the n its archived cells ran with until they re-run with n_eff
-                assert sy["wishart_n"] == "n_eff" or b["n_eff_divisor"] == 1 or exp == "bali_uci_protein", (
-                    exp,
-                    scale,
-                    d,
-                )
-                assert {**sy, "standardize_y": False, "wishart_n": "n_eff"} == b, (exp, scale, d)
-    assert {(e, s) for e in ("bali_uci", "bali_uci_protein") for s in ("paper", "test")} <= compared
+                assert {**raw, "standardize_y": True} == b, (exp, scale, d)
+    assert compared == {(e, s) for e in ("bali_uci", "bali_uci_protein") for s in ("paper", "quick", "test")}
+
+
+def test_the_wishart_readings_ran_with_raw_targets(config):
+    """bali_uci_wishart's cells (wishart_n n) ran when raw targets were the default: they are `bali_yraw` cells,
+    the same as bali_uci's `bali_yraw` but for the axis, so the bali_wishart_n table compares like with like."""
+    for exp, main in (("bali_uci_wishart", "bali_uci"), ("bali_uci_protein_wishart", "bali_uci_protein")):
+        for c in experiment(config, exp, "paper").cells():
+            assert c.coord_dict["method"] == "bali_yraw"
+            plan = PLANS["uci_regression"]
+            mine = plan.cell_settings(c)["bali_yraw"]  # the axis applied
+            theirs = _cell(config, main, "paper", method="bali_yraw", dataset=c.coord_dict["dataset"], seed=0)
+            assert (
+                mine["wishart_n"] == "n" and {**mine, "wishart_n": "n_eff"} == plan.cell_settings(theirs)["bali_yraw"]
+            )
 
 
 def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
@@ -89,7 +94,7 @@ def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
     assert run.info["wishart_n"] == "n_eff" and bali.n_data == n_train
     assert [layer.n_wishart for layer in run.method.model.layers] == pytest.approx([n_train / 3, n_train / 3])
     other = uci_regression.build(
-        _cell(cfg, "bali_uci", "test", method="bali_ystd", dataset="uci_yacht", seed=0), _ctx(shared_data)
+        _cell(cfg, "bali_uci", "test", method="bali_yraw", dataset="uci_yacht", seed=0), _ctx(shared_data)
     ).method.config
     assert other.beta != 0.123 and other.n_eff != pytest.approx(n_train / 3)
 
@@ -112,7 +117,7 @@ def _ctx(shared_data):
     return CellContext(mirrors=[shared_data], cache_dir=None, variants_dir="unused")
 
 
-@pytest.mark.parametrize("method", ["bali", "bali_ystd", "dropout"])
+@pytest.mark.parametrize("method", ["bali", "bali_yraw", "dropout"])
 def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method):
     cell = _cell(config, "bali_uci", "test", method=method, dataset="uci_yacht", seed=0)
     if method == "dropout":  # the learned-noise variant (Gal's protocol: test_gal_dropout_cell_... below)
@@ -124,14 +129,14 @@ def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method)
     raw = registry.load("uci_yacht", [shared_data], split=0)
     z, stats = registry.standardize(raw)
     torch.testing.assert_close(inner.data.x_train, z.x_train)  # inputs z-scored in both
-    if method == "bali":  # BALI fits the raw targets: U_0 = 0.01 N_eff I is on the original scale
+    if method == "bali_yraw":  # BALI on raw targets: U_0 = 0.01 N_eff I is on the original scale
         assert torch.equal(inner.data.y_train, raw.y_train) and inner.y_std is None
         assert run.info["standardize_y"] is False
     else:
         torch.testing.assert_close(inner.data.y_train, z.y_train)
         assert inner.y_std == pytest.approx(float(stats["y_std"]))
         assert run.info["standardize_y"] is True
-        assert (run.info.get("alpha") is not None) == (method == "bali_ystd")  # bali_ystd is BALI
+        assert (run.info.get("alpha") is not None) == (method == "bali")  # bali is BALI, dropout is not
     metrics = run.evaluation.final()
     final_samples = int(cell.settings["final_samples"])
     # recompute the test RMSE / LL in original units from the same Monte Carlo samples
@@ -240,7 +245,7 @@ def test_cell_settings_keep_only_the_cells_method_block(config):
     adding a method to the grid or editing another method's block leaves finished cells valid."""
     cell = _cell(config, "bali_uci", "paper", method="bali", dataset="uci_kin8nm", seed=3)
     own = PLANS["uci_regression"].cell_settings(cell)
-    assert "bali" in own and not {"bali_ystd", "dropout", "bbb"} & set(own)
+    assert "bali" in own and not {"bali_yraw", "dropout", "bbb"} & set(own)
     assert own["bali"]["n_eff_divisor"] == 4 and own["hidden"] == [50]  # per-dataset overrides already applied
     edited = {**config, "experiments": {**config["experiments"]}}
     spec = edited["experiments"]["bali_uci"]
@@ -264,10 +269,15 @@ def test_readings_table_names_the_reading_nearest_the_paper_in_combined_se():
             {"dataset": "uci_yacht", "seed": range(len(rmse)), "status": status, "test_rmse": rmse, "test_ll": ll}
         )
 
-    near_rmse = rows([1.1, 1.3], [-2.0, -2.2])  # RMSE mean 1.2 (se 0.1): 1.41 se away; LL 8.5 se away
+    near_rmse = rows([1.1, 1.3], [-2.0, -2.2])  # RMSE mean 1.2 (se 0.1): 1.41 se away; LL 7.8 se away
     near_ll = rows([2.0], [-1.05])  # one split: RMSE 9.9 se away, LL 0.5 se away
-    table, nearest = br.readings_table({"a": near_rmse, "b": near_ll, "c": rows([1.0], [-1.0], "unavailable")}, paper)
+    table, nearest, totals = br.readings_table(
+        {"a": near_rmse, "b": near_ll, "c": rows([1.0], [-1.0], "unavailable")}, paper
+    )
     assert nearest == {"a": 1, "b": 1, "c": 0}
+    # summed distance over the rows each reading ran: a 1.41 + 7.78, b 10 + 0.5; c none
+    assert totals["a"][0] == pytest.approx((0.2 + 1.1) / np.hypot(0.1, 0.1)) and totals["a"][1] == 2
+    assert totals["b"][0] == pytest.approx(1.0 / 0.1 + 0.05 / 0.1) and totals["c"] == (0.0, 0)
     by = table.set_index("metric")
     assert by.loc["RMSE", "nearest the paper"].startswith("a (1.4")
     assert by.loc["LL", "nearest the paper"].startswith("b (0.5")

@@ -598,13 +598,13 @@ def test_divergence_claim_flips(tmp_path, statuses, verdict):
 
 
 def test_a_column_of_ours_only_sits_in_its_row_without_a_paper_number(tmp_path):
-    # FAKE: BALI with standardised targets (not a column of the paper) on yacht, 2 splits at 0.5 and 0.7
+    # FAKE: BALI with raw targets (not a column of the paper) on yacht, 2 splits at 0.5 and 0.7
     write_csv(
         tmp_path,
         "bali_uci",
         [
             {
-                "method": "bali_ystd",
+                "method": "bali_yraw",
                 "dataset": "uci_yacht",
                 "seed": s,
                 "status": "completed",
@@ -615,19 +615,19 @@ def test_a_column_of_ours_only_sits_in_its_row_without_a_paper_number(tmp_path):
         ],
     )
     lines = report(tmp_path).splitlines()
-    cells = [c.strip() for c in line_of("\n".join(lines), "| Yacht | BALI std-y |").strip("|").split("|")]
+    cells = [c.strip() for c in line_of("\n".join(lines), "| Yacht | BALI raw-y |").strip("|").split("|")]
     assert cells[2] == "not in the paper" and cells[3] == "0.6 ± 0.1" and cells[4] == "2"
     assert cells[7] == "—" and "ours only" in cells[9]
     # right after the paper's last Yacht column of Table 1, before Concrete
-    i = lines.index(line_of("\n".join(lines), "| Yacht | BALI std-y |"))
+    i = lines.index(line_of("\n".join(lines), "| Yacht | BALI raw-y |"))
     assert lines[i - 1].startswith("| Yacht | DO |") and lines[i + 1].startswith("| Concrete | BALI |")
-    assert "| Concrete | BALI std-y | not in the paper | — | 0 |" in "\n".join(lines)
+    assert "| Concrete | BALI raw-y | not in the paper | — | 0 |" in "\n".join(lines)
 
 
 def test_an_ours_column_named_like_a_paper_column_is_an_error(tmp_path):
     doc = (REPO / "config" / "papers" / "bali.yaml").read_text()
     bad = tmp_path / "bali.yaml"
-    bad.write_text(doc.replace("BALI std-y: {where: {method: bali_ystd}}", "DO: {where: {method: bali_ystd}}", 1))
+    bad.write_text(doc.replace("BALI raw-y: {where: {method: bali_yraw}}", "DO: {where: {method: bali_yraw}}", 1))
     with pytest.raises(ValueError, match=r"bali_table1 ours_columns \['DO'\] are also paper columns"):
         papers.load(bad)
 

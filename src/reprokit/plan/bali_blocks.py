@@ -4,7 +4,7 @@
   method / dataset / seed, the MLP, the Monte Carlo sample counts; each kind narrows `method` and `dataset`
   to its own values), and a setting that only some methods (or tasks) need, named when a cell lacks it;
 * :class:`BaliPriors`, the BALI hyperparameters of Tables 4 / 5, which uci_regression's `bali` /
-  `bali_ystd` blocks and bali_classification's `bali` block extend with the keys only their kind has.
+  `bali_yraw` blocks and bali_classification's `bali` block extend with the keys only their kind has.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors, BbbNoise
 from .costs import CellWork, bali_step, mlp_cell
 
-Method = Literal["bali", "bali_ystd", "dropout", "bbb"]
+Method = Literal["bali", "bali_yraw", "dropout", "bbb"]
 METHODS = get_args(Method)
-BALI_METHODS = ("bali", "bali_ystd")
+BALI_METHODS = ("bali", "bali_yraw")
 Positive = Annotated[float, Field(gt=0)]
 Batch = Annotated[
     Annotated[int, Field(ge=1)] | Literal["full"],
@@ -25,7 +25,7 @@ STD_Y = "z-score targets (metrics are still reported in original units)"
 
 
 class UciBaliBlock(BaliPriors):
-    """Methods `bali` and `bali_ystd` (the same keys; Table 4)."""
+    """Methods `bali` and `bali_yraw` (the same keys; Table 4)."""
 
     standardize_x: bool = Field(description=STD_X)
     standardize_y: bool = Field(description=STD_Y)
@@ -142,7 +142,7 @@ class UciSettings(BaliKindSettings):
     train_eval_size: int | None = Field(None, ge=1)
     # one block per method; a cell needs only its own method's
     bali: UciBaliBlock | None = None
-    bali_ystd: UciBaliBlock | None = None
+    bali_yraw: UciBaliBlock | None = None
     dropout: UciDropoutBlock | None = None
     bbb: UciBbbBlock | None = None
 
@@ -156,7 +156,7 @@ class UciRegressionPlan(KindPlan):
     name = "uci_regression"
     title = "uci_regression experiments (BALI paper Sec. 5.2, Tables 1, 4, 7)"
     Settings = UciSettings
-    axes = ("method", "dataset", "seed", "bali.wishart_n")  # bali.wishart_n: bali_uci_wishart's sweep
+    axes = ("method", "dataset", "seed", "bali.wishart_n", "bali_yraw.wishart_n")  # the *_wishart sweeps
     build_target = "reprokit.builders.uci_regression:build"
     method_blocks = METHODS  # one block per method
 

@@ -27,9 +27,9 @@ NAMES = {
     "uci_powerplant": "Powerplant",
     "uci_protein": "Protein",
 }
-OURS = {"bali": "BALI", "bali_ystd": "BALI std-y", "dropout": "DO", "bbb": "BBB"}
+OURS = {"bali": "BALI", "bali_yraw": "BALI raw-y", "dropout": "DO", "bbb": "BBB"}
 # which of the paper's columns each of ours is compared with (both BALI readings with the paper's BALI)
-PAPER_COLUMN = {"bali": "BALI", "bali_ystd": "BALI", "dropout": "DO", "bbb": "BBB"}
+PAPER_COLUMN = {"bali": "BALI", "bali_yraw": "BALI", "dropout": "DO", "bbb": "BBB"}
 PAPER_OWN = ["BALI", "DO"]  # the paper's own runs
 QUOTED = ["BBB", "NNG-MVG", "VADAM", "PBP"]  # literature values the paper quotes
 
@@ -293,7 +293,7 @@ def uci_artefact(inputs, tex_path, metric: str) -> tuple[pd.DataFrame, pd.DataFr
             "Columns '(ours)': computed by this pipeline. '(paper)': the paper's own BALI and DO runs. '(quoted)': "
             "values quoted from the paper, which took them from the respective publications (not run by us).",
             "Data scaling (not stated in the paper): "
-            + "; ".join(bali_scaling_note(df, m) for m in ("bali", "bali_ystd") if m in set(df["method"]))
+            + "; ".join(bali_scaling_note(df, m) for m in ("bali", "bali_yraw") if m in set(df["method"]))
             + ". The noise prior "
             "U_0 = 0.01 N_eff I floors BALI's noise sd at about 0.1 target units, so the choice moves the "
             "log-likelihood: the paper's yacht and energy values need original-unit targets (noise sd ~0.5 < 0.1 "
@@ -398,15 +398,15 @@ def nll_box(ax, row: pd.Series, loc: str = "upper right") -> None:
 
 
 # ------------------------------------------------------------------ readings of the unstated settings
-def readings_table(readings: dict[str, pd.DataFrame], paper: dict, datasets=None) -> tuple[pd.DataFrame, dict]:
+def readings_table(readings: dict[str, pd.DataFrame], paper: dict, datasets=None) -> tuple[pd.DataFrame, dict, dict]:
     """Each reading's test RMSE and LL (mean ± s.e. over its splits) beside the paper's BALI, one row per
     (dataset, metric), and which reading is nearest the paper there: |ours - paper| in units of the combined
     s.e. (sqrt(se_ours^2 + se_paper^2)). `readings`: {label: the BALI rows of that reading (one method)}.
-    Returns (table, {label: rows where it is nearest}); a reading with no completed split is n/a and never
-    nearest."""
+    Returns (table, {label: rows where it is nearest}, {label: (summed distance, rows summed)}); a reading with
+    no completed split is n/a and never nearest."""
     keys = {"RMSE": ("rmse", "test_rmse"), "LL": ("ll", "test_ll")}
     datasets = datasets or [d for d in DATASETS if any(len(r) and d in set(r["dataset"]) for r in readings.values())]
-    rows, nearest = [], dict.fromkeys(readings, 0)
+    rows, nearest, totals = [], dict.fromkeys(readings, 0), dict.fromkeys(readings, (0.0, 0))
     for d in datasets:
         for label, (key, column) in keys.items():
             p = paper[key].get(d, {}).get("BALI")
@@ -425,6 +425,8 @@ def readings_table(readings: dict[str, pd.DataFrame], paper: dict, datasets=None
             best = min(z, key=z.get) if z else None
             if best is not None:
                 nearest[best] += 1
+            for name, dist in z.items():
+                totals[name] = (totals[name][0] + dist, totals[name][1] + 1)
             row["nearest the paper"] = f"{best} ({z[best]:.1f} s.e.)" if best is not None else "-"
             rows.append(row)
-    return pd.DataFrame(rows), nearest
+    return pd.DataFrame(rows), nearest, totals
