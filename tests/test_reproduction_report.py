@@ -753,6 +753,41 @@ def test_a_mean_target_reads_the_mean_of_the_cells(tmp_path):
         assert f"**{status}**" in line and ("mean <= 1.6" if of == "mean" else "each <= 1.6") in line
 
 
+def test_a_target_relative_to_paper_scale_computes_its_bound_from_the_paper_cells(tmp_path):
+    # FAKE UCI cells: paper scale RMSE 1.0 and 1.2 (mean 1.1), quick 1.5 and 1.8 (mean 1.65): within 1.5x (1.65)
+    # of the paper-scale mean, not within 1.4x (1.54); no paper cell for energy: not run, saying why
+    def rows(values, dataset="uci_yacht"):
+        return [
+            {"method": "bali", "dataset": dataset, "seed": s, "status": "completed", "test_rmse": r}
+            for s, r in enumerate(values)
+        ]
+
+    write_csv(tmp_path, "bali_uci", rows((1.0, 1.2)), scale="paper")
+    write_csv(tmp_path, "bali_uci", rows((1.5, 1.8)) + rows((0.5,), "uci_energy"), scale="quick")
+    target = {"experiments": ["bali_uci"], "metric": "test_rmse", "of": "mean"}
+    for factor, status in ((1.5, "met"), (1.4, "missed")):
+        artefacts = {
+            "bali_table1": {
+                "paper": "bali",
+                "experiments": ["bali_uci"],
+                "targets": {
+                    "quick": [
+                        {**target, "where": {"method": "bali", "dataset": "uci_yacht"}, "at_most_paper_times": factor},
+                        {**target, "where": {"method": "bali", "dataset": "uci_energy"}, "at_most_paper_times": factor},
+                    ]
+                },
+            }
+        }
+        text = reproduction.write_report(
+            tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated=""
+        )
+        yacht = line_of(text, "dataset = uci_yacht | test_rmse")
+        assert f"**{status}**" in yacht and f"mean <= {factor * 1.1:g}" in yacht
+        assert f"within {factor:g}x the paper-scale mean 1.1 (2 cells)" in yacht
+        energy = line_of(text, "dataset = uci_energy | test_rmse")
+        assert "**not run**" in energy and "no paper-scale cell yet" in energy
+
+
 @pytest.mark.parametrize(
     "fast, slow, ratio, expected",
     [

@@ -238,23 +238,40 @@ def summary_lines(ctx: Context, doc: dict, verdicts: list) -> list[str]:
     return lines
 
 
+def _values(ctx: Context, experiment: str, t: dict) -> pd.Series:
+    cells = ctx.cells(experiment, t.get("where") or {})
+    return pd.to_numeric(cells[t["metric"]], errors="coerce") if t["metric"] in cells else pd.Series(dtype=float)
+
+
+def _bound(ctx: Context, experiment: str, t: dict) -> tuple[float, bool, str]:
+    """(bound, whether it is a lower bound, why). A bound relative to the paper scale (`at_most_paper_times`,
+    `at_least_paper_times`) is that factor times the mean of the same cells at paper scale (archived or under
+    results/), NaN when none ran there; its why says which mean."""
+    lower = "at_least" in t or "at_least_paper_times" in t
+    factor = t.get("at_least_paper_times" if lower else "at_most_paper_times")
+    if factor is None:
+        return float(t["at_least"] if lower else t["at_most"]), lower, t["why"]
+    ref = _values(ctx.at_scale("paper"), experiment, t).dropna()
+    side = "at least" if lower else "within"
+    if ref.empty:
+        return math.nan, lower, f"{side} {factor:g}x the paper-scale mean: no paper-scale cell yet"
+    mean = float(ref.mean())
+    why = f"{side} {factor:g}x the paper-scale mean {mean:.4g} ({len(ref)} cells)"
+    return factor * mean, lower, why + (f"; {t['why']}" if t.get("why") else "")
+
+
 def target_rows(ctx: Context) -> list[dict]:
     """Each target of the config's `artefacts.<name>.targets.<scale>` at this scale: met (every cell it names
-    reaches the bound, or with `of: mean` their mean does), missed, or not run (no such cell ran), with the
-    worst and the mean cell value."""
+    reaches the bound, or with `of: mean` their mean does), missed, or not run (no such cell ran, or the paper-scale
+    cells a relative bound needs did not), with the worst and the mean cell value."""
     rows = []
     for name in sorted(ctx.artefacts):
         for t in (ctx.artefacts[name].get("targets") or {}).get(ctx.scale) or []:
             for exp in t["experiments"]:
-                cells = ctx.cells(exp, t.get("where") or {})
-                vals = (
-                    pd.to_numeric(cells[t["metric"]], errors="coerce")
-                    if t["metric"] in cells
-                    else pd.Series(dtype=float)
-                )
-                lower, of = "at_least" in t, t.get("of", "every")
-                bound = float(t["at_least"] if lower else t["at_most"])
-                if vals.isna().all():  # also: no cell
+                vals = _values(ctx, exp, t)
+                of = t.get("of", "every")
+                bound, lower, why = _bound(ctx, exp, t)
+                if vals.isna().all() or math.isnan(bound):  # also: no cell
                     status, worst, mean = "not run", math.nan, math.nan
                 else:
                     worst = float(vals.min() if lower else vals.max())  # a NaN cell (diverged) misses the bound
@@ -273,7 +290,7 @@ def target_rows(ctx: Context) -> list[dict]:
                         "mean": mean,
                         "n": int(vals.notna().sum()),
                         "status": status,
-                        "why": t["why"],
+                        "why": why,
                     }
                 )
     return rows

@@ -66,6 +66,16 @@ class Context:
         self.arts = {name: spec for doc in docs for name, spec in doc["artefacts"].items()}
         self._paper = {(n.artefact, n.row, n.column): n for doc in docs for n in papers.numbers(doc)}
 
+    def at_scale(self, scale: str) -> Context:
+        """The same results, papers and archive read at another scale (read once): what a target relative to the
+        paper-scale cells compares with."""
+        if scale == self.scale:
+            return self
+        others = self.__dict__.setdefault("_other_scales", {})
+        if scale not in others:
+            others[scale] = Context(self.results, scale, self.docs, self.expected, self.artefacts, self.archive)
+        return others[scale]
+
     def paper_number(self, artefact: str, row: str, column: str):
         """The paper's number at (artefact, row, column) (a papers.PaperNumber), None where it prints none."""
         return self._paper.get((artefact, str(row), str(column)))
