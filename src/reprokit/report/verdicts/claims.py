@@ -51,23 +51,27 @@ from ...shape import recorded as predictive_shape
 from ...shape import shape_text
 from ..cells import norm
 from ..stats import correlation_ci, mean_se
+from . import noise
+from .noise import REL_TOL_N1, Z_NOISE, n1_fraction
 
 HOLDS, FAILS, NOT_RUN = "holds", "does not hold", "not run"
 INCONCLUSIVE, NOT_COMPARABLE, NOT_TESTABLE = "inconclusive", "not comparable", "not testable"
 STATUSES = (HOLDS, INCONCLUSIVE, FAILS, NOT_COMPARABLE, NOT_TESTABLE, NOT_RUN)  # the report's order
 
-Z_NOISE = 2.0  # an effect must exceed this many combined standard errors ...
-REL_TOL_N1 = 0.01  # ... or, with one seed / split on a side (no s.e.), this fraction of the larger |value|
+# an effect must exceed Z_NOISE combined standard errors, or with one seed / split on a side (no s.e.) the measured
+# seed spread of one cell (noise.n1_fraction; never below REL_TOL_N1 of the larger |value|)
 # A baseline entry is "far" from the paper's number for it when it is off by more than BASELINE_REL of the paper's
 # value AND by more than BASELINE_Z of the paper's s.e. (when printed): the comparison then is not comparable.
 BASELINE_REL, BASELINE_Z = 0.5, 5.0
 CI_LEVEL = 0.95  # a correlation's percentile-bootstrap interval over the configurations
 NOISE_RULE = (
-    f"an ordering holds when its effect exceeds {Z_NOISE:g} combined s.e. over seeds / splits ("
-    f"{REL_TOL_N1:.0%} of the larger |value| when a side has n = 1), is inconclusive inside that band and "
+    f"an ordering holds when its effect exceeds {Z_NOISE:g} combined s.e. over seeds / splits (when a side has "
+    f"n = 1: {Z_NOISE:g} sd of a difference of two single cells, from the seed spread of one cell measured on the "
+    f"claim's experiments or, where they ran one seed, on every experiment of the scale, and never below "
+    f"{REL_TOL_N1:.0%} of the larger |value|), is inconclusive inside that band and "
     f"does not hold when clearly reversed; the same band applies to a comparison with the best of k "
-    f"reference cells (a single value: {REL_TOL_N1:.0%}) and to a threshold (a mean against a fixed bound: "
-    f"{Z_NOISE:g} s.e., or {REL_TOL_N1:.0%} of the larger of |value| and |bound| with one cell; a spread: "
+    f"reference cells (a single value) and to a threshold (a mean against a fixed bound: "
+    f"{Z_NOISE:g} s.e., or with one cell {Z_NOISE:g} measured sd, at least {REL_TOL_N1:.0%}; a spread: "
     f"the band between its highest and lowest configuration), inconclusive within the band of the bound; a "
     f"correlation holds when its {CI_LEVEL:.0%} bootstrap interval over the configurations lies beyond its "
     f"bound, does not hold when it lies wholly on the other side, and is inconclusive when it straddles "
@@ -108,7 +112,7 @@ def noise_band(a: float, se_a: float, n_a: int, b: float, se_b: float, n_b: int)
     or REL_TOL_N1 of the larger |value| when a side has a single value (no s.e. to combine)."""
     if n_a > 1 and n_b > 1 and math.isfinite(se_a) and math.isfinite(se_b):
         return Z_NOISE * math.hypot(se_a, se_b)
-    return REL_TOL_N1 * max(abs(a), abs(b))
+    return n1_fraction(pair=True) * max(abs(a), abs(b))
 
 
 def bound_band(m: float, se: float, n: int, bound: float) -> float:
@@ -116,7 +120,7 @@ def bound_band(m: float, se: float, n: int, bound: float) -> float:
     n > 1 values, else REL_TOL_N1 of the larger of |m| and |bound| (:func:`noise_band` with an exact bound)."""
     if n > 1 and math.isfinite(se):
         return Z_NOISE * se
-    return REL_TOL_N1 * max(abs(m), abs(bound))
+    return n1_fraction(pair=False) * max(abs(m), abs(bound))
 
 
 def interval_side(lo: float, hi: float, bound: float, above: bool = True):
@@ -741,7 +745,7 @@ def paired_gap(
     if not diffs:
         return Verdict(NOT_RUN, "no configuration ran in both experiments of a pair")
     d, se, k = mean_se(diffs)
-    band = Z_NOISE * se if k > 1 else REL_TOL_N1 * float(sizes[0])  # one configuration: noise_band's n = 1 rule
+    band = Z_NOISE * se if k > 1 else n1_fraction(pair=True) * float(sizes[0])  # one configuration: n = 1 rule
     outcome = ordering(d, band, min_gap)
     return _decide(
         [outcome],
@@ -909,7 +913,7 @@ def still_improving(
     cut = c[c.index <= (1 - tail) * c.index.max()]
     before, last = float(cut.iloc[-w:].mean()), float(c.iloc[-w:].mean())
     n = int(curves["seed"].nunique()) if "seed" in curves else 1
-    band, how = REL_TOL_N1 * max(abs(last), abs(before)), ""
+    band, how = n1_fraction(pair=True) * max(abs(last), abs(before)), ""
     if n > 1:  # per seed, the same two windows: the paired differences' s.e.
         steps_last, steps_before = set(c.index[-w:]), set(cut.index[-w:])
         d = []
@@ -1027,10 +1031,43 @@ def check(ctx, name: str, args: dict) -> Verdict:
     return CHECKS[name](ctx, **args)
 
 
+def scope(ctx, claim) -> tuple[list[str], str | None]:
+    """(the experiments a claim reads, the metric it compares): its args' `experiment(s)` or its artefact's
+    experiments; its args' `metric` or its artefact's `ours.metric`."""
+    args = claim.args
+    experiments = list(args.get("experiments") or ([args["experiment"]] if args.get("experiment") else []))
+    if not experiments:
+        experiments = list((getattr(ctx, "artefacts", {}).get(claim.artefact) or {}).get("experiments") or [])
+    if not experiments:
+        experiments = sorted(
+            {
+                r["experiment"]
+                for r in ctx.arts.get(args.get("artefact", claim.artefact), {}).get("rows", {}).values()
+                if isinstance(r, dict) and r.get("experiment")
+            }
+        )
+    metric = args.get("metric") or (ctx.arts.get(args.get("artefact", claim.artefact)) or {}).get("ours", {}).get(
+        "metric"
+    )
+    return experiments, metric
+
+
 def verdict(ctx, claim) -> Verdict:
     """The claim's verdict at ctx.scale: "not testable" where its `testable_at` scales exclude this one (what the
-    cells measured is still shown), else its check's."""
-    v = check(ctx, claim.check, claim.args)
+    cells measured is still shown), else its check's. Where a single value a side decided it, its measured text
+    ends with the n = 1 band used and where it was measured (report.verdicts.noise)."""
+    experiments, metric = scope(ctx, claim)
+    spread = ctx.spread(experiments, metric) if metric and experiments and hasattr(ctx, "spread") else None
+    with noise.measured(spread) as used:
+        v = check(ctx, claim.check, claim.args)
+    if used and v.status != NOT_RUN:
+        band = (
+            spread.text(pair=any(used))
+            if spread
+            else f"n = 1 band {REL_TOL_N1:.0%} of the value (fixed: no seed spread of {metric or 'its metric'} "
+            "measured at this scale)"
+        )
+        v = Verdict(v.status, f"{v.measured} [{band}]", v.n)
     if claim.testable_at and ctx.scale not in claim.testable_at:
         return Verdict(
             NOT_TESTABLE,

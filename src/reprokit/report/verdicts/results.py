@@ -19,7 +19,7 @@ from .. import cells
 from ..cells import RAN_STATUSES, matches, norm, read_csv, unavailable_notes
 from ..records import archive as cell_archive
 from ..stats import mean_se
-from . import papers
+from . import noise, papers
 
 
 def finished_cells(experiment_dir: str | Path) -> pd.DataFrame:
@@ -65,6 +65,29 @@ class Context:
         self._archive_lines: dict[str, list[dict]] = {}
         self.arts = {name: spec for doc in docs for name, spec in doc["artefacts"].items()}
         self._paper = {(n.artefact, n.row, n.column): n for doc in docs for n in papers.numbers(doc)}
+
+    def axes(self, experiment: str) -> list[str]:
+        """The grid axes of `experiment` at this scale (the pipeline config's: the archive's, else the one in the
+        working directory); [] when no config is at hand or it lacks the experiment."""
+        from ...config import experiment as grid_of
+        from ...config import load_pipeline_config
+
+        cache = self.__dict__.setdefault("_axes", {})
+        if experiment not in cache:
+            try:
+                config = self.archive[1] if self.archive else load_pipeline_config(".")
+                cache[experiment] = list(grid_of(config, experiment, self.scale).axes)
+            except (KeyError, FileNotFoundError, ValueError):
+                cache[experiment] = []
+        return cache[experiment]
+
+    def spread(self, experiments: list[str], metric: str):
+        """The measured seed spread of `metric` (report.verdicts.noise): over `experiments`' own cells with >= 2
+        seeds, else the scale's committed pooled spread; None when neither exists."""
+        tables = {e: self.table(e) for e in experiments}
+        return noise.own_spread(tables, {e: self.axes(e) for e in experiments}, metric) or noise.pooled(
+            self.scale, metric
+        )
 
     def at_scale(self, scale: str) -> Context:
         """The same results, papers and archive read at another scale (read once): what a target relative to the

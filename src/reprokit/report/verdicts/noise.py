@@ -1,0 +1,193 @@
+"""The noise band of a single value, measured: how far one cell's result moves between seeds.
+
+A claim decided on one seed (or split) a side has no standard error. Its band used to be a fixed fraction of the
+value (``REL_TOL_N1``), which the machine alone can exceed: the same cell on another CPU moved test accuracy by a
+median 0.55 % and test log-likelihood by 2.1 % (a quick build re-run on a second machine, figures/README.md). Seeds
+move a cell at least as much as the order of floating-point reductions does (both perturb training from the first
+step), so the band of a single value is measured from the seeds the archive already holds:
+
+* :func:`own_spread`: over the cells of the claim's experiments that ran at least two seeds (or splits) with all
+  other coordinates equal, the median relative standard deviation of the metric, sd / |mean|; where the claim's
+  own experiments ran one seed everywhere, :func:`pooled`, the median over every experiment of that scale that ran
+  more (the same metric), measured by ``python -m reprokit.report.verdicts.noise --scale <scale>`` into
+  figures/<scale>/seed_spread.json;
+* :func:`measured` sets it for one claim's check; :func:`n1_fraction` is what the checks' n = 1 rules read:
+  ``Z_NOISE`` standard deviations (of a difference of two single values: sqrt(2) of them), never below the fixed
+  ``REL_TOL_N1``;
+* :func:`used` says whether the check needed it, so the report states the band and where it came from only where
+  a single value decided something.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ...io import atomic_write_text
+
+Z_NOISE = 2.0  # an effect must exceed this many combined standard errors ...
+REL_TOL_N1 = 0.01  # ... or, with one seed a side and no measured spread, this fraction of the larger |value|
+SEED_AXES = ("seed",)
+# numeric columns of a cell's row that are not results (coordinates, counts, timings)
+NOT_METRICS = {"seed", "steps", "n_steps", "n_test", "n_train", "wall_time_s", "seconds_per_step", "seconds_this_run"}
+
+
+@dataclass(frozen=True)
+class Spread:
+    rel_sd: float  # median sd / |mean| over the groups
+    groups: int  # groups of cells (all coordinates but the seed equal) with >= 2 seeds
+    source: str  # where it was measured, in words
+
+    def text(self, pair: bool = True) -> str:
+        return (
+            f"n = 1 band {n1_fraction_of(self, pair):.1%} of the value (seed spread of one cell measured: median "
+            f"relative sd {self.rel_sd:.2%} over {self.groups} groups of {self.source})"
+        )
+
+
+_CURRENT: ContextVar[Spread | None] = ContextVar("n1_spread", default=None)
+_USED: ContextVar[list | None] = ContextVar("n1_used", default=None)
+
+
+def n1_fraction_of(spread: Spread | None, pair: bool) -> float:
+    if spread is None or not math.isfinite(spread.rel_sd):
+        return REL_TOL_N1
+    sd = spread.rel_sd * (math.sqrt(2.0) if pair else 1.0)
+    return max(REL_TOL_N1, Z_NOISE * sd)
+
+
+def n1_fraction(pair: bool = True) -> float:
+    """The band of a single value as a fraction of it: measured for the claim being checked (:func:`measured`),
+    else REL_TOL_N1. `pair`: two single values compared (their difference has sqrt(2) of one's sd)."""
+    used = _USED.get()
+    if used is not None:
+        used.append(pair)
+    return n1_fraction_of(_CURRENT.get(), pair)
+
+
+@contextlib.contextmanager
+def measured(spread: Spread | None):
+    """Check one claim with `spread` as its single values' noise; yields the list :func:`n1_fraction` appends to
+    (empty when no single value needed a band)."""
+    used: list = []
+    t1, t2 = _CURRENT.set(spread), _USED.set(used)
+    try:
+        yield used
+    finally:
+        _CURRENT.reset(t1)
+        _USED.reset(t2)
+
+
+def _groups(df: pd.DataFrame, axes: list[str], metric: str) -> list[float]:
+    """sd / |mean| of `metric` per group of cells equal on `axes` but the seed, over groups with >= 2 values."""
+    if df is None or metric not in df or "seed" not in df:
+        return []
+    by = [a for a in axes if a in df and a not in SEED_AXES]
+    df = df.assign(_v=pd.to_numeric(df[metric], errors="coerce"))
+    if "status" in df:
+        df = df[df["status"].isin(("completed", "diverged"))]
+    df = df[np.isfinite(df["_v"])]
+    df = df.assign(**{a: df[a].map(str) for a in by})  # list-valued coordinates ([8, 1]) group by their text
+    out = []
+    for _, g in df.groupby(by, dropna=False) if by else [(None, df)]:
+        if g["seed"].nunique() < 2:
+            continue
+        m, sd = float(g["_v"].mean()), float(g["_v"].std(ddof=1))
+        if abs(m) > 1e-12 and math.isfinite(sd):
+            out.append(sd / abs(m))
+    return out
+
+
+def own_spread(tables: dict[str, pd.DataFrame | None], axes: dict[str, list[str]], metric: str) -> Spread | None:
+    """The :class:`Spread` of `metric` over the cells in `tables` ({experiment: its cells}; `axes`: {experiment: its
+    grid axes}) that ran >= 2 seeds with all else equal; None when none did."""
+    rel = [r for e, df in tables.items() for r in _groups(df, axes.get(e, []), metric)]
+    return Spread(float(np.median(rel)), len(rel), ", ".join(tables)) if rel else None
+
+
+def pooled_path(scale: str) -> Path:
+    """figures/<scale>/seed_spread.json: each metric's spread over every experiment of the scale (committed with
+    the figures, so a notebook that reads only its own experiments' cells finds the same band as the report)."""
+    return Path(__file__).resolve().parents[4] / "figures" / scale / "seed_spread.json"
+
+
+def pooled(scale: str, metric: str) -> Spread | None:
+    """The committed spread of `metric` over every experiment of `scale` (:func:`pooled_path`), None when absent."""
+    path = pooled_path(scale)
+    if not path.exists():
+        return None
+    rec = json.loads(path.read_text()).get("metrics", {}).get(metric)
+    if not rec:
+        return None
+    return Spread(
+        rec["rel_sd"],
+        rec["groups"],
+        f"{len(rec['experiments'])} experiments of this scale ({path.name}, {rec['date']}; the claim's own ran one "
+        "seed)",
+    )
+
+
+def write_pooled(ctx, experiments: list[str], date: str, out: Path) -> dict:
+    """Measure every metric's spread over `experiments` (a results Context `ctx` of the scale) and write it."""
+    metrics: dict[str, list] = {}
+    for name in experiments:
+        df, axes = ctx.table(name), ctx.axes(name)
+        if df is None:
+            continue
+        for column in df.columns:
+            rel = _groups(df, axes, column) if pd.api.types.is_numeric_dtype(df[column]) else []
+            if rel:
+                metrics.setdefault(column, []).append((name, rel))
+    rec = {
+        "scale": ctx.scale,
+        "what": "median relative sd (sd / |mean|) of one cell's metric over seeds, per group of cells equal but "
+        "for the seed; the n = 1 noise band of a claim whose own experiments ran one seed (report.verdicts.noise)",
+        "metrics": {
+            m: {
+                "rel_sd": float(np.median([r for _, rs in parts for r in rs])),
+                "groups": sum(len(rs) for _, rs in parts),
+                "experiments": sorted(name for name, _ in parts),
+                "date": date,
+            }
+            for m, parts in sorted(metrics.items())
+            if m not in NOT_METRICS
+        },
+    }
+    atomic_write_text(out, json.dumps(rec, indent=1, sort_keys=True) + "\n")
+    return rec
+
+
+def main(argv=None) -> int:
+    import argparse
+    import datetime
+
+    from ...config import load_pipeline_config
+    from .results import Context
+
+    p = argparse.ArgumentParser(prog="python -m reprokit.report.verdicts.noise", description=__doc__.split("\n\n")[0])
+    p.add_argument("--scale", default="quick")
+    p.add_argument("--results", default="results")
+    p.add_argument("--root", default=".")
+    args = p.parse_args(argv)
+    config = load_pipeline_config(args.root)
+    ctx = Context(args.results, args.scale, [], archive=(args.root, config))
+    out = Path(args.root) / "figures" / args.scale / "seed_spread.json"
+    rec = write_pooled(ctx, sorted(config["experiments"]), datetime.date.today().isoformat(), out)
+    for m, r in rec["metrics"].items():
+        print(
+            f"{m}: median relative sd {r['rel_sd']:.2%} over {r['groups']} groups ({len(r['experiments'])} experiments)"
+        )
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
