@@ -1,7 +1,7 @@
 # Rebuilds every table and figure of the two papers. See README.md.
 #   snakemake --cores 2                              whole reproduction at the default (quick) scale
 #   snakemake --cores 2 --config scale=test figures/fig2.pdf
-#   snakemake --profile slurm --config scale=paper   every cell as its own SLURM job
+#   snakemake --profile slurm --config scale=paper   paper scale on SLURM (short cells packed per job: docs/slurm.md)
 from snakemake.utils import min_version
 
 min_version("8.20")

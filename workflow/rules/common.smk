@@ -6,7 +6,7 @@ from pathlib import Path
 from reprokit.config import ConfigError, experiment, load_pipeline_config
 from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data.mirrors import is_available
-from reprokit.plan import kind as plan_of_kind, validate_cells
+from reprokit.plan import validate_cells
 from reprokit.report.verdicts.papers import load as load_paper
 from reprokit.report.verdicts.statement import experiments_read
 from reprokit.job import cell_job, data_context

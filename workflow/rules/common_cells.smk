@@ -12,13 +12,6 @@ from reprokit.budget import cell_costs, runtime_minutes
 _JOBS = {}
 
 
-def kind_of(cell):
-    try:
-        return plan_of_kind(cell.kind)
-    except ConfigError as err:
-        raise WorkflowError(str(err)) from None
-
-
 def job_of(wildcards):
     """The cell's job (reprokit.job.cell_job: cell JSON, context, variant files, checkpoint), built once."""
     cell = cell_of(wildcards)

@@ -148,11 +148,13 @@ def write_pooled(ctx, experiments: list[str], date: str, out: Path) -> dict:
                 metrics.setdefault(column, []).append((name, rel))
     rec = {
         "scale": ctx.scale,
-        "what": "median relative sd (sd / |mean|) of one cell's metric over seeds, per group of cells equal but "
-        "for the seed; the n = 1 noise band of a claim whose own experiments ran one seed (report.verdicts.noise)",
+        "what": "relative sd (sd / |mean|) of one cell's metric over seeds, per group of cells equal but for the "
+        "seed: each experiment's median, and the median over experiments; the n = 1 noise band of a claim whose own "
+        "experiments ran one seed (report.verdicts.noise)",
         "metrics": {
             m: {
-                "rel_sd": float(np.median([r for _, rs in parts for r in rs])),
+                # each experiment's median, then their median: an experiment with many groups does not outvote
+                "rel_sd": float(np.median([np.median(rs) for _, rs in parts])),
                 "groups": sum(len(rs) for _, rs in parts),
                 "experiments": sorted(name for name, _ in parts),
                 "date": date,

@@ -1,0 +1,108 @@
+"""The noise band of a single value is the measured seed spread of one cell (report.verdicts.noise)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from reprokit.report.verdicts import claims, noise
+from reprokit.report.verdicts.papers import Claim
+
+
+def _rows(values_by_seed: dict[int, list[float]], metric: str = "test_acc") -> pd.DataFrame:
+    # FAKE cells: configuration c (axis `lr`) at each seed
+    return pd.DataFrame(
+        [
+            {"lr": c, "seed": s, "status": "completed", metric: v}
+            for s, values in values_by_seed.items()
+            for c, v in enumerate(values)
+        ]
+    )
+
+
+def test_the_spread_is_the_median_relative_sd_over_groups_equal_but_for_the_seed():
+    df = _rows({0: [1.0, 2.0, 5.0], 1: [1.2, 2.0, 5.0]})  # lr 0: 1.0 / 1.2; lr 1 and 2: no spread
+    spread = noise.own_spread({"e": df}, {"e": ["lr", "seed"]}, "test_acc")
+    assert spread.groups == 3
+    assert spread.rel_sd == pytest.approx(0.0)  # median of (0.129, 0, 0)
+    spread = noise.own_spread({"e": df[df["lr"] == 0]}, {"e": ["lr", "seed"]}, "test_acc")
+    assert spread.rel_sd == pytest.approx(pd.Series([1.0, 1.2]).std() / 1.1)
+    # one seed per configuration: nothing measured
+    assert noise.own_spread({"e": _rows({0: [1.0, 2.0]})}, {"e": ["lr", "seed"]}, "test_acc") is None
+
+
+def test_a_measured_spread_sets_the_single_value_band_never_below_the_fixed_floor():
+    assert noise.n1_fraction() == noise.REL_TOL_N1  # outside a claim: the fixed band
+    wide = noise.Spread(0.05, 4, "FAKE")
+    with noise.measured(wide) as used:
+        assert noise.n1_fraction(pair=True) == pytest.approx(2 * 0.05 * math.sqrt(2))
+        assert noise.n1_fraction(pair=False) == pytest.approx(0.1)
+    assert used == [True, False]
+    with noise.measured(noise.Spread(0.001, 4, "FAKE")):
+        assert noise.n1_fraction() == noise.REL_TOL_N1
+
+
+class _Ctx:
+    """FAKE results: one seed of a baseline and ours on `e`, and `spread` as measured."""
+
+    scale, arts, artefacts = "quick", {}, {}
+
+    def __init__(self, ours: float, spread):
+        self._rows = pd.DataFrame(
+            [
+                {"method": "a", "seed": 0, "test_acc": ours},
+                {"method": "b", "seed": 0, "test_acc": 0.90},
+            ]
+        )
+        self._spread = spread
+
+    def cells(self, experiment, where):
+        df = self._rows
+        for k, v in where.items():
+            df = df[df[k] == v]
+        return df
+
+    def spread(self, experiments, metric):
+        return self._spread
+
+
+def _claim() -> Claim:
+    return Claim(
+        id="fake",
+        paper="fake",
+        artefact="fake",
+        words="FAKE: a beats b",
+        check="compare",
+        args={"experiments": ["e"], "metric": "test_acc", "a": {"method": "a"}, "b": {"method": "b"}},
+    )
+
+
+@pytest.mark.parametrize(
+    "rel_sd, verdict",
+    [
+        (None, "holds"),  # 0.92 against 0.90 on one seed each: 2.2 % beyond the fixed 1 % band
+        (0.005, "holds"),  # a 0.5 % seed spread: band 2 x sqrt(2) x 0.5 % = 1.4 %
+        (0.02, "inconclusive"),  # a 2 % seed spread (as test LL across machines): band 5.7 %
+    ],
+)
+def test_a_one_seed_ordering_is_inconclusive_inside_the_measured_spread(rel_sd, verdict):
+    spread = noise.Spread(rel_sd, 6, "FAKE") if rel_sd is not None else None
+    v = claims.verdict(_Ctx(0.92, spread), _claim())
+    assert v.status == verdict, v.measured
+    # the report says which band decided it and where it came from
+    assert ("seed spread of one cell measured" in v.measured) == (rel_sd is not None)
+    assert ("fixed" in v.measured) == (rel_sd is None)
+
+
+def test_the_pooled_spread_is_read_from_the_committed_file(tmp_path, monkeypatch):
+    path = tmp_path / "seed_spread.json"
+    monkeypatch.setattr(noise, "pooled_path", lambda scale: path)
+    assert noise.pooled("quick", "test_acc") is None  # no file: nothing measured
+    rec = {"metrics": {"test_acc": {"rel_sd": 0.004, "groups": 12, "experiments": ["x", "y"], "date": "FAKE"}}}
+    path.write_text(json.dumps(rec))
+    spread = noise.pooled("quick", "test_acc")
+    assert spread.rel_sd == 0.004 and spread.groups == 12 and "2 experiments" in spread.source
+    assert noise.pooled("quick", "test_ll") is None
