@@ -46,6 +46,11 @@ def test_bali_yraw_is_bali_with_raw_targets_at_every_scale(config):
             compared.add((exp, scale))
             for d in g.axes["dataset"]:
                 b = _cell(config, exp, scale, method="bali", dataset=d, seed=0).settings["bali"]
+                if scale == "quick" and d in ("uci_yacht", "uci_concrete", "uci_energy", "uci_redwine"):
+                    # quick runs raw-y only where bali_wishart_n compares it (kin8nm, powerplant, protein)
+                    with pytest.raises(KeyError):
+                        _cell(config, exp, scale, method="bali_yraw", dataset=d, seed=0)
+                    continue
                 raw = _cell(config, exp, scale, method="bali_yraw", dataset=d, seed=0).settings["bali_yraw"]
                 assert b["standardize_y"] is True and raw["standardize_y"] is False, (exp, scale, d)
                 assert b["wishart_n"] == "n_eff", (exp, scale, d)
