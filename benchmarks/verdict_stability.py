@@ -5,8 +5,11 @@ cell re-run with the same threads on one machine is bit-identical). The chosen e
 benchmarks/run_cells.py under `--root` (results, checkpoints and logs of their own, nothing of results/ or the
 archive touched); then every claim whose cells all come from those experiments is decided twice, from the
 committed archive (`figures/<scale>/cells/`) and from the re-run, and each verdict pair is printed and written as
-JSON (`--out`, default `figures/<scale>/verdict_stability.json`, which the reproduction report quotes). A claim
-that changes is machine-sensitive at that scale: its noise band is too narrow for its evidence.
+JSON (`--out`, default `figures/<scale>/verdict_stability.json`, which the reproduction report quotes; runs on
+other experiments are merged in). A claim that changes is machine-sensitive at that scale: its noise band is too
+narrow for its evidence. The record also holds each experiment's machine spread per metric (`machine_spread`:
+the median over re-run cells of |archive - re-run| / sqrt(2) / |mean|), which report.verdicts.noise takes as a
+single value's noise where it is larger than the seed spread.
 
     python benchmarks/verdict_stability.py --scale quick --threads 2 \\
         --experiments bali_synthetic bali_bbb_synthetic bali_uci bali_uci_protein
@@ -66,6 +69,35 @@ def verdicts(results: Path, scale: str, config: dict, docs: list[dict], archive:
     return out
 
 
+def machine_spread(results: Path, scale: str, experiments) -> dict:
+    """{experiment: {metric: {rel_sd, pairs}}}: each re-run cell against its archived line, |a - b| / sqrt(2) over
+    |mean| per metric (the sd of one cell across the two machines), the median over the experiment's cells."""
+    import math
+
+    import numpy as np
+
+    from reprokit.report import cells
+    from reprokit.report.records import archive
+
+    out = {}
+    for experiment in experiments:
+        lines = archive.load(archive.path_of(REPO, scale, experiment))
+        rels: dict[str, list[float]] = {}
+        for cell_dir, record in cells.records(results / scale / experiment):
+            line = lines.get(cell_dir.relative_to(results).as_posix())
+            if not line or line.get("status") != "completed" or record.get("status") != "completed":
+                continue
+            for metric, b in (record.get("metrics") or {}).items():
+                a = line["metrics"].get(metric)
+                if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (a, b)):
+                    continue
+                mean = (a + b) / 2
+                if abs(mean) > 1e-12:
+                    rels.setdefault(metric, []).append(abs(a - b) / math.sqrt(2) / abs(mean))
+        out[experiment] = {m: {"rel_sd": float(np.median(v)), "pairs": len(v)} for m, v in sorted(rels.items())}
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", default="quick")
@@ -99,16 +131,22 @@ def main(argv=None) -> int:
     ]
     for r in rows:
         print(f"{r['claim']}: {r['archive']} -> {r['rerun']}{'' if r['stable'] else '  CHANGED'}")
+    out = Path(args.out or REPO / "figures" / args.scale / "verdict_stability.json")
+    # earlier runs on other experiments are kept: a claim or experiment re-checked now replaces its entry
+    old = json.loads(out.read_text()) if out.exists() else {}
+    kept = [r for r in old.get("claims", []) if r["claim"] not in ids]
+    rows = sorted(kept + rows, key=lambda r: r["claim"])
+    spread = {**old.get("machine_spread", {}), **machine_spread(root / "results", args.scale, chosen)}
     record = {
         "date": _dt.date.today().isoformat(),
         "scale": args.scale,
         "rerun": f"threads_per_cell {args.threads} (archive: 1)",
-        "experiments": sorted(chosen),
+        "experiments": sorted(chosen | set(old.get("experiments", []))),
         "claims": rows,
         "stable": sum(r["stable"] for r in rows),
         "of": len(rows),
+        "machine_spread": dict(sorted(spread.items())),
     }
-    out = Path(args.out or REPO / "figures" / args.scale / "verdict_stability.json")
     out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"{record['stable']} of {record['of']} verdicts unchanged; wrote {out}")
     return 0 if record["stable"] == record["of"] else 1

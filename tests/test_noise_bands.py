@@ -93,7 +93,7 @@ def test_a_one_seed_ordering_is_inconclusive_inside_the_measured_spread(rel_sd, 
     v = claims.verdict(_Ctx(0.92, spread), _claim())
     assert v.status == verdict, v.measured
     # the report says which band decided it and where it came from
-    assert ("seed spread of one cell measured" in v.measured) == (rel_sd is not None)
+    assert ("spread of one cell measured" in v.measured) == (rel_sd is not None)
     assert ("fixed" in v.measured) == (rel_sd is None)
 
 
@@ -106,3 +106,24 @@ def test_the_pooled_spread_is_read_from_the_committed_file(tmp_path, monkeypatch
     spread = noise.pooled("quick", "test_acc")
     assert spread.rel_sd == 0.004 and spread.groups == 12 and "2 experiments" in spread.source
     assert noise.pooled("quick", "test_ll") is None
+
+
+def test_the_pooled_band_is_the_larger_of_the_seed_and_the_machine_spread(tmp_path, monkeypatch):
+    monkeypatch.setattr(noise, "pooled_path", lambda scale: tmp_path / "seed_spread.json")
+    seeds = {"metrics": {"test_acc": {"rel_sd": 0.004, "groups": 3, "experiments": ["x"], "date": "FAKE"}}}
+    (tmp_path / "seed_spread.json").write_text(json.dumps(seeds))
+    machine = {
+        "date": "FAKE",
+        "machine_spread": {
+            "a": {"test_acc": {"rel_sd": 0.01, "pairs": 4}},
+            "b": {"test_acc": {"rel_sd": 0.03, "pairs": 2}},
+            "c": {"test_ll": {"rel_sd": 0.5, "pairs": 2}},
+        },
+    }
+    (tmp_path / "verdict_stability.json").write_text(json.dumps(machine))
+    spread = noise.pooled("quick", "test_acc")
+    assert spread.rel_sd == pytest.approx(0.02) and spread.groups == 6 and "thread count" in spread.source
+    seeds["metrics"]["test_acc"]["rel_sd"] = 0.05
+    (tmp_path / "seed_spread.json").write_text(json.dumps(seeds))
+    assert noise.pooled("quick", "test_acc").rel_sd == 0.05  # the seeds' is larger now
+    assert noise.pooled("quick", "test_ll").rel_sd == 0.5  # machines only

@@ -10,7 +10,8 @@ step), so the band of a single value is measured from the seeds the archive alre
   other coordinates equal, the median relative standard deviation of the metric, sd / |mean|; where the claim's
   own experiments ran one seed everywhere, :func:`pooled`, the median over every experiment of that scale that ran
   more (the same metric), measured by ``python -m reprokit.report.verdicts.noise --scale <scale>`` into
-  figures/<scale>/seed_spread.json;
+  figures/<scale>/seed_spread.json, or the machine spread benchmarks/verdict_stability.py measured (cells re-run
+  under another thread count), whichever is larger;
 * :func:`measured` sets it for one claim's check; :func:`n1_fraction` is what the checks' n = 1 rules read:
   ``Z_NOISE`` standard deviations (of a difference of two single values: sqrt(2) of them), never below the fixed
   ``REL_TOL_N1``;
@@ -48,7 +49,7 @@ class Spread:
 
     def text(self, pair: bool = True) -> str:
         return (
-            f"n = 1 band {n1_fraction_of(self, pair):.1%} of the value (seed spread of one cell measured: median "
+            f"n = 1 band {n1_fraction_of(self, pair):.1%} of the value (spread of one cell measured: median "
             f"relative sd {self.rel_sd:.2%} over {self.groups} groups of {self.source})"
         )
 
@@ -119,20 +120,44 @@ def pooled_path(scale: str) -> Path:
     return Path(__file__).resolve().parents[4] / "figures" / scale / "seed_spread.json"
 
 
-def pooled(scale: str, metric: str) -> Spread | None:
-    """The committed spread of `metric` over every experiment of `scale` (:func:`pooled_path`), None when absent."""
-    path = pooled_path(scale)
+def _machine(scale: str, metric: str) -> Spread | None:
+    """The machine spread of `metric` that benchmarks/verdict_stability.py measured at `scale` (re-runs under
+    another thread count against the archive; figures/<scale>/verdict_stability.json): each experiment's median,
+    then their median."""
+    path = pooled_path(scale).with_name("verdict_stability.json")
     if not path.exists():
         return None
-    rec = json.loads(path.read_text()).get("metrics", {}).get(metric)
-    if not rec:
+    rec = json.loads(path.read_text())
+    parts = {e: m[metric] for e, m in (rec.get("machine_spread") or {}).items() if metric in m}
+    if not parts:
         return None
     return Spread(
-        rec["rel_sd"],
-        rec["groups"],
-        f"{len(rec['experiments'])} experiments of this scale ({path.name}, {rec['date']}; the claim's own ran one "
-        "seed)",
+        float(np.median([p["rel_sd"] for p in parts.values()])),
+        sum(p["pairs"] for p in parts.values()),
+        f"cells re-run under another thread count, {len(parts)} experiments ({path.name}, {rec['date']}; the "
+        "claim's own ran one seed)",
     )
+
+
+def pooled(scale: str, metric: str) -> Spread | None:
+    """The committed spread of `metric` over every experiment of `scale`: the seeds' (:func:`pooled_path`) or the
+    machines' (:func:`_machine`), the larger where both were measured; None when neither was."""
+    found = []
+    path = pooled_path(scale)
+    rec = json.loads(path.read_text()).get("metrics", {}).get(metric) if path.exists() else None
+    if rec:
+        found.append(
+            Spread(
+                rec["rel_sd"],
+                rec["groups"],
+                f"{len(rec['experiments'])} experiments of this scale ({path.name}, {rec['date']}; the claim's own "
+                "ran one seed)",
+            )
+        )
+    machine = _machine(scale, metric)
+    if machine is not None:
+        found.append(machine)
+    return max(found, key=lambda sp: sp.rel_sd) if found else None
 
 
 def write_pooled(ctx, experiments: list[str], date: str, out: Path) -> dict:
