@@ -237,33 +237,6 @@ def _ranges(idx: list[int]) -> str:
     return ", ".join(parts)
 
 
-def better_at_smallest(
-    ctx, experiment: str, metric: str, better: dict, worse: dict, groups: list[dict], axis: str | None = None
-) -> Verdict:
-    """In every group, the mean of `metric` of the `better` cells exceeds the `worse` cells' (at the smallest
-    value of `axis` both ran, when given: the low-data regime)."""
-    results, parts, ns = [], [], []
-    for group in groups:
-        a = ctx.cells(experiment, {**group, **better})
-        b = ctx.cells(experiment, {**group, **worse})
-        label = ", ".join(f"{k}={v}" for k, v in group.items())
-        if axis is not None and len(a) and len(b):
-            common = sorted(set(a[axis]) & set(b[axis]))
-            if common:
-                a, b = a[a[axis] == common[0]], b[b[axis] == common[0]]
-                label += f", {axis}={common[0]}"
-        (ma, sa, na), (mb, sb, nb) = _stat(a, metric), _stat(b, metric)
-        if na == 0 or nb == 0 or not (math.isfinite(ma) and math.isfinite(mb)):
-            results.append(None)
-            parts.append(f"{label}: not run")
-            continue
-        ok = ordering(ma - mb, noise_band(ma, sa, na, mb, sb, nb))
-        results.append(ok)
-        ns.append(min(na, nb))
-        parts.append(f"{label}: {ma:.4g} vs {mb:.4g}{_mark(ok)}")
-    return _decide(results, f"{metric}, {_words(better)} vs {_words(worse)}: " + "; ".join(parts), min(ns, default=0))
-
-
 def _words(where: dict) -> str:
     return "/".join(str(v) for v in where.values())
 
@@ -312,47 +285,6 @@ def metric_at_least(ctx, experiment: str, metric: str, bound: float, where: dict
 def _pm(m: float, se: float, n: int, digits: int) -> str:
     """ "mean ± s.e." over n > 1 cells; one cell has no s.e., and says so."""
     return f"{m:.{digits}f} ± {se:.{digits}f}" if n > 1 else f"{m:.{digits}f} (one cell, no s.e.)"
-
-
-def better_in_at_least(
-    ctx,
-    experiments: list[str],
-    metric: str,
-    by: str,
-    better: dict,
-    worse: dict,
-    at_least: int,
-    lower_is_better: bool = False,
-) -> Verdict:
-    """`better` beats `worse` on `metric` for at least `at_least` values of `by` (e.g. datasets)."""
-    wins, unsure, compared, ns, parts = 0, 0, 0, [], []
-    keys = []
-    for exp in experiments:
-        a_all, b_all = ctx.cells(exp, better), ctx.cells(exp, worse)
-        for key in sorted(set(a_all[by]) | set(b_all[by])) if by in a_all and by in b_all else []:
-            keys.append(key)
-            (ma, sa, na), (mb, sb, nb) = _stat(a_all[a_all[by] == key], metric), _stat(b_all[b_all[by] == key], metric)
-            if na == 0 or nb == 0 or not (math.isfinite(ma) and math.isfinite(mb)):
-                continue
-            compared += 1
-            win = ordering(mb - ma if lower_is_better else ma - mb, noise_band(ma, sa, na, mb, sb, nb))
-            wins += win is True
-            unsure += win == INCONCLUSIVE
-            ns.append(min(na, nb))
-            parts.append(f"{key} {ma:.4g} vs {mb:.4g}{_mark(win)}")
-    measured = (
-        f"{_words(better)} better on {metric} in {wins} of {compared} compared, {unsure} inside the noise "
-        f"({'; '.join(parts)})"
-    )
-    if wins >= at_least:
-        return Verdict(HOLDS, measured, min(ns))
-    if compared == 0:
-        return Verdict(NOT_RUN, "no cell ran")
-    # the ones not compared yet could still make it
-    missing = max(len(set(keys)) - compared, 0)
-    if wins + missing + unsure < at_least:
-        return Verdict(FAILS, measured, min(ns))
-    return Verdict(NOT_RUN if missing else INCONCLUSIVE, measured, min(ns))
 
 
 def beats(
@@ -515,6 +447,8 @@ def _axis_values(a: pd.DataFrame, b: pd.DataFrame, by: str | None, at: str) -> l
         return [None]
     if by not in a or by not in b:
         return []
+    if at == "either":  # every value either side ran: one the other lacks is "not run" (still pending)
+        return sorted(set(a[by].map(_key)) | set(b[by].map(_key)))
     common = sorted(set(a[by].map(_key)) & set(b[by].map(_key)))
     if at == "smallest":
         return common[:1]
@@ -551,7 +485,8 @@ def compare(
     at_least: int | None = None,
 ) -> Verdict:
     """Cells `a` against each of `b` (a dict or a list of dicts) on the mean of `metric`, per group and per value
-    of `by` both ran (`at`: "all", "smallest" or "largest" of them; fewer than `min_values` common values:
+    of `by` both ran (`at`: "all", "smallest" or "largest" of them, or "either": every value either side ran, one
+    that only one side ran counting as not run yet; fewer than `min_values` common values:
     not run, e.g. "low-data vs large-data regime" needs two sizes). relation "above": gap = a - b (b - a when
     `lower_is_better`) with min_gap < gap (<= max_gap when given); "similar": |a - b| <= tol or <= z combined
     s.e. Holds when every comparison holds (at least `at_least` of them when given)."""
@@ -1001,10 +936,8 @@ CHECKS = {
     for f in (
         peak_at,
         inputs_kept,
-        better_at_smallest,
         near_value,
         metric_at_least,
-        better_in_at_least,
         beats,
         at_most,
         similar_entries,

@@ -91,6 +91,8 @@ def _groups(df: pd.DataFrame, axes: list[str], metric: str) -> list[float]:
     """sd / |mean| of `metric` per group of cells equal on `axes` but the seed, over groups with >= 2 values."""
     if df is None or metric not in df or "seed" not in df:
         return []
+    if not axes:  # the grid is unknown: cells of different settings must not be pooled as seeds
+        return []
     by = [a for a in axes if a in df and a not in SEED_AXES]
     df = df.assign(_v=pd.to_numeric(df[metric], errors="coerce"))
     if "status" in df:

@@ -8,6 +8,7 @@ the report from the same claim code. Torch-free and free of plotting, so figures
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -40,6 +41,26 @@ class Ours:
     same: bool = False  # every cell gave the same value (a setting): shown without a float-noise s.e.
 
 
+@functools.lru_cache(maxsize=1)
+def _working_config() -> dict:
+    """The pipeline config of the working directory, read once per process (a notebook's or test's Context has
+    no archive config; the grid axes come from here)."""
+    from ...config import load_pipeline_config
+
+    return load_pipeline_config(".")
+
+
+@functools.cache
+def _working_axes(experiment: str, scale: str) -> tuple[str, ...]:
+    """The grid axes of `experiment` at `scale` in the working directory's config; () when it has none."""
+    from ...config import experiment as grid_of
+
+    try:
+        return tuple(grid_of(_working_config(), experiment, scale).axes)
+    except (KeyError, FileNotFoundError, ValueError):
+        return ()
+
+
 class Context:
     """The results of one scale, read once per experiment, and the papers' row/column specs."""
 
@@ -70,14 +91,14 @@ class Context:
         """The grid axes of `experiment` at this scale (the pipeline config's: the archive's, else the one in the
         working directory); [] when no config is at hand or it lacks the experiment."""
         from ...config import experiment as grid_of
-        from ...config import load_pipeline_config
 
+        if not self.archive:
+            return list(_working_axes(experiment, self.scale))
         cache = self.__dict__.setdefault("_axes", {})
         if experiment not in cache:
             try:
-                config = self.archive[1] if self.archive else load_pipeline_config(".")
-                cache[experiment] = list(grid_of(config, experiment, self.scale).axes)
-            except (KeyError, FileNotFoundError, ValueError):
+                cache[experiment] = list(grid_of(self.archive[1], experiment, self.scale).axes)
+            except (KeyError, ValueError):
                 cache[experiment] = []
         return cache[experiment]
 
