@@ -127,3 +127,48 @@ def test_the_pooled_band_is_the_larger_of_the_seed_and_the_machine_spread(tmp_pa
     (tmp_path / "seed_spread.json").write_text(json.dumps(seeds))
     assert noise.pooled("quick", "test_acc").rel_sd == 0.05  # the seeds' is larger now
     assert noise.pooled("quick", "test_ll").rel_sd == 0.5  # machines only
+
+
+class _Cells:
+    """FAKE cells of one experiment."""
+
+    scale, arts, artefacts = "quick", {}, {}
+
+    def __init__(self, rows):
+        self._rows = pd.DataFrame(rows)
+
+    def cells(self, experiment, where):
+        df = self._rows
+        for k, v in where.items():
+            df = df[df[k] == v]
+        return df
+
+
+@pytest.mark.parametrize(
+    "p16, verdict",
+    [
+        ((0.2, 0.3, 0.25), "holds"),  # clearly pruned on every seed
+        ((0.45, 0.6, 0.5), "inconclusive"),  # mean 0.52 ± 0.044: inside 2 s.e. of 0.5
+        ((0.9, 0.95, 0.92), "does not hold"),  # clearly kept
+    ],
+)
+def test_an_input_inside_the_noise_of_the_threshold_is_neither_kept_nor_pruned(p16, verdict):
+    # FAKE masks of 16 inputs over 3 seeds: inputs 1-15 at 0.99, input 16 as given
+    rows = [{"seed": s, **{f"p_keep_{i:02d}": 0.99 for i in range(15)}, "p_keep_15": p16[s]} for s in range(3)]
+    v = claims.check(_Cells(rows), "inputs_kept", {"experiment": "e", "prefix": "p_keep_", "expected_first": 15})
+    assert v.status == verdict, v.measured
+
+
+@pytest.mark.parametrize(
+    "above, verdict",
+    [
+        ((0.980, 0.982), "holds"),  # K = 16 reaches K = 15's 0.976
+        ((0.974, 0.975), "inconclusive"),  # short by 0.0015, within 2 combined s.e. of the two means
+        ((0.90, 0.91), "does not hold"),  # clearly below: K = 15 stands out
+    ],
+)
+def test_not_peaked_at_has_a_noise_band(above, verdict):
+    rows = [{"k": 15, "seed": s, "train_acc": v} for s, v in enumerate((0.975, 0.977))]
+    rows += [{"k": 16, "seed": s, "train_acc": v} for s, v in enumerate(above)]
+    v = claims.check(_Cells(rows), "not_peaked_at", {"experiment": "e", "axis": "k", "metric": "train_acc", "at": 15})
+    assert v.status == verdict, v.measured

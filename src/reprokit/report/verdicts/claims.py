@@ -18,24 +18,25 @@ Every check that compares a measured number with another or with a bound has a n
 
 - an ordering ("A beats B", "peaks at K", "the gap is larger", "still improving") holds only when its effect
   exceeds the noise: more than :data:`Z_NOISE` combined standard errors over seeds / splits, or, with a single
-  seed / split on either side (no s.e.), more than :data:`REL_TOL_N1` of the larger |value| (:func:`noise_band`).
+  seed / split on either side (no s.e.), more than the measured spread of a single cell (report.verdicts.noise:
+  2 sd of a difference, never below :data:`REL_TOL_N1` of the larger |value|; :func:`noise_band`).
   An effect inside that band is "inconclusive"; one clearly reversed "does not hold";
 - a best-of-k comparison (:func:`vs_best_of`) is an ordering against the best reference cell, a single value:
-  the band is REL_TOL_N1 of the larger |value| (the best of k has no s.e.);
+  the band is a single value's (the best of k has no s.e.);
 - a threshold (:func:`metric_at_least`, :func:`near_value`, :func:`at_most`, :func:`spread_at_most`) is an
   ordering against a fixed bound: inconclusive when the value is within its noise band of the bound (Z_NOISE s.e.
-  of the mean, or REL_TOL_N1 of the larger of |value| and |bound| with one cell; a spread's band is that of the
-  ordering between its highest and lowest configuration);
+  of the mean, or a single value's band with one cell; a spread's band is that of the ordering between its
+  highest and lowest configuration); so are inputs_kept (each input's keep-probability against 0.5) and
+  not_peaked_at (the best value above `at` short of the one at `at` by less than their band);
 - a correlation (:func:`correlates`, :func:`imbalance_trend`) holds when the whole :data:`CI_LEVEL`
   percentile-bootstrap interval of the coefficient over the configurations (report.stats.correlation_ci) lies on
   the claimed side of its bound, does not hold when the whole interval lies on the other side, and is
   inconclusive when the interval straddles the bound.
 
 A table comparison whose baseline entry is itself far from the paper's number for it (:func:`baseline_far`) is
-"not comparable" unless it clearly fails. These decide without a noise band: inputs_kept (keep-probabilities
-against 0.5), all_have_status (statuses), smooth_predictive (its shape reading), the "similar" readings of
-similar_entries and compare (|difference| within the claim's own `tol` or `z` s.e.) and not_peaked_at (some
-value above `at` reaches the one at `at`); converges_faster is inconclusive where the curves' evaluation
+"not comparable" unless it clearly fails. These decide without a noise band: all_have_status (statuses),
+smooth_predictive (its shape reading) and the "similar" readings of similar_entries and compare (|difference|
+within the claim's own `tol` or `z` s.e.); converges_faster is inconclusive where the curves' evaluation
 spacing cannot order the crossings.
 """
 
@@ -214,16 +215,31 @@ def _paired_gap(rows: pd.DataFrame, axis: str, metric: str, a, b, stat_a, stat_b
 def inputs_kept(
     ctx, experiment: str, prefix: str, expected_first: int, threshold: float = 0.5, where: dict | None = None
 ) -> Verdict:
-    """The inputs whose mean keep-probability exceeds `threshold` are exactly the first `expected_first`."""
+    """The inputs whose mean keep-probability exceeds `threshold` are exactly the first `expected_first`: each
+    input's mean over the cells against `threshold` with :func:`bound_band` (2 s.e. over the seeds, or the single
+    value's band); an input inside its band is neither kept nor pruned yet, so the claim is inconclusive unless
+    another input clearly contradicts it."""
     rows = ctx.cells(experiment, where or {})
-    cols = sorted(c for c in rows.columns if c.startswith(prefix))
+    cols = sorted(c for c in rows.columns if c.startswith(prefix))  # zero-padded: p_keep_01 ... p_keep_30
     if rows.empty or not cols:
         return Verdict(NOT_RUN, "no cell ran")
-    probs = rows[cols].apply(pd.to_numeric, errors="coerce").mean()
-    kept = [i + 1 for i, p in enumerate(probs) if p > threshold]
-    ok = kept == list(range(1, expected_first + 1))
-    text = f"inputs kept (mean p > {threshold:g}): {_ranges(kept) or 'none'} of {len(cols)}"
-    return Verdict(HOLDS if ok else FAILS, text, len(rows))
+    values = rows[cols].apply(pd.to_numeric, errors="coerce")
+    kept, unsure, results = [], [], []
+    for i, col in enumerate(cols, 1):
+        m, se, n = mean_se(values[col].dropna())
+        side = ordering(m - threshold, bound_band(m, se, n, threshold)) if n else None
+        if side is True:
+            kept.append(i)
+        elif side == INCONCLUSIVE:
+            unsure.append(i)
+        expected = i <= expected_first
+        results.append(
+            None if side is None else side if expected else (INCONCLUSIVE if side == INCONCLUSIVE else not side)
+        )
+    text = f"inputs kept (mean p > {threshold:g} beyond the noise): {_ranges(kept) or 'none'} of {len(cols)}"
+    if unsure:
+        text += f"; within the noise of {threshold:g}: {_ranges(unsure)}"
+    return _decide(results, text, len(rows))
 
 
 def _ranges(idx: list[int]) -> str:
@@ -539,7 +555,8 @@ def compare(
 
 def not_peaked_at(ctx, experiment: str, axis: str, metric: str, at, where: dict | None = None) -> Verdict:
     """Some value of `axis` above `at` reaches at least the mean `metric` at `at` (so `metric` alone cannot
-    single out `at`; e.g. training accuracy at K = 15 inputs vs more)."""
+    single out `at`; e.g. training accuracy at K = 15 inputs vs more); the best of them short of it by less than
+    the noise band of the two means is inconclusive."""
     means = _means(ctx.cells(experiment, where or {}), axis, metric)
     if means.empty or float(at) not in set(means[axis].astype(float)):
         return Verdict(NOT_RUN, f"{axis} = {at} has not run")
@@ -547,10 +564,15 @@ def not_peaked_at(ctx, experiment: str, axis: str, metric: str, at, where: dict 
     above = means[means[axis].astype(float) > float(at)]
     if above.empty:
         return Verdict(NOT_RUN, f"no {axis} above {at} has run")
-    best = float(above["mean"].max())
-    return Verdict(
-        HOLDS if best >= here else FAILS,
-        f"{metric} at {axis} = {at}: {here:.4g}; best above: {best:.4g}",
+    top = above.loc[above["mean"].idxmax()]
+    at_row = means[means[axis].astype(float) == float(at)].iloc[0]
+    best = float(top["mean"])
+    # reached (>= the value at `at`), or short of it by less than the noise band of the two means
+    band = noise_band(best, float(top["se"]), int(top["n"]), here, float(at_row["se"]), int(at_row["n"]))
+    outcome = True if best >= here else (INCONCLUSIVE if here - best <= band else False)
+    return _decide(
+        [outcome],
+        f"{metric} at {axis} = {at}: {here:.4g}; best above: {best:.4g} (noise band {band:.2g}){_mark(outcome, '')}",
         int(means["n"].min()),
     )
 
