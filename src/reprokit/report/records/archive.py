@@ -23,7 +23,9 @@ import json
 import sys
 from pathlib import Path
 
+from ...config import experiment as grid
 from ...io import atomic_write_text
+from ...plan import kind
 from .. import cells
 
 FIELDS = (
@@ -131,9 +133,6 @@ def same_run(archived: dict, found: dict) -> bool:
 
 def current_settings(config: dict, scale: str, experiment: str) -> dict[str, dict]:
     """{cell dir: settings} the config gives each cell of `experiment` at `scale` now."""
-    from ...config import experiment as grid
-    from ...plan import kind
-
     return {c.rel_dir: kind(c.kind).cell_settings(c) for c in grid(config, experiment, scale).cells()}
 
 

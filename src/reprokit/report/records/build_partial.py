@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...config import experiment as grid_of
+from ...config import load_pipeline_config
 from .. import aggregate, cells
 from ..render import notebook
 from ..verdicts.results import unavailable
@@ -54,8 +56,6 @@ def tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tidy metrics and curves tables of `lines`, as the aggregate rule writes them for a whole grid; each cell of
     `missing` ({rel_dir: [datasets]}) is an n/a row naming its datasets."""
-    from ...config import experiment as grid_of
-
     grid = grid_of(config, experiment, scale)
     rows, curves, found = [], [], []
     for line in lines:
@@ -86,8 +86,6 @@ def build(
     repository (config, notebooks); `archive_root`: where figures/<scale>/cells/ lives (default `root`).
     `na_only`: also build an artefact none of whose cells ran because its datasets are missing here (all n/a),
     as a full build does; otherwise that is a FileNotFoundError."""
-    from ...config import load_pipeline_config
-
     root = Path(root)
     config = load_pipeline_config(root, {"scale": scale})
     if name not in config["artefacts"]:
@@ -102,7 +100,6 @@ def build(
 def _build(
     name, scale, config, spec, results, root: Path, out_dir: Path, archive_root: Path, tmp: Path, na_only: bool = False
 ) -> dict:
-    from ...config import experiment as grid_of
     from ..verdicts.statement import experiments_read
 
     partial, inputs, csvs, ran = {}, {}, [], 0
@@ -184,8 +181,6 @@ def main(argv: list[str] | None = None) -> int:
         p.error("name --artefact, or give --all")
     names = args.artefact
     if args.all:
-        from ...config import load_pipeline_config
-
         names = names or list(load_pipeline_config(args.root, {"scale": args.scale})["artefacts"])
     for name in names:
         try:

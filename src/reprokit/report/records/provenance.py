@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...config import experiment as grid_of
+from ...data.mirrors import is_available
 from ...io import atomic_write_json
+from ...plan import kind
 
 SUFFIX = ".provenance.json"
 
@@ -25,14 +28,11 @@ SUFFIX = ".provenance.json"
 def resolved_config(config: dict, artefact: str, scale: str, unavailable=()) -> dict:
     """What the artefact's numbers depend on in the config: its entry and the settings of every cell that
     could run (cells of the `unavailable` datasets were n/a in the build: their settings shaped nothing)."""
-    from ...config import experiment
-    from ...plan import kind
-
     spec = config["artefacts"][artefact]
     skip = set(unavailable)
     cells = {}
     for name in spec["experiments"]:
-        for cell in experiment(config, name, scale).cells():
+        for cell in grid_of(config, name, scale).cells():
             if skip.intersection(cell.datasets):
                 continue
             cells[cell.rel_dir] = kind(cell.kind).cell_settings(cell)
@@ -87,14 +87,11 @@ def devices_of(csv_paths) -> list[str]:
 
 def unavailable_datasets(config: dict, artefact: str, scale: str) -> list[str]:
     """The artefact's datasets that are in no local mirror nor the cache now (their cells were n/a rows)."""
-    from ...config import experiment
-    from ...data.mirrors import is_available
-
     data = config.get("data") or {}
     names = {
         d
         for e in config["artefacts"][artefact]["experiments"]
-        for c in experiment(config, e, scale).cells()
+        for c in grid_of(config, e, scale).cells()
         for d in c.datasets
     }
     return sorted(d for d in names if not is_available(d, data.get("mirrors"), data.get("cache_dir")))

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...config import load_pipeline_config
 from ...io import atomic_write_text
 
 Z_NOISE = 2.0  # an effect must exceed this many combined standard errors ...
@@ -198,7 +199,6 @@ def main(argv=None) -> int:
     import argparse
     import datetime
 
-    from ...config import load_pipeline_config
     from .results import Context
 
     p = argparse.ArgumentParser(prog="python -m reprokit.report.verdicts.noise", description=__doc__.split("\n\n")[0])

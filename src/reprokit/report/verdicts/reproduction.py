@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...config import experiment as grid_of
+from ...config import load_pipeline_config
 from ...io import atomic_write_text
 from ..cells import GET_DATA, SCALE_NOTE
 from ..records import provenance
@@ -738,10 +740,8 @@ def z_figure_path(out: str | Path) -> Path:
 def pipeline_config(root: str | Path, scale: str, with_config: bool = False) -> tuple:
     """(cells per experiment, the `artefacts:` block[, the whole config]) of the pipeline's config at `scale`
     (torch-free)."""
-    from ...config import experiment, load_pipeline_config
-
     cfg = load_pipeline_config(root, {"scale": scale})
-    cells = {name: sum(1 for _ in experiment(cfg, name, scale).cells()) for name in cfg["experiments"]}
+    cells = {name: sum(1 for _ in grid_of(cfg, name, scale).cells()) for name in cfg["experiments"]}
     return (cells, dict(cfg.get("artefacts") or {})) + ((cfg,) if with_config else ())
 
 

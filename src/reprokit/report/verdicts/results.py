@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...config import experiment as grid_of
+from ...config import load_pipeline_config, unavailable_cells
+from ...data.mirrors import is_available
 from .. import cells
 from ..cells import RAN_STATUSES, matches, norm, read_csv, unavailable_notes
 from ..records import archive as cell_archive
@@ -45,16 +48,12 @@ class Ours:
 def _working_config() -> dict:
     """The pipeline config of the working directory, read once per process (a notebook's or test's Context has
     no archive config; the grid axes come from here)."""
-    from ...config import load_pipeline_config
-
     return load_pipeline_config(".")
 
 
 @functools.cache
 def _working_axes(experiment: str, scale: str) -> tuple[str, ...]:
     """The grid axes of `experiment` at `scale` in the working directory's config; () when it has none."""
-    from ...config import experiment as grid_of
-
     try:
         return tuple(grid_of(_working_config(), experiment, scale).axes)
     except (KeyError, FileNotFoundError, ValueError):
@@ -90,8 +89,6 @@ class Context:
     def axes(self, experiment: str) -> list[str]:
         """The grid axes of `experiment` at this scale (the pipeline config's: the archive's, else the one in the
         working directory); [] when no config is at hand or it lacks the experiment."""
-        from ...config import experiment as grid_of
-
         if not self.archive:
             return list(_working_axes(experiment, self.scale))
         cache = self.__dict__.setdefault("_axes", {})
@@ -146,8 +143,6 @@ class Context:
     def _unavailable_rows(self, experiment: str, found: pd.DataFrame) -> pd.DataFrame:
         """n/a rows (status 'unavailable') for the cells of `experiment` that are neither under results/ nor
         archived and whose datasets this machine lacks, as the aggregate step writes them in a full build."""
-        from ...config import experiment as grid_of
-
         config = self.archive[1]
         grid = grid_of(config, experiment, self.scale)
         ran = {
@@ -336,10 +331,6 @@ class Context:
 def unavailable(config: dict, experiment: str, scale: str, found: set[str]) -> dict[str, list[str]]:
     """{cell rel_dir: [datasets]} of the cells not found whose datasets are on neither the mirrors nor the cache of
     this machine (as the pipeline decides before any job): they are n/a rows, as in a full build, not missing."""
-    from ...config import experiment as grid_of
-    from ...config import unavailable_cells
-    from ...data.mirrors import is_available
-
     data = config.get("data") or {}
     grid = grid_of(config, experiment, scale)
     missing = unavailable_cells(grid, lambda d: is_available(d, data.get("mirrors") or [], data.get("cache_dir")))
