@@ -28,8 +28,11 @@ def test_the_spread_is_the_median_relative_sd_over_groups_equal_but_for_the_seed
     spread = noise.own_spread({"e": df}, {"e": ["lr", "seed"]}, "test_acc")
     assert spread.groups == 3
     assert spread.rel_sd == pytest.approx(0.0)  # median of (0.129, 0, 0)
-    spread = noise.own_spread({"e": df[df["lr"] == 0]}, {"e": ["lr", "seed"]}, "test_acc")
-    assert spread.rel_sd == pytest.approx(pd.Series([1.0, 1.2]).std() / 1.1)
+    # fewer than MIN_GROUPS groups: one pair of seeds measures no spread
+    assert noise.own_spread({"e": df[df["lr"] == 0]}, {"e": ["lr", "seed"]}, "test_acc") is None
+    df = _rows({0: [1.0, 2.0, 4.0], 1: [1.2, 2.2, 4.0]})
+    spread = noise.own_spread({"e": df}, {"e": ["lr", "seed"]}, "test_acc")
+    assert spread.rel_sd == pytest.approx(pd.Series([2.0, 2.2]).std() / 2.1)  # the median of the three
     # one seed per configuration: nothing measured
     assert noise.own_spread({"e": _rows({0: [1.0, 2.0]})}, {"e": ["lr", "seed"]}, "test_acc") is None
 
@@ -117,7 +120,7 @@ def test_the_pooled_band_is_the_larger_of_the_seed_and_the_machine_spread(tmp_pa
         "machine_spread": {
             "a": {"test_acc": {"rel_sd": 0.01, "pairs": 4}},
             "b": {"test_acc": {"rel_sd": 0.03, "pairs": 2}},
-            "c": {"test_ll": {"rel_sd": 0.5, "pairs": 2}},
+            "c": {"test_ll": {"rel_sd": 0.5, "pairs": 3}},
         },
     }
     (tmp_path / "verdict_stability.json").write_text(json.dumps(machine))
@@ -172,3 +175,14 @@ def test_not_peaked_at_has_a_noise_band(above, verdict):
     rows += [{"k": 16, "seed": s, "train_acc": v} for s, v in enumerate(above)]
     v = claims.check(_Cells(rows), "not_peaked_at", {"experiment": "e", "axis": "k", "metric": "train_acc", "at": 15})
     assert v.status == verdict, v.measured
+
+
+def test_a_learned_hyperparameter_takes_no_other_experiments_spread(tmp_path, monkeypatch):
+    monkeypatch.setattr(noise, "pooled_path", lambda scale: tmp_path / "seed_spread.json")
+    rec = {
+        "metrics": {
+            m: {"rel_sd": 0.3, "groups": 9, "experiments": ["x"], "date": "FAKE"} for m in ("aug_rotation", "test_ll")
+        }
+    }
+    (tmp_path / "seed_spread.json").write_text(json.dumps(rec))
+    assert noise.pooled("quick", "aug_rotation") is None and noise.pooled("quick", "test_ll").rel_sd == 0.3

@@ -38,6 +38,10 @@ from ...io import atomic_write_text
 Z_NOISE = 2.0  # an effect must exceed this many combined standard errors ...
 REL_TOL_N1 = 0.01  # ... or, with one seed a side and no measured spread, this fraction of the larger |value|
 SEED_AXES = ("seed",)
+MIN_GROUPS = 3  # groups (or re-run pairs) a measured spread needs
+# the metrics whose spread is pooled across experiments: a model's scores, not its learned hyperparameters
+POOLED_PREFIXES = ("test_", "train_", "ood_", "val_")
+POOLED_METRICS = {"lml", "marglik", "noise_sd"}
 # numeric columns of a cell's row that are not results (coordinates, counts, timings)
 NOT_METRICS = {"seed", "steps", "n_steps", "n_test", "n_train", "wall_time_s", "seconds_per_step", "seconds_this_run"}
 
@@ -112,9 +116,10 @@ def _groups(df: pd.DataFrame, axes: list[str], metric: str) -> list[float]:
 
 def own_spread(tables: dict[str, pd.DataFrame | None], axes: dict[str, list[str]], metric: str) -> Spread | None:
     """The :class:`Spread` of `metric` over the cells in `tables` ({experiment: its cells}; `axes`: {experiment: its
-    grid axes}) that ran >= 2 seeds with all else equal; None when none did."""
+    grid axes}) that ran >= 2 seeds with all else equal; None when fewer than MIN_GROUPS groups did (one pair of
+    seeds is too few to measure a spread by)."""
     rel = [r for e, df in tables.items() for r in _groups(df, axes.get(e, []), metric)]
-    return Spread(float(np.median(rel)), len(rel), ", ".join(tables)) if rel else None
+    return Spread(float(np.median(rel)), len(rel), ", ".join(tables)) if len(rel) >= MIN_GROUPS else None
 
 
 def pooled_path(scale: str) -> Path:
@@ -132,7 +137,7 @@ def _machine(scale: str, metric: str) -> Spread | None:
         return None
     rec = json.loads(path.read_text())
     parts = {e: m[metric] for e, m in (rec.get("machine_spread") or {}).items() if metric in m}
-    if not parts:
+    if sum(p["pairs"] for p in parts.values()) < MIN_GROUPS:
         return None
     return Spread(
         float(np.median([p["rel_sd"] for p in parts.values()])),
@@ -144,7 +149,11 @@ def _machine(scale: str, metric: str) -> Spread | None:
 
 def pooled(scale: str, metric: str) -> Spread | None:
     """The committed spread of `metric` over every experiment of `scale`: the seeds' (:func:`pooled_path`) or the
-    machines' (:func:`_machine`), the larger where both were measured; None when neither was."""
+    machines' (:func:`_machine`), the larger where both were measured; None when neither was, and for a metric
+    that is not a model's score (a learned hyperparameter such as aug_rotation drifts freely where the data do
+    not pin it and not at all where a search fixes it: another experiment's spread says nothing about it)."""
+    if not metric.startswith(POOLED_PREFIXES) and metric not in POOLED_METRICS:
+        return None
     found = []
     path = pooled_path(scale)
     rec = json.loads(path.read_text()).get("metrics", {}).get(metric) if path.exists() else None
@@ -188,7 +197,7 @@ def write_pooled(ctx, experiments: list[str], date: str, out: Path) -> dict:
                 "date": date,
             }
             for m, parts in sorted(metrics.items())
-            if m not in NOT_METRICS
+            if m not in NOT_METRICS and sum(len(rs) for _, rs in parts) >= MIN_GROUPS
         },
     }
     atomic_write_text(out, json.dumps(rec, indent=1, sort_keys=True) + "\n")
