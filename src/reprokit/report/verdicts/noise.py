@@ -99,7 +99,8 @@ def _groups(df: pd.DataFrame, axes: list[str], metric: str) -> list[float]:
     if not axes:  # the grid is unknown: cells of different settings must not be pooled as seeds
         return []
     by = [a for a in axes if a in df and a not in SEED_AXES]
-    df = df.assign(_v=pd.to_numeric(df[metric], errors="coerce"))
+    keep = [*by, "seed", *(["status"] if "status" in df else [])]
+    df = df[keep].assign(_v=pd.to_numeric(df[metric], errors="coerce"))  # only the columns it reads
     if "status" in df:
         df = df[df["status"].isin(("completed", "diverged"))]
     df = df[np.isfinite(df["_v"])]
