@@ -9,7 +9,7 @@ step), so the band of a single value is measured from the seeds the archive alre
 * :func:`own_spread`: over the cells of the claim's experiments that ran at least two seeds (or splits) with all
   other coordinates equal, the median relative standard deviation of the metric, sd / |mean|; where the claim's
   own experiments ran one seed everywhere, :func:`pooled`, the median over every experiment of that scale that ran
-  more (the same metric), measured by ``python -m reprokit.report.verdicts.noise --scale <scale>`` into
+  more (the same metric), measured by ``python -m reprokit.report.records.seed_spread --scale <scale>`` into
   figures/<scale>/seed_spread.json, or the machine spread benchmarks/verdict_stability.py measured (cells re-run
   under another thread count), whichever is larger;
 * :func:`measured` sets it for one claim's check; :func:`n1_fraction` is what the checks' n = 1 rules read:
@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import sys
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...config import load_pipeline_config
 from ...io import atomic_write_text
 
 Z_NOISE = 2.0  # an effect must exceed this many combined standard errors ...
@@ -203,30 +201,3 @@ def write_pooled(ctx, experiments: list[str], date: str, out: Path) -> dict:
     }
     atomic_write_text(out, json.dumps(rec, indent=1, sort_keys=True) + "\n")
     return rec
-
-
-def main(argv=None) -> int:
-    import argparse
-    import datetime
-
-    from .results import Context
-
-    p = argparse.ArgumentParser(prog="python -m reprokit.report.verdicts.noise", description=__doc__.split("\n\n")[0])
-    p.add_argument("--scale", default="quick")
-    p.add_argument("--results", default="results")
-    p.add_argument("--root", default=".")
-    args = p.parse_args(argv)
-    config = load_pipeline_config(args.root)
-    ctx = Context(args.results, args.scale, [], archive=(args.root, config))
-    out = Path(args.root) / "figures" / args.scale / "seed_spread.json"
-    rec = write_pooled(ctx, sorted(config["experiments"]), datetime.date.today().isoformat(), out)
-    for m, r in rec["metrics"].items():
-        print(
-            f"{m}: median relative sd {r['rel_sd']:.2%} over {r['groups']} groups ({len(r['experiments'])} experiments)"
-        )
-    print(f"wrote {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
