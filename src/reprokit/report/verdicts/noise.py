@@ -15,8 +15,8 @@ step), so the band of a single value is measured from the seeds the archive alre
 * :func:`measured` sets it for one claim's check; :func:`n1_fraction` is what the checks' n = 1 rules read:
   ``Z_NOISE`` standard deviations (of a difference of two single values: sqrt(2) of them), never below the fixed
   ``REL_TOL_N1``;
-* :func:`used` says whether the check needed it, so the report states the band and where it came from only where
-  a single value decided something.
+* the list :func:`measured` yields says whether the check needed it, so the report states the band and where it
+  came from only where a single value decided something.
 """
 
 from __future__ import annotations
@@ -37,11 +37,14 @@ Z_NOISE = 2.0  # an effect must exceed this many combined standard errors ...
 REL_TOL_N1 = 0.01  # ... or, with one seed a side and no measured spread, this fraction of the larger |value|
 SEED_AXES = ("seed",)
 MIN_GROUPS = 3  # groups (or re-run pairs) a measured spread needs
-# the metrics whose spread is pooled across experiments: a model's scores, not its learned hyperparameters
+# the metrics whose spread is pooled across experiments: a model's scores, not its learned hyperparameters,
+# settings, counts or timings
 POOLED_PREFIXES = ("test_", "train_", "ood_", "val_")
 POOLED_METRICS = {"lml", "marglik", "noise_sd"}
-# numeric columns of a cell's row that are not results (coordinates, counts, timings)
-NOT_METRICS = {"seed", "steps", "n_steps", "n_test", "n_train", "wall_time_s", "seconds_per_step", "seconds_this_run"}
+
+
+def is_score(metric: str) -> bool:
+    return metric.startswith(POOLED_PREFIXES) or metric in POOLED_METRICS
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ def pooled(scale: str, metric: str) -> Spread | None:
     machines' (:func:`_machine`), the larger where both were measured; None when neither was, and for a metric
     that is not a model's score (a learned hyperparameter such as aug_rotation drifts freely where the data do
     not pin it and not at all where a search fixes it: another experiment's spread says nothing about it)."""
-    if not metric.startswith(POOLED_PREFIXES) and metric not in POOLED_METRICS:
+    if not is_score(metric):
         return None
     found = []
     path = pooled_path(scale)
@@ -179,7 +182,7 @@ def write_pooled(ctx, experiments: list[str], date: str, out: Path) -> dict:
         if df is None:
             continue
         for column in df.columns:
-            rel = _groups(df, axes, column) if pd.api.types.is_numeric_dtype(df[column]) else []
+            rel = _groups(df, axes, column) if is_score(column) and pd.api.types.is_numeric_dtype(df[column]) else []
             if rel:
                 metrics.setdefault(column, []).append((name, rel))
     rec = {
@@ -196,7 +199,7 @@ def write_pooled(ctx, experiments: list[str], date: str, out: Path) -> dict:
                 "date": date,
             }
             for m, parts in sorted(metrics.items())
-            if m not in NOT_METRICS and sum(len(rs) for _, rs in parts) >= MIN_GROUPS
+            if sum(len(rs) for _, rs in parts) >= MIN_GROUPS
         },
     }
     atomic_write_text(out, json.dumps(rec, indent=1, sort_keys=True) + "\n")
