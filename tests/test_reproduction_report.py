@@ -183,7 +183,7 @@ def test_partial_experiment_shows_its_n(tmp_path):
 def test_one_cell_prints_no_standard_error(tmp_path):
     write_cell(tmp_path, "bali_cls_image", {"dataset": "mnist", "method": "bali", "seed": 0}, {"ood_auroc": 0.8708})
     claim = line_of(report(tmp_path, expected={"bali_cls_image": 18}), "bali_fig3_mnist_ood_almost_perfect")
-    assert "0.8708 (one cell, no s.e.)" in claim and "±" not in claim.split("bound")[0].split("0.8708")[1]
+    assert "0.8708 (one cell, no s.e.)" in claim and "0.8708 ±" not in claim
     write_cell(tmp_path, "bali_cls_image", {"dataset": "mnist", "method": "bali", "seed": 1}, {"ood_auroc": 0.8908})
     claim = line_of(report(tmp_path, expected={"bali_cls_image": 18}), "bali_fig3_mnist_ood_almost_perfect")
     assert "0.8808 ± 0.0100" in claim
@@ -959,14 +959,14 @@ def test_best_of_k_needs_the_noise_band(ours, min_gap, verdict):
 @pytest.mark.parametrize(
     "check, args, values, verdict",
     [
-        # metric_at_least: one cell 0.5 points under 0.99 (band 1 %): was "does not hold"
-        ("metric_at_least", {"bound": 0.99}, [0.985], "inconclusive"),
-        ("metric_at_least", {"bound": 0.99}, [0.994, 0.996], "holds"),  # 0.995 ± 0.001: 2 s.e. = 0.002 < 0.005
-        ("metric_at_least", {"bound": 0.99}, [0.90], "does not hold"),
-        # near_value: pi ± 10 % (2.83-3.46); 2.85 lies 0.02 inside the edge, within the n = 1 band 0.031: was "holds"
-        ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [2.85], "inconclusive"),
-        ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [3.1], "holds"),
-        ("near_value", {"target": 3.14159265, "rel_tol": 0.1}, [2.2], "does not hold"),
+        # at least: one cell 0.5 points under 0.99 (band 1 %): was "does not hold"
+        ("threshold", {"at_least": 0.99}, [0.985], "inconclusive"),
+        ("threshold", {"at_least": 0.99}, [0.994, 0.996], "holds"),  # 0.995 ± 0.001: 2 s.e. = 0.002 < 0.005
+        ("threshold", {"at_least": 0.99}, [0.90], "does not hold"),
+        # near: pi ± 10 % (2.83-3.46); 2.85 lies 0.02 inside the edge, within the n = 1 band 0.031: was "holds"
+        ("threshold", {"near": 3.14159265, "rel_tol": 0.1}, [2.85], "inconclusive"),
+        ("threshold", {"near": 3.14159265, "rel_tol": 0.1}, [3.1], "holds"),
+        ("threshold", {"near": 3.14159265, "rel_tol": 0.1}, [2.2], "does not hold"),
     ],
 )
 def test_a_threshold_within_the_noise_of_its_bound_is_inconclusive(check, args, values, verdict):
@@ -975,13 +975,46 @@ def test_a_threshold_within_the_noise_of_its_bound_is_inconclusive(check, args, 
     assert v.status == verdict, v.measured
 
 
+@pytest.mark.parametrize(
+    "args", [{"at_least": 1, "at_most": 2}, {"near": 3.0}, {}, {"at_least": 1, "artefact": "t", "metric": "m"}]
+)
+def test_a_threshold_names_its_bound_and_source_or_refuses(args):
+    rows = [{"seed": 0, "m": 1.0}]
+    with pytest.raises(ValueError, match="threshold: give"):
+        claims.check(FakeCtx({"e": rows}), "threshold", {"experiment": "e", "metric": "m", **args})
+
+
+def test_a_metric_difference_is_taken_per_cell():
+    # FAKE cells: the gap test - train per cell (0.1 and 0.3), not the difference of two means over other cells
+    rows = [
+        {"method": "a", "seed": 0, "test_nll": 0.4, "train_nll": 0.3},
+        {"method": "a", "seed": 1, "test_nll": 0.9, "train_nll": 0.6},
+        {"method": "b", "seed": 0, "test_nll": 0.5, "train_nll": float("nan")},
+    ]
+    v = claims.check(
+        FakeCtx({"e": rows}),
+        "compare",
+        {"experiments": ["e"], "metric": "test_nll - train_nll", "a": {"method": "a"}, "b": {"method": "b"}},
+    )
+    assert v.status == "not run" and "0.2 vs" not in v.measured  # b's only cell has no train NLL: no gap
+    rows[2]["train_nll"] = 0.45
+    v = claims.check(
+        FakeCtx({"e": rows}),
+        "compare",
+        {"experiments": ["e"], "metric": "test_nll - train_nll", "a": {"method": "a"}, "b": {"method": "b"}},
+    )
+    assert "0.2 vs 0.05" in v.measured and v.status == "holds", v.measured
+
+
 @pytest.mark.parametrize("entry, verdict", [(1.215, "inconclusive"), (1.10, "holds"), (1.40, "does not hold")])
 def test_an_entry_at_most_its_bound_has_a_noise_band(entry, verdict):
     from reprokit.report.verdicts.results import Ours
 
     ctx = FakeCtx(ours={("Partitioned Param.", "mnist_cnn"): Ours(entry, 0.0, 1)})
     v = claims.check(
-        ctx, "at_most", {"artefact": "table8", "rows": ["Partitioned Param."], "columns": ["mnist_cnn"], "bound": 1.21}
+        ctx,
+        "threshold",
+        {"artefact": "table8", "rows": ["Partitioned Param."], "columns": ["mnist_cnn"], "at_most": 1.21},
     )
     assert v.status == verdict, v.measured  # 1.215: was "does not hold"
 
@@ -1007,12 +1040,12 @@ def test_a_larger_gap_inside_the_noise_is_inconclusive(local_gap, verdict):
     )
     v = claims.check(
         ctx,
-        "larger_gap",
+        "compare",
         {
-            "a": {"experiment": "bali_fig7_local", "where": {"method": "bali"}},
-            "b": {"experiment": "bali_cls_uci", "where": {"method": "bali"}},
-            "high": "test_nll",
-            "low": "train_nll",
+            "a": {"experiment": "bali_fig7_local", "method": "bali"},
+            "b": {"experiment": "bali_cls_uci", "method": "bali"},
+            "metric": "test_nll - train_nll",
+            "by": "dataset",
         },
     )
     assert v.status == verdict, v.measured
@@ -1023,9 +1056,7 @@ def test_the_stated_rule_names_every_band():
         assert words in claims.NOISE_RULE
     for name in (
         "vs_best_of",
-        "metric_at_least",
-        "near_value",
-        "at_most",
+        "threshold",
         "spread_at_most",
         "correlates",
         "imbalance_trend",

@@ -23,7 +23,7 @@ Every check that compares a measured number with another or with a bound has a n
   An effect inside that band is "inconclusive"; one clearly reversed "does not hold";
 - a best-of-k comparison (:func:`vs_best_of`) is an ordering against the best reference cell, a single value:
   the band is a single value's (the best of k has no s.e.);
-- a threshold (:func:`metric_at_least`, :func:`near_value`, :func:`at_most`, :func:`spread_at_most`) is an
+- a threshold (:func:`threshold`: at least, at most or near a bound; :func:`spread_at_most`) is an
   ordering against a fixed bound: inconclusive when the value is within its noise band of the bound (Z_NOISE s.e.
   of the mean, or a single value's band with one cell; a spread's band is that of the ordering between its
   highest and lowest configuration); so are inputs_kept (each input's keep-probability against 0.5) and
@@ -99,11 +99,19 @@ def _means(rows: pd.DataFrame, by: str, metric: str) -> pd.DataFrame:
     return pd.DataFrame(out, columns=[by, "mean", "se", "n"]).sort_values(by)
 
 
+def _column(rows: pd.DataFrame, metric: str) -> pd.Series | None:
+    """The values of `metric` per cell, numeric; "high - low" (e.g. "test_nll - train_nll": overfitting) is the
+    per-cell difference of two metrics, NaN where either is missing. None when a metric is not there."""
+    names = [m.strip() for m in metric.split(" - ")] if " - " in metric else [metric]
+    if any(m not in rows for m in names):
+        return None
+    v = [pd.to_numeric(rows[m], errors="coerce") for m in names]
+    return v[0] - v[1] if len(v) == 2 else v[0]
+
+
 def _stat(rows: pd.DataFrame, metric: str) -> tuple[float, float, int]:
-    if metric not in rows:
-        return math.nan, math.nan, 0
-    v = pd.to_numeric(rows[metric], errors="coerce")
-    if len(v) == 0:
+    v = _column(rows, metric)
+    if v is None or len(v) == 0:
         return math.nan, math.nan, 0
     return mean_se(v)
 
@@ -257,45 +265,65 @@ def _words(where: dict) -> str:
     return "/".join(str(v) for v in where.values())
 
 
-def near_value(
+def threshold(
     ctx,
-    experiment: str,
-    metric: str,
-    target: float,
-    rel_tol: float,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    near: float | None = None,
+    rel_tol: float | None = None,
+    metric: str | None = None,
+    experiment: str | None = None,
     where: dict | None = None,
     largest: str | None = None,
+    artefact: str | None = None,
+    rows: list[str] | None = None,
+    columns: list[str] | None = None,
 ) -> Verdict:
-    """The mean of `metric` lies within `rel_tol` x |target| of `target` (inconclusive within the noise band,
-    :func:`bound_band`, of that tolerance's edge)."""
-    rows = ctx.cells(experiment, where or {})
-    if largest and len(rows):
-        rows = rows[rows[largest] == rows[largest].max()]
-    m, se, n = _stat(rows, metric)
-    if n == 0 or not math.isfinite(m):
-        return Verdict(NOT_RUN, "no cell ran", n)
-    band = bound_band(m, se, n, target)
-    outcome = ordering(rel_tol * abs(target) - abs(m - target), band)  # the margin inside the tolerance
-    size = f" at {largest} = {rows[largest].max():g}" if largest else ""
-    return _decide(
-        [outcome],
-        f"{metric}{size} = {_pm(m, se, n, 3)} (target {target:.3f} ± {rel_tol:.0%}; noise "
-        f"band {band:.2g}){_mark(outcome, '')}",
-        n,
-    )
-
-
-def metric_at_least(ctx, experiment: str, metric: str, bound: float, where: dict | None = None) -> Verdict:
-    """The mean of `metric` over the cells `where` is at least `bound` (inconclusive within the noise band,
-    :func:`bound_band`, of it)."""
-    m, se, n = _stat(ctx.cells(experiment, where or {}), metric)
-    if n == 0 or not math.isfinite(m):
-        return Verdict(NOT_RUN, "no cell ran", n)
-    band = bound_band(m, se, n, bound)
-    outcome = ordering(m - bound, band)
-    return _decide(
-        [outcome], f"{metric} = {_pm(m, se, n, 4)} (bound >= {bound:g}; noise band {band:.2g}){_mark(outcome, '')}", n
-    )
+    """A value against a fixed bound: `at_least` / `at_most` it, or `near` it (within `rel_tol` x |near|); an
+    ordering against the bound with :func:`bound_band` (inconclusive within the noise band of the bound, or of the
+    tolerance's edge). The value is the mean of `metric` over the cells of `experiment` with the coordinates
+    `where` (at the largest value of the axis `largest` when given), or each of our entries `rows` x `columns` of
+    the artefact's table."""
+    if sum(x is not None for x in (at_least, at_most, near)) != 1 or (near is not None) != (rel_tol is not None):
+        raise ValueError("threshold: give one of at_least, at_most, or near with rel_tol")
+    if (experiment is None) == (artefact is None) or (experiment is not None and metric is None):
+        raise ValueError("threshold: give experiment with metric (cells), or artefact with rows and columns")
+    values = []  # (label, mean, se, n); n == 0: not run
+    if experiment is not None:
+        cells = ctx.cells(experiment, where or {})
+        if largest and len(cells):
+            cells = cells[cells[largest] == cells[largest].max()]
+        size = f" at {largest} = {cells[largest].max():g}" if largest and len(cells) else ""
+        values.append((f"{metric}{size}", *_stat(cells, metric)))
+    else:
+        for r in rows or []:
+            for c in columns or []:
+                s = ctx.ours(artefact, r, c)
+                values.append((f"{r} / {c}", s.mean, s.se, s.n))
+    if near is not None:
+        bound, goal = near, f"target {near:.3f} ± {rel_tol:.0%}"
+    else:
+        bound, goal = (
+            (at_least, f"bound >= {at_least:g}") if at_least is not None else (at_most, f"bound <= {at_most:g}")
+        )
+    results, parts, ns = [], [], []
+    for label, m, se, n in values:
+        if n == 0 or not math.isfinite(m):
+            results.append(None)
+            parts.append(f"{label}: not run")
+            continue
+        band = bound_band(m, se, n, bound)
+        margin = (
+            rel_tol * abs(near) - abs(m - near)
+            if near is not None
+            else (m - bound if at_least is not None else bound - m)
+        )
+        outcome = ordering(margin, band)
+        results.append(outcome)
+        ns.append(n)
+        value = _pm(m, se, n, 4) if experiment is not None else f"{m:.4g}"
+        parts.append(f"{label} = {value} (noise band {band:.2g}){_mark(outcome, ' (outside the bound)')}")
+    return _decide(results, f"{goal}: " + "; ".join(parts), min(ns, default=0))
 
 
 def _pm(m: float, se: float, n: int, digits: int) -> str:
@@ -360,25 +388,6 @@ def baseline_far(ctx, artefact: str, row: str, column: str, ours) -> str:
     if off <= BASELINE_REL * abs(paper.mean) or (paper.se and off <= BASELINE_Z * paper.se):
         return ""
     return f"baseline {ours.mean:.4g} vs the paper's {paper.mean:.4g}"
-
-
-def at_most(ctx, artefact: str, rows: list[str], columns: list[str], bound: float) -> Verdict:
-    """Every one of our entries (rows x columns) of the artefact is at most `bound` (an entry within its noise band,
-    :func:`bound_band`, of it is inconclusive)."""
-    results, parts, ns = [], [], []
-    for r in rows:
-        for c in columns:
-            s = ctx.ours(artefact, r, c)
-            if s.n == 0 or not math.isfinite(s.mean):
-                results.append(None)
-                parts.append(f"{r} / {c}: not run")
-                continue
-            band = bound_band(s.mean, s.se, s.n, bound)
-            outcome = ordering(bound - s.mean, band)
-            results.append(outcome)
-            ns.append(s.n)
-            parts.append(f"{r} / {c}: {s.mean:.3g} (noise band {band:.2g}){_mark(outcome, ' (above the bound)')}")
-    return _decide(results, f"bound {bound:g}: " + "; ".join(parts), min(ns, default=0))
 
 
 # -- table entries ------------------------------------------------------------------------------------------
@@ -484,10 +493,10 @@ def _at(rows: pd.DataFrame, by: str | None, value) -> pd.DataFrame:
 
 def compare(
     ctx,
-    experiments,
-    metric: str,
-    a: dict,
-    b,
+    experiments=None,
+    metric: str = "",
+    a: dict | None = None,
+    b=None,
     by: str | None = None,
     groups: list[dict] | None = None,
     at: str = "all",
@@ -505,22 +514,33 @@ def compare(
     that only one side ran counting as not run yet; fewer than `min_values` common values:
     not run, e.g. "low-data vs large-data regime" needs two sizes). relation "above": gap = a - b (b - a when
     `lower_is_better`) with min_gap < gap (<= max_gap when given); "similar": |a - b| <= tol or <= z combined
-    s.e. Holds when every comparison holds (at least `at_least` of them when given)."""
+    s.e. Holds when every comparison holds (at least `at_least` of them when given). A side that names its own
+    `experiment` (a key of a / b) reads that experiment's cells instead of `experiments`; `metric` may be a
+    difference of two metrics, "high - low" (e.g. "test_nll - train_nll": the overfitting gap)."""
     worse = [b] if isinstance(b, dict) else list(b)
     results, parts, ns = [], [], []
+
+    def side(where: dict, group: dict) -> pd.DataFrame:
+        coords = {k: v for k, v in where.items() if k != "experiment"}
+        if where.get("experiment", experiments) is None:
+            raise ValueError(f"compare: no experiment for the side {where} (give `experiments` or its `experiment`)")
+        return _cells(ctx, where.get("experiment", experiments), {**group, **coords})
+
     for group in groups or [{}]:
         for w in worse:
-            ra, rb = _cells(ctx, experiments, {**group, **a}), _cells(ctx, experiments, {**group, **w})
-            label = ", ".join(f"{k}={v}" for k, v in {**group, **w}.items())
+            ra, rb = side(a, group), side(w, group)
+            # the b side is named per comparison only where there are several
+            label = ", ".join(f"{k}={v}" for k, v in {**group, **(w if len(worse) > 1 else {})}.items())
             values = _axis_values(ra, rb, by, "all") if len(ra) and len(rb) else []
             if len(values) < min_values:
                 results.append(None)
-                parts.append(f"{label}: {len(values)} common {by or 'value'}(s) ran, {min_values} needed")
+                parts.append(f"{label or 'all'}: {len(values)} common {by or 'value'}(s) ran, {min_values} needed")
                 continue
             values = _axis_values(ra, rb, by, at)
             for v in values:
                 (ma, sa, na), (mb, sb, nb) = _stat(_at(ra, by, v), metric), _stat(_at(rb, by, v), metric)
-                where = label + (f", {by}={v:g}" if isinstance(v, float) else (f", {by}={v}" if by else ""))
+                at_v = (f"{by}={v:g}" if isinstance(v, float) else f"{by}={v}") if by else ""
+                where = ", ".join(x for x in (label, at_v) if x) or "all cells"
                 if na == 0 or nb == 0 or not (math.isfinite(ma) and math.isfinite(mb)):
                     results.append(None)
                     parts.append(f"{where}: not run")
@@ -890,38 +910,6 @@ def still_improving(
     )
 
 
-def larger_gap(ctx, a: dict, b: dict, high: str, low: str, by: str = "dataset") -> Verdict:
-    """Per value of `by`, the final gap `high` - `low` (e.g. test - train NLL: overfitting) of cells `a`
-    ({experiment, where}) exceeds that of cells `b` by more than :func:`noise_band`."""
-    ra, rb = ctx.cells(a["experiment"], a.get("where") or {}), ctx.cells(b["experiment"], b.get("where") or {})
-    results, parts, ns = [], [], []
-    keys = sorted(set(ra[by]) & set(rb[by])) if by in ra and by in rb else []
-
-    def gap(rows):
-        if high not in rows or low not in rows:
-            return pd.Series(dtype=float)
-        return (pd.to_numeric(rows[high], errors="coerce") - pd.to_numeric(rows[low], errors="coerce")).dropna()
-
-    for k in keys:
-        ga, gb = gap(ra[ra[by] == k]), gap(rb[rb[by] == k])
-        if ga.empty or gb.empty:
-            results.append(None)
-            continue
-        (ma, sa, na), (mb, sb, nb) = mean_se(ga), mean_se(gb)
-        outcome = ordering(ma - mb, noise_band(ma, sa, na, mb, sb, nb))
-        results.append(outcome)
-        ns.append(min(na, nb))
-        parts.append(f"{k}: {ma:.4g} vs {mb:.4g}{_mark(outcome)}")
-    if not keys:
-        return Verdict(NOT_RUN, "no cell ran in both")
-    return Verdict(
-        _decide(results, "", 0).status,
-        f"{high} - {low}, {_words(a.get('where') or {})} "
-        f"({a['experiment']}) vs ({b['experiment']}): " + "; ".join(parts),
-        min(ns, default=0),
-    )
-
-
 def all_have_status(ctx, experiment: str, status: str, where: dict | None = None) -> Verdict:
     """Every cell of `experiment` (with the coordinates `where`) that ran ended with `status` (e.g. every
     Augerino run without the safe switch 'diverged': a non-finite loss)."""
@@ -958,10 +946,8 @@ CHECKS = {
     for f in (
         peak_at,
         inputs_kept,
-        near_value,
-        metric_at_least,
+        threshold,
         beats,
-        at_most,
         similar_entries,
         gap_shrinks,
         compare,
@@ -973,7 +959,6 @@ CHECKS = {
         vs_best_of,
         converges_faster,
         still_improving,
-        larger_gap,
         all_have_status,
         smooth_predictive,
     )
@@ -990,7 +975,11 @@ def scope(ctx, claim) -> tuple[list[str], str | None]:
     """(the experiments a claim reads, the metric it compares): its args' `experiment(s)` or its artefact's
     experiments; its args' `metric` or its artefact's `ours.metric`."""
     args = claim.args
-    experiments = list(args.get("experiments") or ([args["experiment"]] if args.get("experiment") else []))
+    named = args.get("experiments") or args.get("experiment") or []
+    experiments = [named] if isinstance(named, str) else list(named)
+    for side in (args.get("a"), *(args.get("b") if isinstance(args.get("b"), list) else [args.get("b")])):
+        if isinstance(side, dict) and side.get("experiment") and side["experiment"] not in experiments:
+            experiments.append(side["experiment"])  # compare's sides that read their own experiment
     if not experiments:
         experiments = list((getattr(ctx, "artefacts", {}).get(claim.artefact) or {}).get("experiments") or [])
     if not experiments:
