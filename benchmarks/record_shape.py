@@ -1,20 +1,27 @@
-"""One-off archive migration (2026-11-28): add Fig. 1's shape reading to synthetic cells archived before cells
-recorded it.
+"""One-off archive migrations (2026-11-28, 2026-11-29): add what synthetic cells now record to the lines archived
+before they recorded it.
 
-Since commit "Cells record BALI Fig. 1's shape" a synthetic_predictive cell computes `reprokit.shape.of_cell` when
-it finishes and records it as `shape_<name>` metrics, which the report reads instead of regenerating the training
-data. The archived cells ran before that: their reading is computed here, once, by the same function from what
-they recorded (their predictive on the plotting grid, their noise sd, their `data_kwargs`), added to each line's
-metrics, and a `migrations` entry says so. Nothing else in a line changes; a line that already has the numbers is
-left alone.
+* `shape_metrics` (2026-11-28): since commit "Cells record BALI Fig. 1's shape" a synthetic_predictive cell
+  computes `reprokit.shape.of_cell` when it finishes and records it as `shape_<name>` metrics, which the report
+  reads instead of regenerating the training data. For archived lines the reading is computed here, once, by the
+  same function from what they recorded (their predictive on the plotting grid, their noise sd, their
+  `data_kwargs`).
+* `plot_points` (2026-11-29): since commit "Synthetic cells record the points their figure draws" a cell also
+  records `reprokit.shape.plot_points` (training points, plotting grid, true f), which the Fig. 1 and Figs. 4-6
+  notebooks draw instead of regenerating the data. For archived lines the same function runs here, once, on the
+  data regenerated from the line's `data_kwargs` (synthetic data are deterministic: the cell drew the same).
 
-    python benchmarks/record_shape.py --scale quick paper          # dry run: what would change
-    python benchmarks/record_shape.py --scale quick paper --apply
+Each adds to a line's metrics and a `migrations` entry says so. Nothing else in a line changes; a line that already
+has the numbers, or did not complete, is left alone.
+
+    python benchmarks/record_shape.py --migration plot_points --scale quick paper          # dry run
+    python benchmarks/record_shape.py --migration plot_points --scale quick paper --apply
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -22,31 +29,55 @@ from reprokit import shape
 from reprokit.report.records import archive
 
 EXPERIMENTS = ("bali_synthetic", "bali_fig1_sweep", "bali_bbb_synthetic")
-ENTRY = {
-    "date": "2026-11-28",
-    "migration": "shape_metrics",
-    "what": "shape_<name> metrics computed by reprokit.shape.of_cell from the cell's recorded grid predictive and "
-    "data_kwargs (what a cell now records when it finishes)",
+ENTRIES = {
+    "shape_metrics": {
+        "date": "2026-11-28",
+        "migration": "shape_metrics",
+        "what": "shape_<name> metrics computed by reprokit.shape.of_cell from the cell's recorded grid predictive "
+        "and data_kwargs (what a cell now records when it finishes)",
+    },
+    "plot_points": {
+        "date": "2026-11-29",
+        "migration": "plot_points",
+        "what": "plot_<name> metrics (training points, plotting grid, true f) computed by "
+        "reprokit.shape.plot_points on the data regenerated from the line's data_kwargs (what a cell now records "
+        "when it finishes)",
+    },
 }
 
 
-def migrate(line: dict) -> dict | None:
-    """The line with its shape metrics added; None when it needs none (not completed, or already has them)."""
-    if line["status"] != "completed" or any(k.startswith(shape.PREFIX) for k in line["metrics"]):
+def shape_metrics(row: dict) -> dict:
+    return shape.as_metrics(shape.of_cell(row))
+
+
+def plot_points(row: dict) -> dict:
+    from reprokit.data import registry
+
+    return shape.plot_points(registry.load(str(row["dataset"]), **json.loads(row["data_kwargs"])))
+
+
+PREFIXES = {"shape_metrics": (shape.PREFIX, shape_metrics), "plot_points": (shape.PLOT, plot_points)}
+
+
+def migrate(line: dict, migration: str = "shape_metrics") -> dict | None:
+    """The line with the migration's metrics added; None when it needs none (not completed, or already has them)."""
+    prefix, compute = PREFIXES[migration]
+    if line["status"] != "completed" or any(k.startswith(prefix) for k in line["metrics"]):
         return None
     row = {**(line.get("info") or {}), **line["coords"], **line["metrics"], "status": line["status"]}
-    reading = shape.of_cell(row)
-    if not reading:
+    added = compute(row)
+    if not added:
         return None
     return {
         **line,
-        "metrics": {**line["metrics"], **shape.as_metrics(reading)},
-        "migrations": [*(line.get("migrations") or []), ENTRY],
+        "metrics": {**line["metrics"], **added},
+        "migrations": [*(line.get("migrations") or []), ENTRIES[migration]],
     }
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--migration", choices=sorted(ENTRIES), default="shape_metrics")
     p.add_argument("--scale", nargs="+", default=["quick", "paper"])
     p.add_argument("--root", default=".")
     p.add_argument("--apply", action="store_true")
@@ -55,8 +86,8 @@ def main(argv=None) -> int:
         for experiment in EXPERIMENTS:
             path = archive.path_of(Path(args.root), scale, experiment)
             lines = archive.load(path)
-            changed = {c: new for c, line in lines.items() if (new := migrate(line)) is not None}
-            print(f"{path}: {len(changed)} of {len(lines)} lines get shape metrics")
+            changed = {c: new for c, line in lines.items() if (new := migrate(line, args.migration)) is not None}
+            print(f"{path}: {len(changed)} of {len(lines)} lines get {args.migration}")
             if args.apply and changed:
                 archive.write(path, {**lines, **changed})
     return 0

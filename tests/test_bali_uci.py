@@ -202,6 +202,10 @@ def test_synthetic_cells_store_grid_predictive(config):
         # Fig. 1's shape reading is recorded with the metrics: what the report reads, never the data again
         row = {**m, "status": "completed", "dataset": d, "data_kwargs": run.info["data_kwargs"]}
         assert shape.recorded(row) == shape.of_cell(row) and "far_over_near" in shape.recorded(row)
+        # ... and so are the training points its figure draws
+        pts = shape.recorded_points(row)
+        np.testing.assert_allclose(pts["x_train"], b.x_train.numpy().reshape(pts["x_train"].shape), rtol=1e-5)
+        np.testing.assert_allclose(pts["y_train"], b.y_train.numpy().ravel(), rtol=1e-5, atol=1e-7)
 
 
 def test_uci_table_formats_mean_se_and_labels_sources():

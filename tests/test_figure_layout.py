@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from reprokit import shape
 from reprokit.report.render import bali_classification as bc
 from reprokit.report.render import invariance, na, style
 
@@ -444,8 +445,36 @@ def bbb_rows(dataset: str, task: str):
         else:
             gx, gy = bundle.meta["grid_axes"]
             row.update(grid_p1=" ".join("0.3" for _ in range(len(gx) * len(gy))))
+        row.update(shape.plot_points(bundle))  # what the cell records for its figure
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("dataset,task", [("sinc", "regression"), ("two_moons", "classification")])
+def test_a_synthetic_panel_draws_the_points_the_cell_recorded_without_loading_data(monkeypatch, dataset, task):
+    from reprokit.data import registry
+    from reprokit.report.render import bali_regression as br
+
+    row = bbb_rows(dataset, task).iloc[0]
+    bundle = registry.load(dataset, seed=0)
+
+    def no_loading(*a, **k):
+        raise AssertionError("the figure reloaded the training data")
+
+    monkeypatch.setattr(registry, "load", no_loading)
+    fig, ax = plt.subplots()
+    br.plot_predictive(ax, row, "t")
+    drawn = np.concatenate([np.asarray(c.get_offsets()) for c in ax.collections if c.get_label().startswith("train")])
+    x = bundle.x_train.numpy()
+    want = np.c_[x.ravel(), bundle.y_train.numpy().ravel()] if task == "regression" else x
+    assert len(drawn) == len(want)  # every training point, once
+    np.testing.assert_allclose(np.sort(drawn, 0), np.sort(want, 0), rtol=1e-5, atol=1e-6)
+    plt.close(fig)
+    bare = row.drop([k for k in row.index if k.startswith(shape.PLOT)])
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match="record_shape.py --migration plot_points"):
+        br.plot_predictive(ax, bare, "t")
+    plt.close(fig)
 
 
 @pytest.mark.parametrize("dataset,task", [("sinc", "regression"), ("two_moons", "classification")])

@@ -2,9 +2,10 @@
 further away"): one synthetic cell's predictive on its plotting grid, reduced to a few numbers.
 
 The cell computes it when it finishes (builders/synthetic_predictive.py, `of_cell`, which regenerates the
-training data from the cell's `data_kwargs`) and records it as `shape_<name>` metrics; the claim check
-(report/verdicts/claims.smooth_predictive) and the Fig. 1 notebooks read those numbers back (`recorded`), so the
-report never loads training data. Torch-free (numpy; the data generators are loaded only by `of_cell`).
+training data from the cell's `data_kwargs`) and records it as `shape_<name>` metrics, with the training points
+and plotting grid its figure draws (`plot_points`); the claim check (report/verdicts/claims.smooth_predictive)
+and the Fig. 1 notebooks read those back (`recorded`, `recorded_points`), so the report never loads training
+data. Torch-free (numpy; the data generators are loaded only by `of_cell`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,38 @@ import pandas as pd
 
 def floats(text) -> np.ndarray:
     return np.array([float(v) for v in str(text).split()]) if isinstance(text, str) else np.array([])
+
+
+PLOT = "plot_"  # what a synthetic cell's figure draws besides its predictive, recorded by the cell
+
+
+def _numbers(a) -> str:
+    return " ".join(f"{v:.6g}" for v in np.asarray(a, dtype=np.float64).ravel())
+
+
+def plot_points(b) -> dict[str, str]:
+    """The training points and plotting grid of a synthetic data bundle (reprokit.data.synthetic) as
+    space-separated numbers, recorded by the cell beside its grid predictive so that the figures draw from the
+    cell's record: plot_x_train, plot_y_train and, for regression, plot_x_grid and plot_f_grid (the true f),
+    for classification plot_grid_x1 and plot_grid_x2 (the grid's axes)."""
+    out = {PLOT + "x_train": _numbers(b.x_train), PLOT + "y_train": _numbers(b.y_train)}
+    if b.task == "regression":
+        out.update({PLOT + "x_grid": _numbers(b.meta["x_grid"]), PLOT + "f_grid": _numbers(b.meta["f_grid"])})
+    else:
+        gx, gy = b.meta["grid_axes"]
+        out.update({PLOT + "grid_x1": _numbers(gx), PLOT + "grid_x2": _numbers(gy)})
+    return out
+
+
+def recorded_points(row) -> dict[str, np.ndarray]:
+    """:func:`plot_points` read back from a cell's row: arrays without the prefix (x_train has two columns for
+    classification); {} when the cell recorded none."""
+    out = {k[len(PLOT) :]: floats(v) for k, v in dict(row).items() if str(k).startswith(PLOT) and isinstance(v, str)}
+    if "x_train" not in out:
+        return {}
+    if "grid_x1" in out:
+        out["x_train"] = out["x_train"].reshape(-1, 2)
+    return out
 
 
 def synthetic_data(row: pd.Series):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...shape import SHAPE, _nearest, floats, shape_text, synthetic_data  # noqa: F401 (re-exported)
+from ...shape import SHAPE, _nearest, floats, recorded_points, shape_text  # noqa: F401 (re-exported)
 from ...shape import recorded as predictive_shape  # noqa: F401 (the notebooks read the cells' recorded reading)
 from .. import cells
 from ..stats import format_pm, mean_se
@@ -214,31 +214,37 @@ def provenance(df: pd.DataFrame) -> str:
 
 # ------------------------------------------------------------------ synthetic figures
 def plot_predictive(ax, row: pd.Series, title: str) -> None:
-    """Mean +- 1 sd (regression) or the predictive p(class 1) map (classification) of one cell."""
-    b = synthetic_data(row)
+    """Mean +- 1 sd (regression) or the predictive p(class 1) map (classification) of one cell, with the training
+    points and grid the cell recorded (reprokit.shape.plot_points)."""
     if row.get("status") != "completed":
         ax.text(0.5, 0.5, f"{row.get('status')}", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(title)
         return
-    if b.task == "regression":
-        xg = b.meta["x_grid"].numpy().ravel()
-        fg = b.meta["f_grid"].numpy().ravel()
+    pts = recorded_points(row)
+    if not pts:
+        raise ValueError(
+            f"cell {row.get('method')}/{row.get('dataset')}/seed {row.get('seed')} records no plot points (plot_x_train ...): it ran before "
+            "cells recorded them; re-run it, or migrate its archived line (benchmarks/record_shape.py "
+            "--migration plot_points)"
+        )
+    if "x_grid" in pts:  # regression
+        xg, fg = pts["x_grid"], pts["f_grid"]
         mean, sd = floats(row["grid_mean"]), floats(row["grid_sd"])
         ax.fill_between(xg, mean - sd, mean + sd, color="tab:blue", alpha=0.3, lw=0, label="±1 sd")
         ax.plot(xg, mean, color="tab:blue", lw=1.2, label="predictive mean")
         ax.plot(xg, fg, color="k", lw=0.8, ls="--", label="true f")
-        ax.scatter(b.x_train.numpy().ravel(), b.y_train.numpy().ravel(), s=6, color="tab:red", zorder=3, label="train")
+        ax.scatter(pts["x_train"], pts["y_train"], s=6, color="tab:red", zorder=3, label="train")
         lo, hi = float(np.min(fg)), float(np.max(fg))
         pad = 0.5 * (hi - lo)
         ax.set_ylim(lo - pad, hi + pad)
         ax.set_xlabel("x")
         ax.set_ylabel("y")
     else:
-        gx, gy = (a.numpy() for a in b.meta["grid_axes"])
+        gx, gy = pts["grid_x1"], pts["grid_x2"]
         p1 = floats(row["grid_p1"]).reshape(len(gx), len(gy))
         cs = ax.contourf(gx, gy, p1.T, levels=np.linspace(0, 1, 11), cmap="RdBu_r", alpha=0.8)
         ax.contour(gx, gy, p1.T, levels=[0.5], colors="k", linewidths=0.8)
-        x, y = b.x_train.numpy(), b.y_train.numpy()
+        x, y = pts["x_train"], pts["y_train"]
         ax.scatter(
             x[y == 0, 0], x[y == 0, 1], s=6, color="tab:blue", edgecolor="w", linewidth=0.3, label="train, class 0"
         )
