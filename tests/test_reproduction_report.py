@@ -1094,3 +1094,9 @@ def test_a_reasons_numbers_are_filled_in_from_the_cells():
         fill_numbers(Ctx(), text)
         == "LL 1.100 ± 0.100 (2 cells), b -3.000 (1 cell), both -1.000 ± 2.000 (2 cells), n/a (no cell ran)"
     )
+    # the best / lowest cell of a group (a best-of-k reference), not its mean; an unknown word is refused
+    assert fill_numbers(Ctx(), "{{e test_ll dataset=a max}} {{e test_ll min}}") == (
+        "1.200 (best of 2 cells) -3.000 (lowest of 3 cells)"
+    )
+    with pytest.raises(ValueError, match="'best' is neither"):
+        fill_numbers(Ctx(), "{{e test_ll best}}")

@@ -361,18 +361,25 @@ class InputsContext(Context):
 # A number in a claim's reason, taken from the cells when the report is built: {{experiment metric axis=value ...}}
 # (values as in cell paths; `axis=a,b` picks either). Reasons keep their reasoning in words, never a typed number
 # that a re-run would make stale.
-_NUMBER = re.compile(r"\{\{\s*([\w.]+)\s+([\w.]+)((?:\s+[\w.]+=[^\s}]+)*)\s*\}\}")
+_NUMBER = re.compile(r"\{\{\s*([\w.]+)\s+([\w.]+)((?:\s+[\w.]+(?:=[^\s}]+)?)*)\s*\}\}")
+_REDUCERS = {"max": ("best", max), "min": ("lowest", min)}  # {{... max}}: the largest of the cells' values
 
 
 def fill_numbers(ctx: Context, text: str) -> str:
     """`text` with each {{experiment metric axis=value ...}} replaced by our mean ± s.e. of `metric` over the cells
-    of `experiment` with those coordinates and how many ("1.119 ± 0.006 (5 cells)"), or "n/a (no cell ran)"."""
+    of `experiment` with those coordinates and how many ("1.119 ± 0.006 (5 cells)"), or "n/a (no cell ran)"; a
+    trailing `max` / `min` gives the largest / smallest cell instead ("0.9060 (best of 4 cells)")."""
 
     def one(match: re.Match) -> str:
         experiment, metric, where_text = match.groups()
-        where = {}
+        where, reducer = {}, None
         for part in where_text.split():
-            key, _, value = part.partition("=")
+            key, eq, value = part.partition("=")
+            if not eq:
+                if key not in _REDUCERS:
+                    raise ValueError(f"{match.group(0)}: '{key}' is neither axis=value nor one of {sorted(_REDUCERS)}")
+                reducer = key
+                continue
             where[key] = value.split(",")
         rows = ctx.cells(experiment, {})
         for key, values in where.items():
@@ -384,6 +391,10 @@ def fill_numbers(ctx: Context, text: str) -> str:
         v = pd.to_numeric(rows[metric], errors="coerce").dropna() if metric in rows else pd.Series(dtype=float)
         if v.empty:
             return "n/a (no cell ran)"
+        if reducer:
+            word, pick = _REDUCERS[reducer]
+            x = float(pick(v))
+            return f"{x:.{4 if abs(x) < 0.5 else 3}f} ({word} of {len(v)} cell{'s' if len(v) > 1 else ''})"
         m, se, n = mean_se(v)
         digits = 4 if abs(m) < 0.5 else 3
         return (
