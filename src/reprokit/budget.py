@@ -47,7 +47,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .config import experiment, load_pipeline_config
+from .packing import JOB_OVERHEAD_S, CellCost, Settings, plan
+from .plan import KINDS
 from .plan.costs import CellWork, Part
+from .runtime import RuntimeSettings
 
 COSTS_FILE = Path(__file__).resolve().parent / "data" / "step_costs.tsv"
 COLUMNS = ("profile", "device", "model", "step", "precision", "images", "ms_per_step", "source", "date")
@@ -76,7 +80,6 @@ class Estimate:
 
 def cell_work(cell) -> CellWork | None:
     """The cell's parts, or None for a kind the cost model does not know (priced as FALLBACK)."""
-    from .plan import KINDS
 
     plan = KINDS.get(cell.kind)
     return plan.cost_parts(cell) if plan is not None else None
@@ -253,7 +256,6 @@ class CostTable:
 
 def run_settings(config: dict | None):
     """The config's `run:` block as reprokit.runtime.RuntimeSettings (its defaults where a key is absent)."""
-    from .runtime import RuntimeSettings
 
     return RuntimeSettings.from_dict((config or {}).get("run"))
 
@@ -321,7 +323,6 @@ def cell_costs(
 ) -> list:
     """reprokit.packing.CellCost of each cell: the device it asks for under `--profile slurm` and its
     estimates. GPU prices from $REPROKIT_COST_PROFILE or h100, CPU prices from the `cpu` profile (one core)."""
-    from .packing import CellCost
 
     precision = run_settings(config).precision
     gpu = gpu or default_table(os.environ.get(PROFILE_ENV) or GPU_PROFILE)
@@ -357,8 +358,6 @@ def cell_costs(
 def slurm_plan(config: dict, settings=None, experiments: list[str] | None = None, rows: list[dict] | None = None):
     """(jobs, costs) of every cell of the config's scale, packed as `--profile slurm` packs them
     (`rows`: a step-cost table other than the repository's)."""
-    from .config import experiment
-    from .packing import Settings, plan
 
     settings = settings or Settings()
     cells = [
@@ -380,7 +379,6 @@ def slurm_plan(config: dict, settings=None, experiments: list[str] | None = None
 def slurm_rows(jobs, costs, threads: int = 1) -> list[dict]:
     """Per experiment: cells, jobs with one cell per GPU job and packed, GPU-hours allocated both ways, CPU-hours.
     A packed job's hours are split among its cells by their share of it; it counts once under each experiment."""
-    from .packing import JOB_OVERHEAD_S
 
     by_rel = {c.rel_dir: c for c in costs}
     rows: dict[str, dict] = {}
@@ -420,7 +418,6 @@ def slurm_rows(jobs, costs, threads: int = 1) -> list[dict]:
 def print_slurm(
     config: dict, settings=None, experiments: list[str] | None = None, rows: list[dict] | None = None
 ) -> None:
-    from .packing import JOB_OVERHEAD_S, Settings
 
     settings = settings or Settings()
     threads = run_settings(config).threads_per_cell
@@ -491,7 +488,6 @@ def parse_config_args(items: list[str]) -> dict:
 
 
 def budget(config: dict, table: CostTable, experiments: list[str] | None = None) -> list[dict]:
-    from .config import experiment
 
     scale = config["scale"]
     precision = run_settings(config).precision
@@ -552,8 +548,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-slurm", action="store_true", help="leave out the SLURM jobs and allocated hours")
     args = p.parse_args(argv)
 
-    from .config import load_pipeline_config
-
     config = load_pipeline_config(args.root, parse_config_args(args.config))
     scale = config["scale"]
     profile = args.profile or DEFAULT_PROFILE[scale]
@@ -600,8 +594,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     all_rows = read_costs(args.costs)
     if not args.no_slurm and {GPU_PROFILE, CPU_PROFILE} <= {r["profile"] for r in all_rows}:
-        from .packing import Settings
-
         defaults = Settings()
         print_slurm(
             config,

@@ -32,6 +32,10 @@ import torch
 from . import __version__
 from .builders import CellContext, Measurement
 from .config import Cell
+from .data import variants
+from .data.checksums import overrides_for
+from .data.mirrors import fetch_status
+from .data.specs import dataset_info
 from .io import atomic_write_json, atomic_write_text, rows_csv
 from .loop import LoopConfig, LoopResult, run_loop
 from .plan import kind
@@ -259,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.command == "run":
-        from . import _startup
+        from . import _startup  # first: it patches torch before any optimiser import (see _startup)
 
         _startup.prepare()  # before any optimiser is built: keeps torch._dynamo (~1.5 s) out of the cell
         torch.set_num_threads(max(1, args.threads))
@@ -269,18 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%s: %s after %d steps", cell.rel_dir, record["status"], record["steps"])
         return 0
     if args.command == "variant":
-        from .data import variants
-        from .data.checksums import overrides_for
-        from .data.specs import dataset_info
-
         ctx = context_from_dict(json.loads(args.context))
         checksums = overrides_for(dataset_info(args.dataset), ctx.checksums) or None
         load_kw = {} if dataset_info(args.dataset).synthetic else {"download": ctx.download, "checksums": checksums}
         variants.build_variant(args.dataset, Path(args.out).name, args.out, ctx.mirrors, ctx.cache_dir, **load_kw)
         return 0
     if args.command == "fetch":
-        from .data.mirrors import fetch_status
-
         ctx = context_from_dict(json.loads(args.context))
         status = fetch_status(args.dataset, ctx.mirrors, ctx.cache_dir, download=ctx.download, checksums=ctx.checksums)
         status["checked"] = time.strftime("%Y-%m-%dT%H:%M:%S")

@@ -20,6 +20,7 @@ from typing import Any
 from . import plan
 from ._jsonschema import first_error
 from .errors import ConfigError
+from .runtime import RuntimeSettings, run_schema
 
 SCALES = ("paper", "quick", "test")
 
@@ -281,7 +282,6 @@ def load_config(paths, schema_path: str | Path, overrides: dict | None = None) -
             raise ConfigError(f"config file {path} not found (run from the project's root folder)") from None
     config = coerce_config(deep_merge(config, overrides or {}), schema_path)
     validate_config(config, schema_path)
-    from .runtime import RuntimeSettings
 
     return {**config, "run": RuntimeSettings.from_dict(config.get("run")).to_dict()}  # every key, defaults filled
 
@@ -446,7 +446,6 @@ def _load_yaml(path: str | Path) -> dict:
 
 def _top_schema(schema_path: str | Path) -> dict:
     """The top-level schema with its generated parts filled in: `run` from reprokit.runtime.RuntimeSettings."""
-    from .runtime import run_schema
 
     schema = dict(_load_yaml(schema_path))
     schema["properties"] = {**schema.get("properties", {}), "run": run_schema()}

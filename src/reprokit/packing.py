@@ -40,6 +40,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .io import atomic_write_json
+
 # ------------------------------------------------------------------------------------------------
 # the plan
 
@@ -208,7 +210,6 @@ def index(jobs: list[Job]) -> dict[str, Job]:
 def write_manifest(path: str | Path, job_id: str, at_once: int, entries: list[dict], run: str) -> None:
     """`entries`: {"out", "checkpoint", "argv" (of `reprokit.cell run`, after `run`), "inputs"} per cell
     of the group that this Snakemake run wants; `run`: a token of this Snakemake run."""
-    from .io import atomic_write_json
 
     atomic_write_json(Path(path), {"group": job_id, "at_once": int(at_once), "run": run, "cells": entries})
 
@@ -379,8 +380,6 @@ def _run_pool(me: _Cell, others: list[_Cell], at_once: int, stamp: dict) -> int:
                 c = running.pop(p)
                 status[c.out] = p.returncode
                 if p.returncode == 0 and all((c.staging / f).exists() for f in RESULT_FILES):
-                    from .io import atomic_write_json
-
                     atomic_write_json(
                         c.receipt, {"fingerprint": _fingerprint(c.argv), **stamp, "host": os.uname().nodename}
                     )

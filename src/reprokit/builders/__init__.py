@@ -11,7 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..data import registry
+from ..data.checksums import overrides_for
 from ..methods.base import Method
+from ..runtime import Runtime, RuntimeSettings
 
 
 @dataclass
@@ -32,8 +35,6 @@ class CellContext:
         """The cell's :class:`reprokit.runtime.Runtime` (device, precision): where build() places data,
         models and generators. A context built without a `run` block gets RuntimeSettings' defaults."""
         if self._runtime is None:
-            from ..runtime import Runtime, RuntimeSettings
-
             self._runtime = Runtime(RuntimeSettings.from_dict(self.runtime_settings))
         return self._runtime
 
@@ -41,8 +42,6 @@ class CellContext:
         """Dataset ``name`` as a :class:`reprokit.data.bundle.Bundle`, from this context's mirrors and cache
         (downloaded when the context allows it), checked against its checksums (and the overrides that
         name its files). ``kw`` go to :func:`reprokit.data.registry.load` (split, dtype, ...)."""
-        from ..data import registry
-        from ..data.checksums import overrides_for
 
         checksums = overrides_for(registry.dataset_info(name), self.checksums) or None
         return registry.load(

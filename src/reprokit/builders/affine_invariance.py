@@ -57,13 +57,19 @@ import torch
 from torch import nn
 
 from .. import seeds
+from ..augment.affine import build_augmentation
 from ..data import variants
 from ..data.task import TaskData
-from ..methods.augerino import AugerinoTraining
+from ..methods.augerino import AugerinoTraining, augerino_parametrisation
 from ..methods.augmented import SeededAugmentedModel, make_evaluator, predict_augmented, ranges_metrics
+from ..methods.common import log_likelihood
+from ..methods.diff_laplace import DiffLaplaceTraining
+from ..methods.feature_extractor import feature_extractor_split, partition_head
 from ..methods.partitioned import PartitionedConfig, PartitionedTraining
 from ..methods.partitioned_ensemble import PartitionedEnsembleTraining
 from ..methods.standard import OptimConfig, StandardTraining
+from ..methods.validation_opt import ValidationSetOptimisation
+from ..models.registry import build_model
 from ..partition import partition
 from ..plan.affine_invariance import CHUNKED, PLAN, AffineSettings
 from . import CellContext, Evaluation, Run
@@ -89,13 +95,11 @@ def load_data(st: AffineSettings, ctx: CellContext) -> tuple[TaskData, torch.Ten
 
 
 def make_model(st: AffineSettings) -> nn.Module:
-    from ..models.registry import build_model
 
     return build_model(st.model, **dict(st.model_kwargs or {}))
 
 
 def make_augmentation(st: AffineSettings, kind: str | None = None):
-    from ..augment.affine import build_augmentation
 
     kind = kind or st.augmentation
     if kind == "augerino":
@@ -160,7 +164,6 @@ class _NotRun:
 def _lml_fn(predict_k, data: TaskData, chunk_ids: torch.Tensor, n_chunks: int, n_per_chunk: int):
     """Sum over k = 2..C of the log-likelihood of (the first n_per_chunk examples of) D_k under the
     model k-1 (Eq. 2 without the k = 1 term), or {} when n_per_chunk is 0."""
-    from ..methods.common import log_likelihood
 
     def lml() -> dict[str, float]:
         if n_per_chunk <= 0:
@@ -306,8 +309,6 @@ def _partitioned(b: Shared) -> Run:
         "seed": seeds.stream_seed(b.seed, "partition_masks"),
     }
     if b.st.psi == "feature_extractor":  # Table 3: the head is partitioned, psi = stem + stages 1-2
-        from ..methods.feature_extractor import feature_extractor_split, partition_head
-
         wrn = make_model(b.st)
         pmodel = partition_head(wrn, pprops, **masks)
         aug, net = None, b.rt.model(SeededAugmentedModel(wrn, None, 1, b.gen))
@@ -339,11 +340,8 @@ def _partitioned(b: Shared) -> Run:
 
 def _validation_opt(b: Shared) -> Run:
     """Validation-set optimisation, then finetuning on all data with psi fixed (Tables 2, 3)."""
-    from ..methods.validation_opt import ValidationSetOptimisation
 
     if b.st.psi == "feature_extractor":  # Table 3: psi = the Wide-ResNet's stem + stages 1-2
-        from ..methods.feature_extractor import feature_extractor_split
-
         wrn = make_model(b.st)
         aug, net = None, b.rt.model(SeededAugmentedModel(wrn, None, 1, b.gen))
         psi = feature_extractor_split(wrn)[0]
@@ -382,7 +380,6 @@ def _validation_opt(b: Shared) -> Run:
 
 def _augerino(b: Shared) -> Run:
     """Augerino (safe variant by default)."""
-    from ..methods.augerino import augerino_parametrisation
 
     ag = b.st.augerino
     aug = make_augmentation(b.st, augerino_parametrisation(ag.augmentation, b.st.augmentation))
@@ -404,7 +401,6 @@ def _augerino(b: Shared) -> Run:
 
 def _diff_laplace(b: Shared) -> Run:
     """Diff. Laplace (LILA): psi and the prior precision on a KFAC Laplace marginal likelihood."""
-    from ..methods.diff_laplace import DiffLaplaceTraining
 
     aug = make_augmentation(b.st)
     net = b.rt.model(SeededAugmentedModel(make_model(b.st), aug, b.S, b.gen))
@@ -433,6 +429,7 @@ def _diff_laplace(b: Shared) -> Run:
 
 def _last_layer_ml(b: Shared) -> Run:
     """Last-layer ML: an invariant sparse GP on the CNN's last-layer features."""
+    # gpytorch, which this module pulls in, loads only in the cells that use it
     from ..methods.last_layer_gp import LastLayerGPConfig, LastLayerGPTraining, mnist_cnn_features
 
     if b.st.model != "mnist_cnn":

@@ -34,8 +34,13 @@ import numpy as np
 import torch
 
 from .. import seeds
+from ..bali import BaliConfig
 from ..data import registry
 from ..data.task import TaskData
+from ..methods.bali import BaliMethod
+from ..methods.mc_dropout import MAP, MCDropout
+from ..methods.standard import OptimConfig
+from ..metrics import ood_metrics, predictive_metrics, split_metrics
 from ..plan.bali_classification import IMAGES, PLAN, UCI, ClassificationSettings  # noqa: F401 - IMAGES: for tests
 from . import CellContext, Evaluation, Run
 
@@ -72,7 +77,6 @@ def scaler(standardize: bool | str, x_train: torch.Tensor):
 def load_task(st: ClassificationSettings, ctx: CellContext):
     """(the cell's TaskData (features flattened to [N, D] float32), the input scaling it applied (for the OOD
     set), facts about it)."""
-    from ..data.task import TaskData
 
     seed = int(st.seed)
     split = {"split": seed} if st.dataset in UCI else {}  # images: the standard split
@@ -168,7 +172,6 @@ class ClassificationEvaluation:
 
     @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, float]:
-        from ..metrics import split_metrics
 
         d = self.data
         test = (d.x_test, d.y_test) if self.test_idx is None else (d.x_test[self.test_idx], d.y_test[self.test_idx])
@@ -183,7 +186,6 @@ class ClassificationEvaluation:
 
     @torch.no_grad()
     def final_metrics(self) -> dict[str, float]:
-        from ..metrics import ood_metrics, predictive_metrics
 
         sample_fn = self._sampler("final")
         d = self.data
@@ -204,10 +206,6 @@ class ClassificationEvaluation:
 
 
 def build(cell, ctx: CellContext) -> Run:
-    from ..bali import BaliConfig
-    from ..methods.bali import BaliMethod
-    from ..methods.mc_dropout import MAP, MCDropout
-    from ..methods.standard import OptimConfig
 
     st = PLAN.settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)

@@ -25,14 +25,16 @@ from __future__ import annotations
 import torch
 
 from .. import seeds
+from ..augment.affine import build_augmentation
 from ..data import variants
+from ..methods.federated import FedConfig, FedData, FederatedTraining, FedNet
+from ..models.registry import build_model
 from ..plan.federated import PLAN, FederatedSettings
 from . import CellContext, Run
 
 
 def load_data(st: FederatedSettings, ctx: CellContext):
     """(FedData without device placement, n_classes)."""
-    from ..methods.federated import FedData
 
     bundle = ctx.load(str(st.dataset))
     rotated = variants.load_variant(ctx.variant("rotated")) if st.rotated else None
@@ -46,9 +48,6 @@ def load_data(st: FederatedSettings, ctx: CellContext):
 
 
 def build(cell, ctx: CellContext) -> Run:
-    from ..augment.affine import build_augmentation
-    from ..methods.federated import FedConfig, FederatedTraining, FedNet
-    from ..models.registry import build_model
 
     st = PLAN.settings(cell)
     rt = ctx.runtime

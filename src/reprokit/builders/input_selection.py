@@ -11,8 +11,14 @@ from __future__ import annotations
 import torch
 
 from .. import seeds
+from ..augment.concrete import ConcreteBernoulliMask, FixedInputMask
 from ..data import registry, variants
 from ..data.task import TaskData
+from ..methods.laplace_posthoc import PosthocDiagLaplace
+from ..methods.partitioned import PartitionedConfig, PartitionedTraining
+from ..methods.standard import OptimConfig
+from ..models.mlp import MLP
+from ..partition import partition
 from ..plan.input_selection import PLAN, InputSelectionSettings
 from . import CellContext, Evaluation, Run
 
@@ -26,13 +32,6 @@ def _data(st: InputSelectionSettings, ctx: CellContext) -> TaskData:
 
 def build(cell, ctx: CellContext) -> Run:
     from torch import nn
-
-    from ..augment.concrete import ConcreteBernoulliMask, FixedInputMask
-    from ..methods.laplace_posthoc import PosthocDiagLaplace
-    from ..methods.partitioned import PartitionedConfig, PartitionedTraining
-    from ..methods.standard import OptimConfig
-    from ..models.mlp import MLP
-    from ..partition import partition
 
     st = PLAN.settings(cell)  # checks the method and the settings it needs
     method, seed = st.method, int(st.seed)

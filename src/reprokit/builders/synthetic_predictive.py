@@ -21,13 +21,17 @@ import json
 import torch
 
 from .. import seeds, shape
+from ..bali import BaliConfig
 from ..data import registry
+from ..data.task import TaskData
+from ..methods.bali import BaliMethod
+from ..methods.bbb import BBBMethod
+from ..methods.standard import OptimConfig
 from ..plan.synthetic_predictive import PLAN, SyntheticSettings
 from . import CellContext, Evaluation, Run
 
 
 def load(st: SyntheticSettings):
-    from ..data.task import TaskData
 
     b = registry.load(st.dataset, **st.data_kwargs())
     data = TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task=b.task, n_classes=b.n_classes)
@@ -54,10 +58,6 @@ def grid_predictive(method, x_grid: torch.Tensor, task: str, n_samples: int, see
 
 
 def build(cell, ctx: CellContext) -> Run:
-    from ..bali import BaliConfig
-    from ..methods.bali import BaliMethod
-    from ..methods.bbb import BBBMethod
-    from ..methods.standard import OptimConfig
 
     st = PLAN.settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)

@@ -20,14 +20,20 @@ train_* likewise, noise_sd (inferred / learned noise std in original units).
 
 from __future__ import annotations
 
+from ..bali import BaliConfig
 from ..data import registry
+from ..data.task import TaskData
+from ..methods.bali import BaliMethod
+from ..methods.bbb import BBBMethod
+from ..methods.gal_dropout import GalDropoutProtocol
+from ..methods.mc_dropout import MCDropout
+from ..methods.standard import OptimConfig
 from ..plan.uci_regression import BALI_METHODS, PLAN, batch_size_of
 from . import CellContext, Evaluation, Run
 
 
 def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool, ctx: CellContext):
     """(TaskData, y_std or None, info) for one standard split; y_std is set iff the targets were standardised."""
-    from ..data.task import TaskData
 
     raw = ctx.load(dataset, split=split)
     z, stats = registry.standardize(raw)
@@ -48,11 +54,6 @@ def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool
 
 
 def build(cell, ctx: CellContext) -> Run:
-    from ..bali import BaliConfig
-    from ..methods.bali import BaliMethod
-    from ..methods.bbb import BBBMethod
-    from ..methods.mc_dropout import MCDropout
-    from ..methods.standard import OptimConfig
 
     st = PLAN.settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)
@@ -150,7 +151,6 @@ def build(cell, ctx: CellContext) -> Run:
 def build_gal_dropout(st, ctx: CellContext) -> Run:
     """`dropout` with `protocol: gal`: Gal's grid search and retraining in one cell (methods/gal_dropout.py).
     The method standardises each phase's rows itself, so the split is loaded raw; metrics in original units."""
-    from ..methods.gal_dropout import GalDropoutProtocol
 
     m = st.block
     taus = m.taus_for(str(st.dataset))

@@ -65,6 +65,17 @@ import numpy as np
 import torch
 
 from .. import seeds
+from ..augment.affine import AugmentedModel, augerino_regularizer, build_augmentation
+from ..methods import diff_laplace
+from ..methods.partitioned import hyper_update, optimised_params, param_update
+from ..models.registry import build_model
+from ..partition import (
+    PartitionedAdam,
+    PartitionedSGD,
+    PartitionSchedule,
+    chunk_assignment,
+    partition,
+)
 from ..plan.update_timing import PLAN, UpdateTimingSettings
 from ..report.stats import median_ci
 from ..runtime import cpu_model
@@ -103,17 +114,6 @@ class UpdateTiming:
     """
 
     def __init__(self, settings: UpdateTimingSettings, device="cpu"):
-        from ..augment.affine import AugmentedModel, augerino_regularizer, build_augmentation
-        from ..methods import diff_laplace
-        from ..methods.partitioned import hyper_update, optimised_params, param_update
-        from ..models.registry import build_model
-        from ..partition import (
-            PartitionedAdam,
-            PartitionedSGD,
-            PartitionSchedule,
-            chunk_assignment,
-            partition,
-        )
 
         st = settings
         # bound here, not imported inside the timed update functions

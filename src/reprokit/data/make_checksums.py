@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from .specs import TORCHVISION_RESOURCES
+
 _KEEP = re.compile(
     r"^(MNIST/raw/[^/]+\.gz"
     r"|FashionMNIST/raw/[^/]+\.gz"
@@ -74,8 +76,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if argv[0] == "--torchvision":
         import json
-
-        from .specs import TORCHVISION_RESOURCES
 
         TORCHVISION_RESOURCES.write_text(json.dumps(torchvision_resources(), indent=1) + "\n")
         print(f"wrote {TORCHVISION_RESOURCES}")

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from .. import seeds
 from ..data.task import TaskData
+from ..metrics import split_metrics
 
 
 class EpochSampler:
@@ -105,7 +106,6 @@ class PredictiveEvaluation:
     @torch.no_grad()
     def evaluate(self, step: int, n_samples: int | None = None) -> dict[str, float]:
         """Metrics from `n_samples` Monte Carlo draws (default: the constructor's `n_eval_samples`)."""
-        from ..metrics import split_metrics
 
         gen = seeds.generator(self.eval_seed, "eval", self.eval_device)  # the same draws at every evaluation
         regression = self.eval_data.task == "regression"

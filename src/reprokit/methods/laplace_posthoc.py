@@ -34,7 +34,7 @@ class PosthocDiagLaplace(StandardTraining):
         # Imported here: laplace-torch configures the root logger at import time.
         from laplace import Laplace  # laplace-torch
 
-        from .curvature import LinearDiagGGN
+        from .curvature import LinearDiagGGN  # laplace-torch too
 
         self.net.eval()
         likelihood = "classification" if self.data.task == "classification" else "regression"

@@ -28,6 +28,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from reprokit.augment.concrete_dropout import ConcreteDropout
+from reprokit.models.layers import Bias, Scale
+
 __all__ = ["build_model", "model_names", "describe_architecture", "register_model"]
 
 
@@ -104,8 +107,6 @@ def _scalar(v: Any) -> Any:
 
 def _describe_leaf(m: nn.Module) -> tuple[str, str] | None:
     """(layer, spec) for a leaf module, or None if it is not a known layer type."""
-    from reprokit.augment.concrete_dropout import ConcreteDropout
-    from reprokit.models.layers import Bias, Scale
 
     if isinstance(m, nn.Conv2d):
         k = _pair(m.kernel_size)

@@ -31,6 +31,7 @@ import weakref
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .._jsonschema import first_error
 from ..errors import ConfigError
 
 
@@ -255,8 +256,6 @@ def check_experiment_specs(config: dict) -> None:
     settings model (`kind_schema`), and its grid axes against the kind's axes; raise one ConfigError naming the
     bad key or value. reprokit.config.validate_config calls it after the top-level schema."""
     import jsonschema
-
-    from .._jsonschema import first_error
 
     kinds: dict[str, tuple[dict, object]] = {}  # kind -> (schema, settings validator), each built once
     for name, spec in config.get("experiments", {}).items():

@@ -6,6 +6,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
+from ..data.specs import dataset_info
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliOptions, BbbNoise, Fraction
 from .costs import CellWork, bali_step, mlp_cell
@@ -83,7 +84,6 @@ class SyntheticPredictivePlan(KindPlan):
 
     def needs(self, st) -> tuple:
         """BALI: its block and the priors of the dataset's task; Bayes by Backprop: its block."""
-        from ..data.specs import dataset_info
 
         return ("bali", dataset_info(st.dataset).task) if st.method == "bali" else ("bbb",)
 

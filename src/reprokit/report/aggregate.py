@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..config import ExperimentGrid
 from ..io import atomic_write_text
 from . import cells
 
@@ -99,8 +100,6 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m reprokit.report.aggregate`: the aggregate rule's command (a process of its own that
     reads no config file: the rule hands over the experiment's spec and which cells are n/a)."""
     import argparse
-
-    from ..config import ExperimentGrid
 
     p = argparse.ArgumentParser(prog="python -m reprokit.report.aggregate", description=main.__doc__)
     p.add_argument("--experiment", required=True)

@@ -30,7 +30,9 @@ from ...config import experiment as grid_of
 from ...config import load_pipeline_config
 from .. import aggregate, cells
 from ..render import notebook
+from ..verdicts import papers
 from ..verdicts.results import unavailable
+from ..verdicts.statement import experiments_read
 from . import archive, provenance
 
 REPO = Path(__file__).resolve().parents[4]
@@ -100,7 +102,6 @@ def build(
 def _build(
     name, scale, config, spec, results, root: Path, out_dir: Path, archive_root: Path, tmp: Path, na_only: bool = False
 ) -> dict:
-    from ..verdicts.statement import experiments_read
 
     partial, inputs, csvs, ran = {}, {}, [], 0
     claims_read = experiments_read(spec, name, config["experiments"], root / "config" / "papers")
@@ -124,8 +125,6 @@ def _build(
         )
     numbers = root / "config" / "papers" / f"{spec['paper']}.yaml"
     if numbers.exists():
-        from ..verdicts import papers
-
         if name in papers.load(numbers)["artefacts"]:
             inputs["paper_numbers"] = str(numbers)
     inputs.update({k: str(root / v) for k, v in (spec.get("data") or {}).items()})

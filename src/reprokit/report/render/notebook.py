@@ -14,6 +14,9 @@ import os
 import sys
 from pathlib import Path
 
+from ..records import provenance
+from ..verdicts import statement
+
 
 def _named(files) -> list[tuple[str, str]]:
     items = files.items() if hasattr(files, "items") else enumerate(files or [])
@@ -73,8 +76,6 @@ def artefact_statement():
     if not _ARTEFACT:
         return None
     if "statement" not in _ARTEFACT:
-        from ..verdicts import statement  # the verdict engine imports no plotting: no loop back here
-
         a = _ARTEFACT
         _ARTEFACT["statement"] = statement.for_artefact(
             a["name"], a["spec"], a["scale"], a["inputs"], Path(a["root"]) / "config" / "papers"
@@ -139,7 +140,6 @@ def write_record(smk, scale, logger) -> None:
         or not all(os.path.exists(p) for p in outputs)
     ):
         return
-    from ..records import provenance
 
     csvs = [p for k, p in _named(smk.input) if k in config["artefacts"][name]["experiments"]]
     try:

@@ -350,7 +350,7 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from ..render.style import finish_figure
+    from ..render.style import finish_figure  # matplotlib: only this figure of the report draws
 
     per_paper = {
         doc["paper"]: pd.DataFrame(
