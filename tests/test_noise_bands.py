@@ -186,3 +186,30 @@ def test_a_learned_hyperparameter_takes_no_other_experiments_spread(tmp_path, mo
     }
     (tmp_path / "seed_spread.json").write_text(json.dumps(rec))
     assert noise.pooled("quick", "aug_rotation") is None and noise.pooled("quick", "test_ll").rel_sd == 0.3
+
+
+def test_a_difference_of_two_metrics_takes_its_band_from_both_parts_not_from_the_small_gap():
+    # FAKE cells: test and train NLL of three configurations, one seed each: their gaps are small against either
+    df = pd.DataFrame(
+        [
+            {"lr": c, "seed": 0, "status": "completed", "test_nll": t, "train_nll": r}
+            for c, (t, r) in enumerate([(0.52, 0.50), (0.41, 0.40), (0.33, 0.30)])
+        ]
+    )
+    tables, axes = {"e": df}, {"e": ["lr", "seed"]}
+    parts = {"test_nll": noise.Spread(0.02, 10, "FAKE"), "train_nll": noise.Spread(0.01, 10, "FAKE")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(noise, "pooled", lambda scale, metric: parts.get(metric))
+        spread = noise.difference_spread(tables, axes, "test_nll - train_nll", "quick")
+        # per cell sqrt((0.02 t)^2 + (0.01 r)^2) / |t - r|: 0.56, 0.47, 0.24 -> median 0.47
+        want = sorted(math.hypot(0.02 * t, 0.01 * r) / abs(t - r) for t, r in [(0.52, 0.5), (0.41, 0.4), (0.33, 0.3)])[
+            1
+        ]
+        assert spread.rel_sd == pytest.approx(want) and spread.rel_sd > 0.2
+        assert "test_nll (2.00%)" in spread.source
+        parts.pop("train_nll")  # a part without a measured spread: nothing to combine
+        assert noise.difference_spread(tables, axes, "test_nll - train_nll", "quick") is None
+    # seeds of the claim's own cells measure the difference itself
+    seeds = pd.concat([df, df.assign(seed=1, test_nll=df["test_nll"] + 0.01)], ignore_index=True)
+    own = noise.difference_spread({"e": seeds}, axes, "test_nll - train_nll", "quick")
+    assert own.groups == 3 and own.source == "e"

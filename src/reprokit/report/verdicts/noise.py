@@ -124,6 +124,44 @@ def own_spread(tables: dict[str, pd.DataFrame | None], axes: dict[str, list[str]
     return Spread(float(np.median(rel)), len(rel), ", ".join(tables)) if len(rel) >= MIN_GROUPS else None
 
 
+def difference_spread(
+    tables: dict[str, pd.DataFrame | None], axes: dict[str, list[str]], metric: str, scale: str
+) -> Spread | None:
+    """The :class:`Spread` of a per-cell difference of two metrics, `metric` = "high - low" (e.g. test - train NLL):
+    measured on the difference itself where the claim's cells ran seeds (:func:`own_spread`), else from the two
+    metrics' own spreads (each :func:`own_spread` or :func:`pooled`) taken as independent errors, per cell
+    sqrt((r_high high)^2 + (r_low low)^2) / |high - low|, the median over the cells. A relative band of the
+    difference alone would vanish where the two are close; independence overstates the noise of two metrics that
+    move together (a test and a train NLL), so this band errs wide. None where a part has no measured spread."""
+    high, low = (m.strip() for m in metric.split(" - "))
+    parts = {e: df for e, df in tables.items() if df is not None and high in df and low in df}
+    values = {
+        e: (pd.to_numeric(df[high], errors="coerce"), pd.to_numeric(df[low], errors="coerce"))
+        for e, df in parts.items()
+    }
+    own = own_spread({e: parts[e].assign(**{metric: h - lo}) for e, (h, lo) in values.items()}, axes, metric)
+    if own is not None:
+        return own
+    s_high = own_spread(tables, axes, high) or pooled(scale, high)
+    s_low = own_spread(tables, axes, low) or pooled(scale, low)
+    if s_high is None or s_low is None:
+        return None
+    rel = []
+    for h, lo in values.values():
+        gap = (h - lo).abs()
+        ok = np.isfinite(gap) & (gap > 1e-12)
+        rel += [float(v) for v in np.hypot(s_high.rel_sd * h[ok], s_low.rel_sd * lo[ok]) / gap[ok]]
+    if not rel:
+        return None
+    sources = s_high.source if s_high.source == s_low.source else f"{s_high.source}; {s_low.source}"
+    return Spread(
+        float(np.median(rel)),
+        len(rel),
+        f"cells, from the spreads of {high} ({s_high.rel_sd:.2%}) and {low} ({s_low.rel_sd:.2%}) as independent "
+        f"errors, measured on {sources}",
+    )
+
+
 def pooled_path(scale: str) -> Path:
     """figures/<scale>/seed_spread.json: each metric's spread over every experiment of the scale (committed with
     the figures, so a notebook that reads only its own experiments' cells finds the same band as the report)."""

@@ -103,9 +103,10 @@ class Context:
         """The measured seed spread of `metric` (report.verdicts.noise): over `experiments`' own cells with >= 2
         seeds, else the scale's committed pooled spread; None when neither exists."""
         tables = {e: self.table(e) for e in experiments}
-        return noise.own_spread(tables, {e: self.axes(e) for e in experiments}, metric) or noise.pooled(
-            self.scale, metric
-        )
+        axes = {e: self.axes(e) for e in experiments}
+        if " - " in metric:  # a per-cell difference of two metrics (claims.compare)
+            return noise.difference_spread(tables, axes, metric, self.scale)
+        return noise.own_spread(tables, axes, metric) or noise.pooled(self.scale, metric)
 
     def at_scale(self, scale: str) -> Context:
         """The same results, papers and archive read at another scale (read once): what a target relative to the
