@@ -39,6 +39,8 @@ def claim_experiments(claim, doc: dict) -> set[str]:
             for k, v in value.items():
                 if k in ("experiment", "experiments"):
                     found.update([v] if isinstance(v, str) else list(v))
+                elif k == "pairs":  # paired_gap: [[a, b], ...]
+                    found.update(e for pair in v for e in pair)
                 else:
                     walk(v)
         elif isinstance(value, list):
