@@ -132,6 +132,25 @@ def test_the_pooled_band_is_the_larger_of_the_seed_and_the_machine_spread(tmp_pa
     assert noise.pooled("quick", "test_ll").rel_sd == 0.5  # machines only
 
 
+def test_a_claims_own_cells_re_run_measure_any_metric_of_theirs(tmp_path, monkeypatch):
+    monkeypatch.setattr(noise, "pooled_path", lambda scale: tmp_path / "seed_spread.json")
+    machine = {
+        "date": "FAKE",
+        "machine_spread": {
+            "fig3a": {"aug_rotation": {"rel_sd": 0.2, "pairs": 4}},
+            "other": {"aug_rotation": {"rel_sd": 0.9, "pairs": 9}},
+        },
+    }
+    (tmp_path / "verdict_stability.json").write_text(json.dumps(machine))
+    assert noise.pooled("quick", "aug_rotation") is None  # a learned hyperparameter: never pooled across experiments
+    own = noise.own_machine("quick", ["fig3a"], "aug_rotation")
+    assert own.rel_sd == 0.2 and own.groups == 4 and "own cells" in own.source
+    assert noise.own_machine("quick", ["table4_mnist"], "aug_rotation") is None  # not re-run: nothing measured
+    machine["machine_spread"]["fig3a"]["aug_rotation"]["pairs"] = 2
+    (tmp_path / "verdict_stability.json").write_text(json.dumps(machine))
+    assert noise.own_machine("quick", ["fig3a"], "aug_rotation") is None  # too few pairs
+
+
 class _Cells:
     """FAKE cells of one experiment."""
 

@@ -187,6 +187,25 @@ def _machine(scale: str, metric: str) -> Spread | None:
     )
 
 
+def own_machine(scale: str, experiments: list[str], metric: str) -> Spread | None:
+    """The machine spread of `metric` measured on the claim's own experiments (benchmarks/verdict_stability.py:
+    their cells re-run under another thread count), any metric, a learned hyperparameter too: it is these cells'
+    own noise, not another experiment's. None where fewer than MIN_GROUPS re-run pairs measured it."""
+    path = pooled_path(scale).with_name("verdict_stability.json")
+    if not path.exists():
+        return None
+    rec = json.loads(path.read_text())
+    spread = rec.get("machine_spread") or {}
+    parts = [spread[e][metric] for e in experiments if metric in spread.get(e, {})]
+    if sum(p["pairs"] for p in parts) < MIN_GROUPS:
+        return None
+    return Spread(
+        float(np.median([p["rel_sd"] for p in parts])),
+        sum(p["pairs"] for p in parts),
+        f"the claim's own cells re-run under another thread count ({path.name}, {rec['date']})",
+    )
+
+
 def pooled(scale: str, metric: str) -> Spread | None:
     """The committed spread of `metric` over every experiment of `scale`: the seeds' (:func:`pooled_path`) or the
     machines' (:func:`_machine`), the larger where both were measured; None when neither was, and for a metric

@@ -100,13 +100,20 @@ class Context:
         return cache[experiment]
 
     def spread(self, experiments: list[str], metric: str):
-        """The measured seed spread of `metric` (report.verdicts.noise): over `experiments`' own cells with >= 2
-        seeds, else the scale's committed pooled spread; None when neither exists."""
+        """The measured spread of one cell's `metric` (report.verdicts.noise): over `experiments`' own cells with >= 2
+        seeds; else the larger of the scale's committed pooled spread (a score's) and the machine spread measured on
+        these experiments' own cells (any metric); None when none was measured."""
         tables = {e: self.table(e) for e in experiments}
         axes = {e: self.axes(e) for e in experiments}
         if " - " in metric:  # a per-cell difference of two metrics (claims.compare)
             return noise.difference_spread(tables, axes, metric, self.scale)
-        return noise.own_spread(tables, axes, metric) or noise.pooled(self.scale, metric)
+        own = noise.own_spread(tables, axes, metric)
+        if own is not None:
+            return own
+        found = [
+            sp for sp in (noise.pooled(self.scale, metric), noise.own_machine(self.scale, experiments, metric)) if sp
+        ]
+        return max(found, key=lambda sp: sp.rel_sd) if found else None
 
     def at_scale(self, scale: str) -> Context:
         """The same results, papers and archive read at another scale (read once): what a target relative to the
