@@ -295,8 +295,8 @@ def table1_verdict(root: Path) -> tuple[str, str]:
     ctx = reproduction.Context(root, "paper", [papers.load(p) for p in PAPERS])
     v = claims.check(
         ctx,
-        "beats",
-        {"artefact": "bali_table1", "better": "BALI", "worse": ["DO"], "lower_is_better": True, "over": ["uci_yacht"]},
+        "compare_entries",
+        {"artefact": "bali_table1", "a": "BALI", "b": ["DO"], "lower_is_better": True, "over": ["uci_yacht"]},
     )
     return v.status, v.measured
 
@@ -1004,6 +1004,19 @@ def test_a_metric_difference_is_taken_per_cell():
         {"experiments": ["e"], "metric": "test_nll - train_nll", "a": {"method": "a"}, "b": {"method": "b"}},
     )
     assert "0.2 vs 0.05" in v.measured and v.status == "holds", v.measured
+
+
+@pytest.mark.parametrize("augerino, verdict", [(44.0, "holds"), (46.0, "does not hold")])
+def test_similar_table_entries_are_within_the_stated_tolerance(augerino, verdict):
+    from reprokit.report.verdicts.results import Ours
+
+    # FAKE: table 1's RotTinyImagenet entries, one seed each (no s.e.): within 1 point, or not
+    ctx = FakeCtx(ours={("rtin", "Partitioned"): Ours(44.5, 0.0, 1), ("rtin", "Augerino"): Ours(augerino, 0.0, 1)})
+    args = {"artefact": "table1", "a": "Partitioned", "b": "Augerino", "over": ["rtin"], "tol": 1.0, "z": 1}
+    v = claims.check(ctx, "compare_entries", {**args, "relation": "similar"})
+    assert v.status == verdict, v.measured
+    with pytest.raises(ValueError, match="relation 'near'"):
+        claims.check(ctx, "compare_entries", {**args, "relation": "near"})
 
 
 @pytest.mark.parametrize("entry, verdict", [(1.215, "inconclusive"), (1.10, "holds"), (1.40, "does not hold")])

@@ -35,7 +35,7 @@ Every check that compares a measured number with another or with a bound has a n
 
 A table comparison whose baseline entry is itself far from the paper's number for it (:func:`baseline_far`) is
 "not comparable" unless it clearly fails. These decide without a noise band: all_have_status (statuses),
-smooth_predictive (its shape reading) and the "similar" readings of similar_entries and compare (|difference|
+smooth_predictive (its shape reading) and the "similar" readings of compare_entries and compare (|difference|
 within the claim's own `tol` or `z` s.e.); converges_faster is inconclusive where the curves' evaluation
 spacing cannot order the crossings.
 """
@@ -331,50 +331,75 @@ def _pm(m: float, se: float, n: int, digits: int) -> str:
     return f"{m:.{digits}f} ± {se:.{digits}f}" if n > 1 else f"{m:.{digits}f} (one cell, no s.e.)"
 
 
-def beats(
+def compare_entries(
     ctx,
     artefact: str,
-    better: str,
-    worse: list[str],
+    a: str,
+    b,
     over: list[str],
     axis: str = "columns",
+    relation: str = "above",
     lower_is_better: bool = False,
     max_gap: float | None = None,
+    tol: float | None = None,
+    z: float | None = None,
 ) -> Verdict:
-    """In the artefact's table, our `better` entry beats each `worse` one at every entry of `over` (by at most
-    `max_gap` in the table's unit when given: "slightly"). axis "columns": better/worse are columns and `over`
-    rows; "rows": better/worse are rows, `over` columns."""
+    """Our entry `a` of the artefact's table against each of `b` (a name or a list) at every entry of `over`; axis
+    "columns": a and b are columns and `over` rows, "rows": the other way round. relation "above": a beats b (gap
+    a - b, or b - a when `lower_is_better`, above 0 beyond the noise; by at most `max_gap` in the table's unit when
+    given: "slightly"), paired over the seeds / splits both entries ran where there are two or more, and "not
+    comparable" where b's entry is far from the paper's own number for it (:func:`baseline_far`); "similar":
+    |a - b| <= `tol` (the table's unit) or <= `z` combined s.e., whichever is wider (the cells' compare)."""
+    if relation not in ("above", "similar"):
+        raise ValueError(f"compare_entries: relation '{relation}' is neither 'above' nor 'similar'")
     results, parts, ns = [], [], []
 
     def entry(o, name):
         return ctx.ours(artefact, o, name) if axis == "columns" else ctx.ours(artefact, name, o)
 
     for o in over:
-        a = entry(o, better)
-        for w in worse:
-            b = entry(o, w)
-            if a.n == 0 or b.n == 0 or not (math.isfinite(a.mean) and math.isfinite(b.mean)):
+        x = entry(o, a)
+        for w in [b] if isinstance(b, str) else b:
+            y = entry(o, w)
+            if x.n == 0 or y.n == 0 or not (math.isfinite(x.mean) and math.isfinite(y.mean)):
                 results.append(None)
-                parts.append(f"{o}: {w} or {better} not run")
+                parts.append(f"{o}: {w} or {a} not run")
                 continue
-            gap = (b.mean - a.mean) if lower_is_better else (a.mean - b.mean)
-            band, how = noise_band(a.mean, a.se, a.n, b.mean, b.se, b.n), ""
-            d = ctx.paired(artefact, *(((o, better), (o, w)) if axis == "columns" else ((better, o), (w, o))))
+            ns.append(min(x.n, y.n))
+            if relation == "similar":
+                results.append(
+                    _similar(x.mean - y.mean, x.se if x.n > 1 else math.nan, y.se if y.n > 1 else math.nan, tol, z)
+                )
+                parts.append(f"{o}: {x.mean:.4g} vs {w} {y.mean:.4g}")
+                continue
+            gap = (y.mean - x.mean) if lower_is_better else (x.mean - y.mean)
+            band, how = noise_band(x.mean, x.se, x.n, y.mean, y.se, y.n), ""
+            d = ctx.paired(artefact, *(((o, a), (o, w)) if axis == "columns" else ((a, o), (w, o))))
             if len(d) > 1:  # the same seeds / splits on both sides: the paired difference's s.e.
                 m, se, k = mean_se(d)
                 gap, band, how = (-m if lower_is_better else m), Z_NOISE * se, f", paired over {k}"
             outcome = ordering(gap, band, 0.0, max_gap)
-            far = baseline_far(ctx, artefact, *((o, w) if axis == "columns" else (w, o)), b)
+            far = baseline_far(ctx, artefact, *((o, w) if axis == "columns" else (w, o)), y)
             if outcome is not False and far:
                 outcome = NOT_COMPARABLE
             results.append(outcome)
-            ns.append(min(a.n, b.n))
             parts.append(
-                f"{o}: {a.mean:.4g} vs {w} {b.mean:.4g} (gap {gap:.3g}, noise band {band:.2g}{how})"
+                f"{o}: {x.mean:.4g} vs {w} {y.mean:.4g} (gap {gap:.3g}, noise band {band:.2g}{how})"
                 f"{_mark(outcome)}" + (f" [{far}]" if far else "")
             )
-    bound = f" (by at most {max_gap:g})" if max_gap is not None else ""
-    return _decide(results, f"{better}{bound}: " + "; ".join(parts), min(ns, default=0))
+    if relation == "similar":
+        reading = ", ".join(
+            x
+            for x in (
+                f"|diff| <= {tol:g}" if tol is not None else "",
+                f"<= {z:g} combined s.e." if z is not None else "",
+            )
+            if x
+        )
+        head = f"{a} similar ({reading})"
+    else:
+        head = a + (f" (by at most {max_gap:g})" if max_gap is not None else "")
+    return _decide(results, f"{head}: " + "; ".join(parts), min(ns, default=0))
 
 
 def baseline_far(ctx, artefact: str, row: str, column: str, ours) -> str:
@@ -399,40 +424,6 @@ def _similar(diff: float, se_a: float, se_b: float, tol: float | None, z: float 
     comb = math.sqrt(sum(s * s for s in ses)) if ses else math.nan
     bound = max(tol if tol is not None else 0.0, z * comb if z is not None and math.isfinite(comb) else 0.0)
     return abs(diff) <= bound
-
-
-def similar_entries(
-    ctx,
-    artefact: str,
-    a: str,
-    b: str,
-    over: list[str],
-    axis: str = "columns",
-    tol: float | None = None,
-    z: float | None = None,
-) -> Verdict:
-    """Our entries `a` and `b` of the artefact's table are similar at every entry of `over`: |a - b| <= `tol`
-    (the table's unit) or <= `z` combined s.e. (whichever is wider)."""
-    results, parts, ns = [], [], []
-    for o in over:
-        x, y = (
-            (ctx.ours(artefact, o, a), ctx.ours(artefact, o, b))
-            if axis == "columns"
-            else (ctx.ours(artefact, a, o), ctx.ours(artefact, b, o))
-        )
-        if x.n == 0 or y.n == 0 or not (math.isfinite(x.mean) and math.isfinite(y.mean)):
-            results.append(None)
-            parts.append(f"{o}: not run")
-            continue
-        results.append(_similar(x.mean - y.mean, x.se if x.n > 1 else math.nan, y.se if y.n > 1 else math.nan, tol, z))
-        ns.append(min(x.n, y.n))
-        parts.append(f"{o}: {x.mean:.4g} vs {y.mean:.4g}")
-    reading = ", ".join(
-        filter(
-            None, [f"|diff| <= {tol:g}" if tol is not None else "", f"<= {z:g} combined s.e." if z is not None else ""]
-        )
-    )
-    return _decide(results, f"{a} vs {b} ({reading}): " + "; ".join(parts), min(ns, default=0))
 
 
 def gap_shrinks(ctx, artefact: str, a: str, b: str, at: str, than: str, axis: str = "rows") -> Verdict:
@@ -947,8 +938,7 @@ CHECKS = {
         peak_at,
         inputs_kept,
         threshold,
-        beats,
-        similar_entries,
+        compare_entries,
         gap_shrinks,
         compare,
         not_peaked_at,
