@@ -232,3 +232,24 @@ def test_a_difference_of_two_metrics_takes_its_band_from_both_parts_not_from_the
     seeds = pd.concat([df, df.assign(seed=1, test_nll=df["test_nll"] + 0.01)], ignore_index=True)
     own = noise.difference_spread({"e": seeds}, axes, "test_nll - train_nll", "quick")
     assert own.groups == 3 and own.source == "e"
+
+
+def test_the_stability_benchmark_finds_the_experiments_of_every_claim():
+    # benchmarks/verdict_stability.py re-runs the experiments a claim reads: a claim it finds none for would never
+    # be re-checked (paired_gap's pairs, compare's sides, table entries through their artefact)
+    import importlib.util
+    from pathlib import Path
+
+    from reprokit.report.verdicts import papers
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("verdict_stability", repo / "benchmarks" / "verdict_stability.py")
+    vs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vs)
+    for path in sorted((repo / "config" / "papers").glob("*.yaml")):
+        doc = papers.load(path)
+        for claim in papers.claims(doc):
+            assert vs.claim_experiments(claim, doc), claim.id
+    doc = papers.load(repo / "config" / "papers" / "partitioned.yaml")
+    fig7 = next(c for c in papers.claims(doc) if c.id == "fig7_mnist_retrained_good")
+    assert {"retrain_mnist_c2", "sens_mnist_c4"} <= vs.claim_experiments(fig7, doc)
