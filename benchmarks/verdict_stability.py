@@ -37,7 +37,7 @@ def claim_experiments(claim, doc: dict) -> set[str]:
     def walk(value):
         if isinstance(value, dict):
             for k, v in value.items():
-                if k in ("experiment", "experiments"):
+                if k in ("experiment", "experiments", "fast_experiments"):
                     found.update([v] if isinstance(v, str) else list(v))
                 elif k == "pairs":  # paired_gap: [[a, b], ...]
                     found.update(e for pair in v for e in pair)

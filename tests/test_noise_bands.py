@@ -253,3 +253,6 @@ def test_the_stability_benchmark_finds_the_experiments_of_every_claim():
     doc = papers.load(repo / "config" / "papers" / "partitioned.yaml")
     fig7 = next(c for c in papers.claims(doc) if c.id == "fig7_mnist_retrained_good")
     assert {"retrain_mnist_c2", "sens_mnist_c4"} <= vs.claim_experiments(fig7, doc)
+    doc = papers.load(repo / "config" / "papers" / "bali.yaml")
+    local = next(c for c in papers.claims(doc) if c.id == "bali_fig7_local_faster")  # converges_faster's fast side
+    assert vs.claim_experiments(local, doc) == {"bali_fig7_local", "bali_cls_uci"}
