@@ -464,7 +464,9 @@ def _why(scale: str, claim, verdict) -> str:
             f" Looked into at paper scale: {claim.at_paper_scale}" if scale == "paper" and claim.at_paper_scale else ""
         )
     if verdict.status == claim_checks.NOT_COMPARABLE:
-        return "A baseline entry is far from the paper's own number for it at this scale (see measured)."
+        return "A baseline entry is far from the paper's own number for it at this scale (see measured)." + (
+            f" Looked into at paper scale: {claim.at_paper_scale}" if scale == "paper" and claim.at_paper_scale else ""
+        )
     if scale == "paper" and verdict.status == claim_checks.FAILS and claim.at_paper_scale:
         return f"Does not reproduce at paper scale; looked into: {claim.at_paper_scale}"
     if verdict.status == claim_checks.FAILS:
