@@ -453,7 +453,7 @@ def why_not_here(ctx: Context, claim, verdict) -> str:
 
 
 def _why(scale: str, claim, verdict) -> str:
-    if verdict.status == claim_checks.HOLDS:
+    if verdict.status in (claim_checks.HOLDS, claim_checks.NOT_RUN):  # a claim that has not run has no finding yet
         return ""
     if scale != "paper" and claim.below_paper_scale:
         return claim.below_paper_scale
