@@ -28,7 +28,10 @@ from pathlib import Path
 from reprokit import shape
 from reprokit.report.records import archive
 
-EXPERIMENTS = ("bali_synthetic", "bali_fig1_sweep", "bali_bbb_synthetic")
+EXPERIMENTS = {  # the experiments each migration touches: the sweep is a table and draws no points
+    "shape_metrics": ("bali_synthetic", "bali_fig1_sweep", "bali_bbb_synthetic"),
+    "plot_points": ("bali_synthetic", "bali_bbb_synthetic"),
+}
 ENTRIES = {
     "shape_metrics": {
         "date": "2026-11-28",
@@ -83,7 +86,7 @@ def main(argv=None) -> int:
     p.add_argument("--apply", action="store_true")
     args = p.parse_args(argv)
     for scale in args.scale:
-        for experiment in EXPERIMENTS:
+        for experiment in EXPERIMENTS[args.migration]:
             path = archive.path_of(Path(args.root), scale, experiment)
             lines = archive.load(path)
             changed = {c: new for c, line in lines.items() if (new := migrate(line, args.migration)) is not None}
