@@ -11,6 +11,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.environ.get("REPROKIT_TEST_DATA") or os.path.abspath(os.path.join(REPO, "..", "shared", "data"))
 
 
+@pytest.fixture(autouse=True)
+def no_committed_noise(tmp_path_factory, monkeypatch):
+    """Verdicts computed in a test are decided by the bands their (fake) cells carry, never by the spreads
+    committed in figures/<scale>/ (seed_spread.json, verdict_stability.json), which change whenever the archive
+    is re-measured. A test of those files points noise.pooled_path at its own."""
+    from reprokit.report.verdicts import noise
+
+    empty = tmp_path_factory.mktemp("no_noise")
+    monkeypatch.setattr(noise, "pooled_path", lambda scale: empty / "seed_spread.json")
+
+
 @pytest.fixture
 def shared_data():
     """Path to the offline dataset mirror; tests that need real data skip with a reason without it."""
