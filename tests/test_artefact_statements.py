@@ -110,8 +110,8 @@ def test_the_glance_block_counts_each_paper_at_each_scale(tmp_path):
 
 def test_a_variant_claim_is_shown_but_not_counted():
     doc = {"paper": "bali", "artefacts": {}}
-    own = papers.Claim("c1", "bali", "bali_fig2", "BALI converges faster", "peak_at")
-    var = papers.Claim("c1_pm1", "bali", "bali_fig2", "BALI converges faster", "peak_at", variant="another reading")
+    own = papers.Claim("c1", "bali", "bali_fig2", "BALI converges faster", "peak")
+    var = papers.Claim("c1_pm1", "bali", "bali_fig2", "BALI converges faster", "peak", variant="another reading")
     verdicts = [(own, claims.Verdict(claims.HOLDS, "m", 3)), (var, claims.Verdict(claims.FAILS, "m", 3))]
     g = reproduction.glance(type("Ctx", (), {"scale": "paper"})(), doc, verdicts)
     assert g["claims"] == 1 and g["counts"][claims.HOLDS] == 1 and g["counts"][claims.FAILS] == 0

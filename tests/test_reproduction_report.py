@@ -862,13 +862,23 @@ def _sens(accs):
     return FakeCtx(cells)
 
 
+IMBALANCE = {  # the Fig. 5 / 6 claims' reading (config/papers/partitioned.yaml)
+    "experiments": SENS_EXPS,
+    "x": "imbalance",
+    "y": "test_acc",
+    "method": "pearson",
+    "over": ["param_proportions", "chunk_proportions"],
+    "at_most": 0,
+}
+
+
 def test_a_correlation_of_zero_over_six_configurations_is_no_trend():
     # FAKE: the quick grid's 6 configurations (imbalance 0, -7/9, 7/9, 0, 0, 0), r = -0.005 (the quick
     # RotMNIST cells of 992ed3b re-run on another CPU): the old check called any r < 0 a hold
     v = claims.check(
         _sens([0.920, 0.930, 0.92978, 0.940, 0.910, 0.950]),
-        "imbalance_trend",
-        {"experiments": SENS_EXPS, "metric": "test_acc"},
+        "correlation",
+        IMBALANCE,
     )
     assert "= -0.005," in v.measured and "bootstrap interval" in v.measured
     assert v.status == "inconclusive"
@@ -883,7 +893,7 @@ def test_a_correlation_of_zero_over_six_configurations_is_no_trend():
     ],
 )
 def test_an_imbalance_trend_holds_only_when_its_interval_excludes_zero(accs, verdict):
-    v = claims.check(_sens(accs), "imbalance_trend", {"experiments": SENS_EXPS, "metric": "test_acc"})
+    v = claims.check(_sens(accs), "correlation", IMBALANCE)
     assert v.status == verdict, v.measured
 
 
@@ -904,11 +914,11 @@ def test_a_rank_correlation_straddling_its_bound_is_inconclusive(noise, verdict)
     ]
     v = claims.check(
         FakeCtx({"fig2a": rows}),
-        "correlates",
+        "correlation",
         {
-            "experiment": "fig2a",
+            "experiments": "fig2a",
             "where": {"method": "partitioned"},
-            "axis": "n_inputs",
+            "over": "n_inputs",
             "x": "lml",
             "y": "test_ll",
             "at_least": 0.5,
@@ -1071,8 +1081,8 @@ def test_the_stated_rule_names_every_band():
         "vs_best_of",
         "threshold",
         "spread_at_most",
-        "correlates",
-        "imbalance_trend",
+        "correlation",
+        "peak",
     ):
         assert name in claims.__doc__
 
@@ -1094,7 +1104,7 @@ def test_a_reasons_numbers_are_filled_in_from_the_cells():
     from reprokit.report.verdicts.results import fill_numbers
 
     rows = pd.DataFrame(
-        {"dataset": ["a", "a", "b"], "seed": [0, 1, 0], "test_ll": [1.0, 1.2, -3.0], "status": "completed"}
+        {"dataset": ["a", "a", "b"], "seed": [1, 0, 0], "test_ll": [1.2, 1.0, -3.0], "train_ll": [1.5, 1.1, 0.0]}
     )
 
     class Ctx:
@@ -1113,3 +1123,11 @@ def test_a_reasons_numbers_are_filled_in_from_the_cells():
     )
     with pytest.raises(ValueError, match="'best' is neither"):
         fill_numbers(Ctx(), "{{e test_ll best}}")
+    # every cell in seed order, and a per-cell difference of two metrics
+    assert fill_numbers(Ctx(), "{{e test_ll dataset=a each}}") == "1.000, 1.200 (2 cells)"
+    assert fill_numbers(Ctx(), "{{e train_ll-test_ll dataset=a each}}; {{e train_ll-test_ll}}") == (
+        "0.1000, 0.3000 (2 cells); 1.133 ± 0.935 (3 cells)"
+    )
+    assert fill_numbers(Ctx(), "{{e train_ll-val_ll}}") == "n/a (no cell ran)"
+    rows.loc[:, "train_nll"] = [4.6e-05, 5.2e-05, 0.3]  # a value below 1e-3 keeps two significant digits
+    assert fill_numbers(Ctx(), "{{e train_nll dataset=a}}") == "4.9e-05 ± 3e-06 (2 cells)"

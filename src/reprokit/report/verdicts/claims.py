@@ -27,8 +27,8 @@ Every check that compares a measured number with another or with a bound has a n
   ordering against a fixed bound: inconclusive when the value is within its noise band of the bound (Z_NOISE s.e.
   of the mean, or a single value's band with one cell; a spread's band is that of the ordering between its
   highest and lowest configuration); so are inputs_kept (each input's keep-probability against 0.5) and
-  not_peaked_at (the best value above `at` short of the one at `at` by less than their band);
-- a correlation (:func:`correlates`, :func:`imbalance_trend`) holds when the whole :data:`CI_LEVEL`
+  :func:`peak` among the values above `at` (the best of them short of the one at `at` by less than their band);
+- a correlation (:func:`correlation`) holds when the whole :data:`CI_LEVEL`
   percentile-bootstrap interval of the coefficient over the configurations (report.stats.correlation_ci) lies on
   the claimed side of its bound, does not hold when the whole interval lies on the other side, and is
   inconclusive when the interval straddles the bound.
@@ -177,32 +177,46 @@ def _mark(outcome, reversed_: str = " (reversed)") -> str:
     }.get(outcome, "")
 
 
-def peak_at(ctx, experiment: str, axis: str, metric: str, expected, where: dict | None = None) -> Verdict:
-    """The mean of `metric` over seeds peaks at `axis` = `expected` (e.g. LML at K = 15 inputs)."""
+def peak(ctx, experiment: str, axis: str, metric: str, at, among: str = "all", where: dict | None = None) -> Verdict:
+    """Where the mean of `metric` over seeds peaks along `axis`, against the value at `axis` = `at`.
+
+    among "all": it peaks at `at` (e.g. LML at K = 15 inputs): the mean there beats the best other value by more
+    than their noise band (paired over the seeds both ran, :func:`_paired_gap`), inconclusive inside it.
+    among "above": `at` is matched from above (so `metric` alone cannot single it out; e.g. training accuracy at
+    K = 15 inputs vs more): the best value above `at` reaches at least the mean there; short of it by less than
+    their noise band is inconclusive."""
+    if among not in ("all", "above"):
+        raise ValueError(f"peak: among must be 'all' or 'above', not {among!r}")
     rows = ctx.cells(experiment, where or {})
     means = _means(rows, axis, metric)
     if means.empty:
         return Verdict(NOT_RUN, "no cell ran")
-    best = means.iloc[int(np.nanargmax(means["mean"].to_numpy()))]
     n = int(means["n"].min())
-    measured = (
-        f"{metric} peaks at {axis} = {best[axis]:g} ({best['mean']:.4g}), over {len(means)} values of {axis} "
-        f"({means[axis].min():g}-{means[axis].max():g})"
-    )
-    expected_present = float(expected) in set(means[axis].astype(float))
-    if not expected_present:
-        return Verdict(NOT_RUN, measured + f"; {axis} = {expected} has not run", n)
-    if len(means) == 1:
-        return Verdict(HOLDS, measured, n)
-    at_expected = means[means[axis].astype(float) == float(expected)].iloc[0]
-    others = means[means[axis].astype(float) != float(expected)]
-    rival = others.iloc[int(np.nanargmax(others["mean"].to_numpy()))]  # the best value other than `expected`
-    gap, band, how = _paired_gap(rows, axis, metric, float(expected), float(rival[axis]), at_expected, rival)
-    outcome = ordering(gap, band)
-    measured += (
-        f"; {axis} = {expected:g} minus the best other ({axis} = {rival[axis]:g}): {gap:.4g}, noise band "
-        f"{band:.3g} ({how}){_mark(outcome)}"
-    )
+    values = means[axis].astype(float)
+    if float(at) not in set(values):
+        return Verdict(NOT_RUN, f"{axis} = {at:g} has not run", n)
+    here = means[values == float(at)].iloc[0]
+    others = means[values > float(at)] if among == "above" else means[values != float(at)]
+    if others.empty:
+        if among == "above":
+            return Verdict(NOT_RUN, f"no {axis} above {at:g} has run", n)
+        return Verdict(HOLDS, f"{metric} at {axis} = {at:g}: {here['mean']:.4g}, the only value of {axis} run", n)
+    rival = others.iloc[int(np.nanargmax(others["mean"].to_numpy()))]  # the best value other than `at`
+    gap, band, how = _paired_gap(rows, axis, metric, float(at), float(rival[axis]), here, rival)
+    if among == "all":
+        best = means.iloc[int(np.nanargmax(means["mean"].to_numpy()))]
+        outcome = ordering(gap, band)
+        measured = (
+            f"{metric} peaks at {axis} = {best[axis]:g} ({best['mean']:.4g}), over {len(means)} values of {axis} "
+            f"({values.min():g}-{values.max():g}); {axis} = {at:g} minus the best other ({axis} = "
+            f"{rival[axis]:g}): {gap:.4g}, noise band {band:.3g} ({how}){_mark(outcome)}"
+        )
+    else:  # reached counts even inside the band; short of it by less than the band is inconclusive
+        outcome = True if gap <= 0 else (INCONCLUSIVE if gap <= band else False)
+        measured = (
+            f"{metric} at {axis} = {at:g}: {here['mean']:.4g}; best above ({axis} = {rival[axis]:g}): "
+            f"{rival['mean']:.4g} (noise band {band:.2g}, {how}){_mark(outcome, '')}"
+        )
     return _decide([outcome], measured, n)
 
 
@@ -564,51 +578,6 @@ def compare(
     return _decide(results, head + "; ".join(parts), min(ns, default=0))
 
 
-def not_peaked_at(ctx, experiment: str, axis: str, metric: str, at, where: dict | None = None) -> Verdict:
-    """Some value of `axis` above `at` reaches at least the mean `metric` at `at` (so `metric` alone cannot
-    single out `at`; e.g. training accuracy at K = 15 inputs vs more); the best of them short of it by less than
-    the noise band of the two means is inconclusive."""
-    means = _means(ctx.cells(experiment, where or {}), axis, metric)
-    if means.empty or float(at) not in set(means[axis].astype(float)):
-        return Verdict(NOT_RUN, f"{axis} = {at} has not run")
-    here = float(means[means[axis].astype(float) == float(at)]["mean"].iloc[0])
-    above = means[means[axis].astype(float) > float(at)]
-    if above.empty:
-        return Verdict(NOT_RUN, f"no {axis} above {at} has run")
-    top = above.loc[above["mean"].idxmax()]
-    at_row = means[means[axis].astype(float) == float(at)].iloc[0]
-    best = float(top["mean"])
-    # reached (>= the value at `at`), or short of it by less than the noise band of the two means
-    band = noise_band(best, float(top["se"]), int(top["n"]), here, float(at_row["se"]), int(at_row["n"]))
-    outcome = True if best >= here else (INCONCLUSIVE if here - best <= band else False)
-    return _decide(
-        [outcome],
-        f"{metric} at {axis} = {at}: {here:.4g}; best above: {best:.4g} (noise band {band:.2g}){_mark(outcome, '')}",
-        int(means["n"].min()),
-    )
-
-
-def correlates(ctx, experiment: str, axis: str, x: str, y: str, at_least: float, where: dict | None = None) -> Verdict:
-    """The Spearman correlation over `axis` of the per-value means of `x` and `y` is at least `at_least`: its
-    bootstrap interval over the values of `axis` (report.stats.correlation_ci) lies above `at_least`; wholly below
-    does not hold; straddling it is inconclusive."""
-    rows = ctx.cells(experiment, where or {})
-    mx, my = _means(rows, axis, x), _means(rows, axis, y)
-    both = mx.merge(my, on=axis, suffixes=("_x", "_y"))
-    if len(both) < 3:
-        return Verdict(
-            NOT_RUN, f"{len(both)} values of {axis} ran (3 needed)", int(both["n_x"].min()) if len(both) else 0
-        )
-    rho, lo, hi = correlation_ci(both["mean_x"], both["mean_y"], "spearman", CI_LEVEL)
-    outcome = interval_side(lo, hi, at_least, above=True)
-    return _decide(
-        [outcome],
-        f"Spearman rho({x}, {y}) over {len(both)} values of {axis} = {rho:.3f}, {CI_LEVEL:.0%} "
-        f"bootstrap interval [{lo:.2f}, {hi:.2f}] (bound >= {at_least:g}){_mark(outcome, '')}",
-        int(min(both["n_x"].min(), both["n_y"].min())),
-    )
-
-
 def _config_means(rows: pd.DataFrame, keys: list[str], metric: str) -> pd.DataFrame:
     if rows.empty or any(k not in rows for k in keys) or metric not in rows:
         return pd.DataFrame(columns=[*keys, "mean", "se", "n"])
@@ -658,34 +627,63 @@ def _later_share(value) -> float:
     return sum(v[1:]) / sum(v)
 
 
-def imbalance_trend(
+# Quantities of a configuration computed from its coordinates, for :func:`correlation`'s `x`.
+DERIVED_X = {
+    # the parameter share of partitions 2..C minus the data share of chunks 2..C: positive where the later
+    # partitions hold more parameters than their chunks hold data (Figs. 5-6's imbalance)
+    "imbalance": (
+        ("param_proportions", "chunk_proportions"),
+        lambda r: _later_share(r["param_proportions"]) - _later_share(r["chunk_proportions"]),
+    ),
+}
+
+
+def correlation(
     ctx,
-    experiments: list[str],
-    metric: str,
+    experiments,
+    x: str,
+    y: str,
+    over,
+    method: str = "spearman",
+    at_least: float | None = None,
+    at_most: float | None = None,
     where: dict | None = None,
-    params: str = "param_proportions",
-    chunks: str = "chunk_proportions",
 ) -> Verdict:
-    """Configurations with more parameters but fewer data points in the later partitions / chunks do worse:
-    the Pearson correlation of x = (parameter share of partitions 2..C) - (data share of chunks 2..C) with the
-    per-configuration mean of `metric` is negative: its bootstrap interval over the configurations
-    (report.stats.correlation_ci) lies below 0; wholly above 0 does not hold; straddling 0 is inconclusive."""
+    """The `method` ("spearman" or "pearson") correlation of `x` with `y` over the configurations `over` (an axis
+    or a list of coordinates), each configuration's mean over seeds, is at least `at_least` (or at most
+    `at_most`): its :data:`CI_LEVEL` percentile-bootstrap interval over the configurations
+    (report.stats.correlation_ci) lies beyond the bound; wholly on the other side does not hold; straddling it is
+    inconclusive. `x` is a metric or a quantity of the coordinates (:data:`DERIVED_X`, e.g. "imbalance")."""
+    if (at_least is None) == (at_most is None):
+        raise ValueError("correlation: give exactly one of at_least and at_most")
+    keys = [over] if isinstance(over, str) else list(over)
+    derived = DERIVED_X.get(x)
+    if derived is not None and not set(derived[0]) <= set(keys):
+        raise ValueError(f"correlation: x = {x} needs the configurations over {list(derived[0])}, not {keys}")
     xs, ys, ns = [], [], []
-    for e in experiments:
-        m = _config_means(ctx.cells(e, where or {}), [params, chunks], metric)
-        for _, r in m.iterrows():
-            xs.append(_later_share(r[params]) - _later_share(r[chunks]))
-            ys.append(r["mean"])
-            ns.append(int(r["n"]))
-    if len({round(x, 9) for x in xs}) < 3:
-        return Verdict(NOT_RUN, f"{len(set(xs))} distinct imbalance value(s) ran (3 needed)", min(ns, default=0))
-    r, lo, hi = correlation_ci(xs, ys, "pearson", CI_LEVEL)
-    outcome = interval_side(lo, hi, 0.0, above=False)
+    for e in [experiments] if isinstance(experiments, str) else experiments:
+        rows = ctx.cells(e, where or {})
+        my = _config_means(rows, keys, y)
+        if derived is not None:
+            xs += [derived[1](r) for _, r in my.iterrows()]
+            ys += list(my["mean"])
+            ns += [int(k) for k in my["n"]]
+        else:
+            both = _config_means(rows, keys, x).merge(my, on=keys, suffixes=("_x", "_y"))
+            xs += list(both["mean_x"])
+            ys += list(both["mean_y"])
+            ns += [int(min(a, b)) for a, b in zip(both["n_x"], both["n_y"])]
+    what = "configurations" if len(keys) > 1 else f"values of {keys[0]}"
+    if len({round(float(v), 9) for v in xs}) < 3:
+        return Verdict(NOT_RUN, f"{len(set(xs))} distinct value(s) of {x} ran (3 needed)", min(ns, default=0))
+    bound, above = (at_least, True) if at_least is not None else (at_most, False)
+    r, lo, hi = correlation_ci(xs, ys, method, CI_LEVEL)
+    outcome = interval_side(lo, hi, bound, above=above)
+    symbol = {"spearman": "Spearman rho", "pearson": "Pearson r"}.get(method, method)
     return _decide(
         [outcome],
-        f"Pearson r(imbalance, {metric}) over {len(xs)} configurations = {r:.3f}, "
-        f"{CI_LEVEL:.0%} bootstrap interval [{lo:.2f}, {hi:.2f}] (negative: more parameters / fewer data "
-        f"later does worse){_mark(outcome, ' (positive)')}",
+        f"{symbol}({x}, {y}) over {len(xs)} {what} = {r:.3f}, {CI_LEVEL:.0%} bootstrap interval "
+        f"[{lo:.2f}, {hi:.2f}] (bound {'>=' if above else '<='} {bound:g}){_mark(outcome, '')}",
         min(ns),
     )
 
@@ -935,16 +933,14 @@ def smooth_predictive(ctx, experiment: str, where: dict | None = None, by: str =
 CHECKS = {
     f.__name__: f
     for f in (
-        peak_at,
+        peak,
         inputs_kept,
         threshold,
         compare_entries,
         gap_shrinks,
         compare,
-        not_peaked_at,
-        correlates,
+        correlation,
         spread_at_most,
-        imbalance_trend,
         paired_gap,
         vs_best_of,
         converges_faster,

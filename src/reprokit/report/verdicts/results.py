@@ -369,14 +369,26 @@ class InputsContext(Context):
 # A number in a claim's reason, taken from the cells when the report is built: {{experiment metric axis=value ...}}
 # (values as in cell paths; `axis=a,b` picks either). Reasons keep their reasoning in words, never a typed number
 # that a re-run would make stale.
-_NUMBER = re.compile(r"\{\{\s*([\w.]+)\s+([\w.]+)((?:\s+[\w.]+(?:=[^\s}]+)?)*)\s*\}\}")
-_REDUCERS = {"max": ("best", max), "min": ("lowest", min)}  # {{... max}}: the largest of the cells' values
+_NUMBER = re.compile(r"\{\{\s*([\w.]+)\s+([\w.]+(?:-[\w.]+)?)((?:\s+[\w.]+(?:=[^\s}]+)?)*)\s*\}\}")
+# {{... max}}: the largest of the cells' values; {{... each}}: every cell's value, in seed order
+_REDUCERS = {"max": ("best", max), "min": ("lowest", min), "each": ("each", None)}
+
+
+def _fmt(x: float, like: float | None = None) -> str:
+    """A reason's number: 3 decimals, 4 below 0.5, two significant digits below 1e-3 (a training NLL of 5e-05
+    is not 0.0000); `like`: format as that value would be (a mean's s.e. as the mean)."""
+    ref = abs(x if like is None else like)
+    if 0 < ref < 1e-3:
+        return f"{x:.2g}"
+    return f"{x:.{4 if ref < 0.5 else 3}f}"
 
 
 def fill_numbers(ctx: Context, text: str) -> str:
     """`text` with each {{experiment metric axis=value ...}} replaced by our mean ± s.e. of `metric` over the cells
     of `experiment` with those coordinates and how many ("1.119 ± 0.006 (5 cells)"), or "n/a (no cell ran)"; a
-    trailing `max` / `min` gives the largest / smallest cell instead ("0.9060 (best of 4 cells)")."""
+    trailing `max` / `min` gives the largest / smallest cell instead ("0.9060 (best of 4 cells)"), `each` every
+    cell's value in seed order ("0.068, 0.059 (2 cells)"). The metric may be a per-cell difference of two,
+    `test_nll-train_nll`."""
 
     def one(match: re.Match) -> str:
         experiment, metric, where_text = match.groups()
@@ -396,17 +408,23 @@ def fill_numbers(ctx: Context, text: str) -> str:
                 if key in rows
                 else rows.iloc[0:0]
             )
-        v = pd.to_numeric(rows[metric], errors="coerce").dropna() if metric in rows else pd.Series(dtype=float)
+        if "seed" in rows:
+            rows = rows.sort_values("seed")
+        names = metric.split("-")
+        if rows.empty or any(m not in rows for m in names):
+            return "n/a (no cell ran)"
+        parts = [pd.to_numeric(rows[m], errors="coerce") for m in names]
+        v = (parts[0] - parts[1] if len(parts) == 2 else parts[0]).dropna()
         if v.empty:
             return "n/a (no cell ran)"
+        cells = f"{len(v)} cell{'s' if len(v) > 1 else ''}"
+        if reducer == "each":
+            return ", ".join(_fmt(x) for x in v) + f" ({cells})"
         if reducer:
             word, pick = _REDUCERS[reducer]
             x = float(pick(v))
-            return f"{x:.{4 if abs(x) < 0.5 else 3}f} ({word} of {len(v)} cell{'s' if len(v) > 1 else ''})"
+            return f"{_fmt(x)} ({word} of {cells})"
         m, se, n = mean_se(v)
-        digits = 4 if abs(m) < 0.5 else 3
-        return (
-            f"{m:.{digits}f} ± {se:.{digits}f}" if n > 1 else f"{m:.{digits}f}"
-        ) + f" ({n} cell{'s' if n > 1 else ''})"
+        return (f"{_fmt(m)} ± {_fmt(se, like=m)}" if n > 1 else _fmt(m)) + f" ({cells})"
 
     return _NUMBER.sub(one, text)
