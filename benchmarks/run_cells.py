@@ -4,8 +4,10 @@ For a lent GPU box that has PyTorch but no Snakemake: each cell is the same
 `python -m reprokit.cell run ...` command the `cell` rule runs, from the same job
 (reprokit.job.cell_job: cell JSON, context, variant files, checkpoint), and writes to the same `results/<scale>/<experiment>/...`
 folder, so `snakemake` picks the results up afterwards (it re-runs them only if their inputs changed).
-Variant files are built first with `python -m reprokit.cell variant`. Cells needing upstream cells
-are refused (use Snakemake for those).
+Variant files are built first with `python -m reprokit.cell variant`. A cell that reads upstream cells
+(a retrain cell reading the hyperparameters a partitioned cell found) runs once those cells completed under
+the same results folder (run their experiment first, with the same --root); until then it is refused,
+naming them.
 
     python benchmarks/run_cells.py --experiment fig3a --scale paper --where n_train=1000,5000 seed=0 --jobs 8
 
@@ -32,7 +34,6 @@ sys.path.insert(0, str(REPO / "src"))
 
 from reprokit.config import experiment, format_value, load_pipeline_config
 from reprokit.job import cell_job, data_context
-from reprokit.plan import kind as plan_of_kind
 from reprokit.report.records.archive import differing_keys
 
 
@@ -126,6 +127,10 @@ def stop_cells(signum: int, _frame=None) -> None:
 NO_CONFIG = "<config.json>"
 
 
+def _completed(metrics: Path) -> bool:
+    return metrics.exists() and json.loads(metrics.read_text()).get("status") == "completed"
+
+
 def changed_settings(config_json: Path, settings: dict) -> list[str]:
     """Top-level settings keys where a finished cell's config.json differs from `settings` (the config's now);
     a missing or unreadable config.json counts as all of them."""
@@ -172,13 +177,16 @@ def main(argv=None) -> int:
     needed = {}
     jobs, skipped, stale = [], [], []
     for c in cells:
-        plan = plan_of_kind(c.kind)
-        if plan.required_cells(c):
-            raise SystemExit(f"{c.rel_dir} reads upstream cells: run it with snakemake")
         job = cell_job(c, cfg, **data_kw)
+        missing = [p for p in job.upstream.values() if not _completed(Path(p))]
+        if missing:
+            raise SystemExit(
+                f"{c.rel_dir} reads upstream cells that have not completed under {cfg['paths']['results']}: "
+                f"{', '.join(missing)} (run their experiment first, with the same --root)"
+            )
         out = Path(job.out)
         metrics = out / "metrics.json"
-        if not args.rerun and metrics.exists() and json.loads(metrics.read_text()).get("status") == "completed":
+        if not args.rerun and _completed(metrics):
             changed = changed_settings(out / "config.json", job.cell["settings"])
             if not changed:
                 skipped.append(c.rel_dir)  # its variant files are not built either

@@ -165,3 +165,18 @@ def test_a_signal_stops_the_running_cells_and_the_queued_ones(run_cells, tmp_pat
         if proc.poll() is None:
             proc.kill()
         run_cells._STOPPING.clear()
+
+
+def test_a_cell_reading_upstream_cells_waits_for_them_then_runs(run_cells, tmp_path, capsys):
+    """A retrain cell reads the hyperparameters its partitioned cell found: refused, naming that cell's
+    metrics.json, until it completed under the same results folder; then listed to run."""
+    args = ["--experiment", "retrain_mnist_c2", "--scale", "test", "--dry-run"]
+    with pytest.raises(SystemExit, match=r"sens_mnist_c2/.*metrics\.json \(run their experiment first"):
+        run_cells.main(args)
+    assert run_cells.main(["--experiment", "sens_mnist_c2", "--scale", "test", "--dry-run"]) == 0
+    _, upstream = _listed(capsys)
+    for rel in upstream:
+        _finished(tmp_path, rel, None)  # FAKE: the partitioned cells completed
+    assert run_cells.main(args) == 0
+    head, cells = _listed(capsys)
+    assert cells and all(c.startswith("test/retrain_mnist_c2/") for c in cells) and head.startswith(f"{len(cells)} cells")
