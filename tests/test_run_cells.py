@@ -179,4 +179,6 @@ def test_a_cell_reading_upstream_cells_waits_for_them_then_runs(run_cells, tmp_p
         _finished(tmp_path, rel, None)  # FAKE: the partitioned cells completed
     assert run_cells.main(args) == 0
     head, cells = _listed(capsys)
-    assert cells and all(c.startswith("test/retrain_mnist_c2/") for c in cells) and head.startswith(f"{len(cells)} cells")
+    assert (
+        cells and all(c.startswith("test/retrain_mnist_c2/") for c in cells) and head.startswith(f"{len(cells)} cells")
+    )
