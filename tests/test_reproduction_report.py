@@ -1131,3 +1131,8 @@ def test_a_reasons_numbers_are_filled_in_from_the_cells():
     assert fill_numbers(Ctx(), "{{e train_ll-val_ll}}") == "n/a (no cell ran)"
     rows.loc[:, "train_nll"] = [4.6e-05, 5.2e-05, 0.3]  # a value below 1e-3 keeps two significant digits
     assert fill_numbers(Ctx(), "{{e train_nll dataset=a}}") == "4.9e-05 ± 3e-06 (2 cells)"
+    rows.loc[:, "n_kept"] = [29.0, 27.0, 1.0]  # whole counts: no decimals
+    assert (
+        fill_numbers(Ctx(), "{{e n_kept each}}; {{e n_kept dataset=b max}}")
+        == "27, 1, 29 (3 cells); 1.000 (best of 1 cell)"
+    )

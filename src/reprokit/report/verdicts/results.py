@@ -387,8 +387,8 @@ def fill_numbers(ctx: Context, text: str) -> str:
     """`text` with each {{experiment metric axis=value ...}} replaced by our mean ± s.e. of `metric` over the cells
     of `experiment` with those coordinates and how many ("1.119 ± 0.006 (5 cells)"), or "n/a (no cell ran)"; a
     trailing `max` / `min` gives the largest / smallest cell instead ("0.9060 (best of 4 cells)"), `each` every
-    cell's value in seed order ("0.068, 0.059 (2 cells)"). The metric may be a per-cell difference of two,
-    `test_nll-train_nll`."""
+    cell's value in seed order ("0.068, 0.059 (2 cells)"; whole counts without decimals: "29, 27 (2 cells)"). The
+    metric may be a per-cell difference of two, `test_nll-train_nll`."""
 
     def one(match: re.Match) -> str:
         experiment, metric, where_text = match.groups()
@@ -409,7 +409,7 @@ def fill_numbers(ctx: Context, text: str) -> str:
                 else rows.iloc[0:0]
             )
         if "seed" in rows:
-            rows = rows.sort_values("seed")
+            rows = rows.sort_values("seed", kind="stable")
         names = metric.split("-")
         if rows.empty or any(m not in rows for m in names):
             return "n/a (no cell ran)"
@@ -418,12 +418,13 @@ def fill_numbers(ctx: Context, text: str) -> str:
         if v.empty:
             return "n/a (no cell ran)"
         cells = f"{len(v)} cell{'s' if len(v) > 1 else ''}"
+        counts = bool((v == v.round()).all() and v.abs().max() > 1)  # counts (inputs kept): no decimals
+        one = (lambda x: f"{int(x)}") if counts else _fmt
         if reducer == "each":
-            return ", ".join(_fmt(x) for x in v) + f" ({cells})"
+            return ", ".join(one(x) for x in v) + f" ({cells})"
         if reducer:
             word, pick = _REDUCERS[reducer]
-            x = float(pick(v))
-            return f"{_fmt(x)} ({word} of {cells})"
+            return f"{one(float(pick(v)))} ({word} of {cells})"
         m, se, n = mean_se(v)
         return (f"{_fmt(m)} ± {_fmt(se, like=m)}" if n > 1 else _fmt(m)) + f" ({cells})"
 
