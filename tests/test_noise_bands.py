@@ -151,6 +151,34 @@ def test_a_claims_own_cells_re_run_measure_any_metric_of_theirs(tmp_path, monkey
     assert noise.own_machine("quick", ["fig3a"], "aug_rotation") is None  # too few pairs
 
 
+def test_a_claims_machine_spread_counts_each_re_run_pair_once(tmp_path, monkeypatch):
+    # FAKE: four re-run pairs of the reference draws at 0.7 %, one of the retrained cell at 0.15 %: the claim's
+    # band follows the four (an unweighted median of the two experiments would give 0.43 %)
+    monkeypatch.setattr(noise, "pooled_path", lambda scale: tmp_path / "seed_spread.json")
+    machine = {
+        "date": "FAKE",
+        "machine_spread": {
+            "fig9_random": {"test_acc": {"rel_sd": 0.007, "pairs": 4}},
+            "fig9_retrain": {"test_acc": {"rel_sd": 0.0015, "pairs": 1}},
+        },
+    }
+    (tmp_path / "verdict_stability.json").write_text(json.dumps(machine))
+    own = noise.own_machine("quick", ["fig9_retrain", "fig9_random"], "test_acc")
+    assert own.rel_sd == 0.007 and own.groups == 5
+
+
+def test_a_best_of_k_claim_reads_its_reference_experiments_noise_too():
+    claim = Claim(
+        "c",
+        "partitioned",
+        "fig9",
+        "FAKE",
+        "vs_best_of",
+        args={"experiment": "fig9_retrain", "metric": "test_acc", "reference": {"experiment": "fig9_random"}},
+    )
+    assert claims.scope(object(), claim) == (["fig9_retrain", "fig9_random"], "test_acc")
+
+
 class _Cells:
     """FAKE cells of one experiment."""
 

@@ -963,9 +963,10 @@ def scope(ctx, claim) -> tuple[list[str], str | None]:
     args = claim.args
     named = args.get("experiments") or args.get("experiment") or []
     experiments = [named] if isinstance(named, str) else list(named)
-    for side in (args.get("a"), *(args.get("b") if isinstance(args.get("b"), list) else [args.get("b")])):
+    sides = (args.get("a"), *(args.get("b") if isinstance(args.get("b"), list) else [args.get("b")]))
+    for side in (*sides, args.get("reference")):
         if isinstance(side, dict) and side.get("experiment") and side["experiment"] not in experiments:
-            experiments.append(side["experiment"])  # compare's sides that read their own experiment
+            experiments.append(side["experiment"])  # compare's sides, vs_best_of's reference: their own experiment
     if not experiments:
         experiments = list((getattr(ctx, "artefacts", {}).get(claim.artefact) or {}).get("experiments") or [])
     if not experiments:

@@ -199,8 +199,11 @@ def own_machine(scale: str, experiments: list[str], metric: str) -> Spread | Non
     parts = [spread[e][metric] for e in experiments if metric in spread.get(e, {})]
     if sum(p["pairs"] for p in parts) < MIN_GROUPS:
         return None
+    # each re-run pair counts once: an experiment's median weighs as many pairs as it summarises, so one pair of
+    # a one-cell experiment does not outvote another experiment's four
+    weighted = np.repeat([p["rel_sd"] for p in parts], [p["pairs"] for p in parts])
     return Spread(
-        float(np.median([p["rel_sd"] for p in parts])),
+        float(np.median(weighted)),
         sum(p["pairs"] for p in parts),
         f"the claim's own cells re-run under another thread count ({path.name}, {rec['date']})",
     )
