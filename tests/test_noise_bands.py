@@ -132,16 +132,19 @@ def test_the_pooled_band_is_the_larger_of_the_seed_and_the_machine_spread(tmp_pa
     assert noise.pooled("quick", "test_ll").rel_sd == 0.5  # machines only
 
 
-def test_a_claims_own_cells_re_run_measure_any_metric_of_theirs(tmp_path, monkeypatch):
+def _machine_spread(tmp_path, monkeypatch, metric: str, spreads: dict) -> dict:
+    """FAKE figures/<scale>/verdict_stability.json: {experiment: (rel_sd, pairs)} of `metric`."""
     monkeypatch.setattr(noise, "pooled_path", lambda scale: tmp_path / "seed_spread.json")
     machine = {
         "date": "FAKE",
-        "machine_spread": {
-            "fig3a": {"aug_rotation": {"rel_sd": 0.2, "pairs": 4}},
-            "other": {"aug_rotation": {"rel_sd": 0.9, "pairs": 9}},
-        },
+        "machine_spread": {e: {metric: {"rel_sd": r, "pairs": n}} for e, (r, n) in spreads.items()},
     }
     (tmp_path / "verdict_stability.json").write_text(json.dumps(machine))
+    return machine
+
+
+def test_a_claims_own_cells_re_run_measure_any_metric_of_theirs(tmp_path, monkeypatch):
+    machine = _machine_spread(tmp_path, monkeypatch, "aug_rotation", {"fig3a": (0.2, 4), "other": (0.9, 9)})
     assert noise.pooled("quick", "aug_rotation") is None  # a learned hyperparameter: never pooled across experiments
     own = noise.own_machine("quick", ["fig3a"], "aug_rotation")
     assert own.rel_sd == 0.2 and own.groups == 4 and "own cells" in own.source
@@ -154,15 +157,7 @@ def test_a_claims_own_cells_re_run_measure_any_metric_of_theirs(tmp_path, monkey
 def test_a_claims_machine_spread_counts_each_re_run_pair_once(tmp_path, monkeypatch):
     # FAKE: four re-run pairs of the reference draws at 0.7 %, one of the retrained cell at 0.15 %: the claim's
     # band follows the four (an unweighted median of the two experiments would give 0.43 %)
-    monkeypatch.setattr(noise, "pooled_path", lambda scale: tmp_path / "seed_spread.json")
-    machine = {
-        "date": "FAKE",
-        "machine_spread": {
-            "fig9_random": {"test_acc": {"rel_sd": 0.007, "pairs": 4}},
-            "fig9_retrain": {"test_acc": {"rel_sd": 0.0015, "pairs": 1}},
-        },
-    }
-    (tmp_path / "verdict_stability.json").write_text(json.dumps(machine))
+    _machine_spread(tmp_path, monkeypatch, "test_acc", {"fig9_random": (0.007, 4), "fig9_retrain": (0.0015, 1)})
     own = noise.own_machine("quick", ["fig9_retrain", "fig9_random"], "test_acc")
     assert own.rel_sd == 0.007 and own.groups == 5
 
