@@ -280,3 +280,27 @@ def test_the_stability_benchmark_finds_the_experiments_of_every_claim():
     doc = papers.load(repo / "config" / "papers" / "bali.yaml")
     local = next(c for c in papers.claims(doc) if c.id == "bali_fig7_local_faster")  # converges_faster's fast side
     assert vs.claim_experiments(local, doc) == {"bali_fig7_local", "bali_cls_uci"}
+
+
+def test_each_table_row_reads_the_noise_of_its_own_metric():
+    """Table 8's rows are different timing ratios: a threshold over them bands each entry with its own metric's
+    measured spread (FAKE: parameter updates 1 %, hyperparameter updates 20 %), not the widest for all."""
+    from reprokit.report.verdicts.results import Ours
+
+    class Ctx:
+        arts = {"t": {"rows": {"P": {"metric": "p_ratio"}, "H": {"metric": "h_ratio"}}}}
+        artefacts = {"t": {"experiments": ["e"]}}
+
+        def ours(self, artefact, row, column):
+            return Ours(mean=1.1, n=1)
+
+        def spread(self, experiments, metric):
+            assert experiments == ["e"]
+            return noise.Spread({"p_ratio": 0.01, "h_ratio": 0.2}[metric], 3, "FAKE")
+
+    claim = Claim("c", "p", "t", "FAKE", "threshold", args={"artefact": "t", "rows": ["P", "H"], "columns": ["x"]})
+    claim.args["at_most"] = 1.21
+    v = claims.verdict(Ctx(), claim)
+    assert "P / x = 1.1 (noise band 0.024)" in v.measured  # 2 sd of 1 %, of the bound 1.21
+    assert "H / x = 1.1 (noise band 0.48) (inside the noise)" in v.measured  # 2 sd of 20 %
+    assert v.status == "inconclusive" and "p_ratio: n = 1 band 2.0%" in v.measured

@@ -308,12 +308,12 @@ def threshold(
         if largest and len(cells):
             cells = cells[cells[largest] == cells[largest].max()]
         size = f" at {largest} = {cells[largest].max():g}" if largest and len(cells) else ""
-        values.append((f"{metric}{size}", *_stat(cells, metric)))
+        values.append((f"{metric}{size}", *_stat(cells, metric), metric))
     else:
         for r in rows or []:
             for c in columns or []:
                 s = ctx.ours(artefact, r, c)
-                values.append((f"{r} / {c}", s.mean, s.se, s.n))
+                values.append((f"{r} / {c}", s.mean, s.se, s.n, _row_metric(ctx, artefact, r)))
     if near is not None:
         bound, goal = near, f"target {near:.3f} ± {rel_tol:.0%}"
     else:
@@ -321,12 +321,13 @@ def threshold(
             (at_least, f"bound >= {at_least:g}") if at_least is not None else (at_most, f"bound <= {at_most:g}")
         )
     results, parts, ns = [], [], []
-    for label, m, se, n in values:
+    for label, m, se, n, row_metric in values:
         if n == 0 or not math.isfinite(m):
             results.append(None)
             parts.append(f"{label}: not run")
             continue
-        band = bound_band(m, se, n, bound)
+        with noise.entry(row_metric):
+            band = bound_band(m, se, n, bound)
         margin = (
             rel_tol * abs(near) - abs(m - near)
             if near is not None
@@ -387,7 +388,10 @@ def compare_entries(
                 parts.append(f"{o}: {x.mean:.4g} vs {w} {y.mean:.4g}")
                 continue
             gap = (y.mean - x.mean) if lower_is_better else (x.mean - y.mean)
-            band, how = noise_band(x.mean, x.se, x.n, y.mean, y.se, y.n), ""
+            with noise.entry(
+                *((_row_metric(ctx, artefact, a), _row_metric(ctx, artefact, w)) if axis == "rows" else ())
+            ):
+                band, how = noise_band(x.mean, x.se, x.n, y.mean, y.se, y.n), ""
             d = ctx.paired(artefact, *(((o, a), (o, w)) if axis == "columns" else ((a, o), (w, o))))
             if len(d) > 1:  # the same seeds / splits on both sides: the paired difference's s.e.
                 m, se, k = mean_se(d)
@@ -983,17 +987,40 @@ def scope(ctx, claim) -> tuple[list[str], str | None]:
     return experiments, metric
 
 
+def _row_metric(ctx, artefact: str, row: str) -> str | None:
+    """The metric a row of the artefact's table shows, where its spec names one (Table 8's timing ratios)."""
+    spec = ((getattr(ctx, "arts", {}).get(artefact) or {}).get("rows") or {}).get(row)
+    return spec.get("metric") if isinstance(spec, dict) else None
+
+
+def entry_metrics(ctx, claim) -> list[str]:
+    """The metrics of the table rows a table-entry claim compares (its args' `rows`, or `a` / `b` with
+    `axis: rows`), each row's `metric` in its artefact's spec (Table 8: a timing ratio per row)."""
+    args = claim.args
+    rows = (ctx.arts.get(args.get("artefact", claim.artefact)) or {}).get("rows") or {}
+    named = list(args.get("rows") or [])
+    if args.get("axis") == "rows":
+        named += [args.get("a"), *(args.get("b") if isinstance(args.get("b"), list) else [args.get("b")])]
+    found = [rows[r]["metric"] for r in named if isinstance(rows.get(r), dict) and rows[r].get("metric")]
+    return list(dict.fromkeys(found))
+
+
 def verdict(ctx, claim) -> Verdict:
     """The claim's verdict at ctx.scale: "not testable" where its `testable_at` scales exclude this one (what the
     cells measured is still shown), else its check's. Where a single value a side decided it, its measured text
     ends with the n = 1 band used and where it was measured (report.verdicts.noise)."""
     experiments, metric = scope(ctx, claim)
-    spread = ctx.spread(experiments, metric) if metric and experiments and hasattr(ctx, "spread") else None
+    names = [metric] if metric else entry_metrics(ctx, claim)
+    measure = experiments and hasattr(ctx, "spread")
+    spreads = {m: ctx.spread(experiments, m) for m in names} if measure else {}
+    # one metric: its Spread; several (table rows of their own metric): each entry reads its own (noise.entry)
+    spread = spreads.get(metric) if metric else (spreads if any(spreads.values()) else None)
+    metric = metric or ", ".join(names) or None
     with noise.measured(spread) as used:
         v = check(ctx, claim.check, claim.args)
     if used and v.status != NOT_RUN:
         band = (
-            spread.text(pair=any(used))
+            noise.text(spread, pair=any(used))
             if spread
             else f"n = 1 band {REL_TOL_N1:.0%} of the value (fixed: no seed spread of {metric or 'its metric'} "
             "measured at this scale)"

@@ -60,8 +60,11 @@ class Spread:
         )
 
 
-_CURRENT: ContextVar[Spread | None] = ContextVar("n1_spread", default=None)
+# the claim's single-value spread: one Spread, or {metric: Spread | None} where its table entries read several
+# metrics (Table 8's rows), of which :func:`entry` picks the current entry's
+_CURRENT: ContextVar[Spread | dict | None] = ContextVar("n1_spread", default=None)
 _USED: ContextVar[list | None] = ContextVar("n1_used", default=None)
+_ENTRY: ContextVar[tuple] = ContextVar("n1_entry", default=())
 
 
 def n1_fraction_of(spread: Spread | None, pair: bool) -> float:
@@ -77,13 +80,43 @@ def n1_fraction(pair: bool = True) -> float:
     used = _USED.get()
     if used is not None:
         used.append(pair)
-    return n1_fraction_of(_CURRENT.get(), pair)
+    return n1_fraction_of(_pick(_CURRENT.get(), _ENTRY.get()), pair)
+
+
+def _pick(spread: Spread | dict | None, metrics: tuple) -> Spread | None:
+    """One Spread as is; of a {metric: Spread} the widest among `metrics` (the current entry's), or among all."""
+    if not isinstance(spread, dict):
+        return spread
+    found = [sp for m, sp in spread.items() if sp and (not metrics or m in metrics)]
+    return max(found, key=lambda sp: sp.rel_sd, default=None)
+
+
+def text(spread: Spread | dict, pair: bool = True) -> str:
+    """The band's words for the report: one Spread's, or each metric's of a {metric: Spread}."""
+    if not isinstance(spread, dict):
+        return spread.text(pair)
+    return "; ".join(
+        f"{m}: " + (sp.text(pair) if sp else f"n = 1 band {REL_TOL_N1:.0%} of the value (fixed: none measured)")
+        for m, sp in spread.items()
+    )
 
 
 @contextlib.contextmanager
-def measured(spread: Spread | None):
-    """Check one claim with `spread` as its single values' noise; yields the list :func:`n1_fraction` appends to
-    (empty when no single value needed a band)."""
+def entry(*metrics: str):
+    """Within it, a claim whose spread is per metric reads that of `metrics` (the table entries compared now;
+    the widest of them)."""
+    token = _ENTRY.set(tuple(m for m in metrics if m))
+    try:
+        yield
+    finally:
+        _ENTRY.reset(token)
+
+
+@contextlib.contextmanager
+def measured(spread: Spread | dict | None):
+    """Check one claim with `spread` as its single values' noise (a Spread, or {metric: Spread | None} read
+    per table entry through :func:`entry`); yields the list :func:`n1_fraction` appends to (empty when no single
+    value needed a band)."""
     used: list = []
     t1, t2 = _CURRENT.set(spread), _USED.set(used)
     try:
