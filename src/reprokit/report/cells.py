@@ -159,6 +159,17 @@ def norm(value):
     return value
 
 
+def metric_values(rows: pd.DataFrame, metric: str) -> pd.Series | None:
+    """The values of `metric` per cell, numeric; "high - low" (or "high-low": e.g. "test_nll - train_nll", an
+    overfitting gap) is the per-cell difference of two metrics, NaN where either is missing. None when a metric is
+    not there."""
+    names = [m.strip() for m in metric.split("-")]
+    if any(m not in rows for m in names):
+        return None
+    v = [pd.to_numeric(rows[m], errors="coerce") for m in names]
+    return v[0] - v[1] if len(v) == 2 else v[0]
+
+
 def matches(column: pd.Series, value) -> pd.Series:
     """Which entries of `column` equal the coordinate `value` after `norm` (element by element, so a list-valued
     coordinate such as a partition ratio [0.3, 0.7] is one value, never an operand of the same length)."""

@@ -50,7 +50,7 @@ import pandas as pd
 
 from ...shape import recorded as predictive_shape
 from ...shape import shape_text
-from ..cells import norm
+from ..cells import metric_values, norm
 from ..stats import correlation_ci, mean_se
 from . import noise
 from .noise import REL_TOL_N1, Z_NOISE, n1_fraction
@@ -99,18 +99,8 @@ def _means(rows: pd.DataFrame, by: str, metric: str) -> pd.DataFrame:
     return pd.DataFrame(out, columns=[by, "mean", "se", "n"]).sort_values(by)
 
 
-def _column(rows: pd.DataFrame, metric: str) -> pd.Series | None:
-    """The values of `metric` per cell, numeric; "high - low" (e.g. "test_nll - train_nll": overfitting) is the
-    per-cell difference of two metrics, NaN where either is missing. None when a metric is not there."""
-    names = [m.strip() for m in metric.split(" - ")] if " - " in metric else [metric]
-    if any(m not in rows for m in names):
-        return None
-    v = [pd.to_numeric(rows[m], errors="coerce") for m in names]
-    return v[0] - v[1] if len(v) == 2 else v[0]
-
-
 def _stat(rows: pd.DataFrame, metric: str) -> tuple[float, float, int]:
-    v = _column(rows, metric)
+    v = metric_values(rows, metric)
     if v is None or len(v) == 0:
         return math.nan, math.nan, 0
     return mean_se(v)
@@ -961,14 +951,19 @@ def check(ctx, name: str, args: dict) -> Verdict:
     return CHECKS[name](ctx, **args)
 
 
+def _sides(args: dict) -> tuple:
+    """A check's `a` and each of its `b` (one or a list): rows or columns of a table, or {experiment, where}."""
+    b = args.get("b")
+    return (args.get("a"), *(b if isinstance(b, list) else [b]))
+
+
 def scope(ctx, claim) -> tuple[list[str], str | None]:
     """(the experiments a claim reads, the metric it compares): its args' `experiment(s)` or its artefact's
     experiments; its args' `metric` or its artefact's `ours.metric`."""
     args = claim.args
     named = args.get("experiments") or args.get("experiment") or []
     experiments = [named] if isinstance(named, str) else list(named)
-    sides = (args.get("a"), *(args.get("b") if isinstance(args.get("b"), list) else [args.get("b")]))
-    for side in (*sides, args.get("reference")):
+    for side in (*_sides(args), args.get("reference")):
         if isinstance(side, dict) and side.get("experiment") and side["experiment"] not in experiments:
             experiments.append(side["experiment"])  # compare's sides, vs_best_of's reference: their own experiment
     if not experiments:
@@ -997,12 +992,9 @@ def entry_metrics(ctx, claim) -> list[str]:
     """The metrics of the table rows a table-entry claim compares (its args' `rows`, or `a` / `b` with
     `axis: rows`), each row's `metric` in its artefact's spec (Table 8: a timing ratio per row)."""
     args = claim.args
-    rows = (ctx.arts.get(args.get("artefact", claim.artefact)) or {}).get("rows") or {}
-    named = list(args.get("rows") or [])
-    if args.get("axis") == "rows":
-        named += [args.get("a"), *(args.get("b") if isinstance(args.get("b"), list) else [args.get("b")])]
-    found = [rows[r]["metric"] for r in named if isinstance(rows.get(r), dict) and rows[r].get("metric")]
-    return list(dict.fromkeys(found))
+    named = list(args.get("rows") or []) + (list(_sides(args)) if args.get("axis") == "rows" else [])
+    found = [_row_metric(ctx, args.get("artefact", claim.artefact), r) for r in named if isinstance(r, str)]
+    return list(dict.fromkeys(m for m in found if m))
 
 
 def verdict(ctx, claim) -> Verdict:

@@ -20,7 +20,7 @@ from ...config import experiment as grid_of
 from ...config import load_pipeline_config, unavailable_cells
 from ...data.mirrors import is_available
 from .. import cells
-from ..cells import RAN_STATUSES, matches, norm, read_csv, unavailable_notes
+from ..cells import RAN_STATUSES, matches, metric_values, norm, read_csv, unavailable_notes
 from ..records import archive as cell_archive
 from ..stats import mean_se
 from . import noise, papers
@@ -410,22 +410,19 @@ def fill_numbers(ctx: Context, text: str) -> str:
             )
         if "seed" in rows:
             rows = rows.sort_values("seed", kind="stable")
-        names = metric.split("-")
-        if rows.empty or any(m not in rows for m in names):
-            return "n/a (no cell ran)"
-        parts = [pd.to_numeric(rows[m], errors="coerce") for m in names]
-        v = (parts[0] - parts[1] if len(parts) == 2 else parts[0]).dropna()
+        v = metric_values(rows, metric)
+        v = pd.Series(dtype=float) if v is None else v.dropna()
         if v.empty:
             return "n/a (no cell ran)"
-        cells = f"{len(v)} cell{'s' if len(v) > 1 else ''}"
+        n_cells = f"{len(v)} cell{'s' if len(v) > 1 else ''}"
         counts = bool((v == v.round()).all() and v.abs().max() > 1)  # counts (inputs kept): no decimals
-        one = (lambda x: f"{int(x)}") if counts else _fmt
+        show = (lambda x: f"{int(x)}") if counts else _fmt
         if reducer == "each":
-            return ", ".join(one(x) for x in v) + f" ({cells})"
+            return ", ".join(show(x) for x in v) + f" ({n_cells})"
         if reducer:
             word, pick = _REDUCERS[reducer]
-            return f"{one(float(pick(v)))} ({word} of {cells})"
+            return f"{show(float(pick(v)))} ({word} of {n_cells})"
         m, se, n = mean_se(v)
-        return (f"{_fmt(m)} ± {_fmt(se, like=m)}" if n > 1 else _fmt(m)) + f" ({cells})"
+        return (f"{_fmt(m)} ± {_fmt(se, like=m)}" if n > 1 else _fmt(m)) + f" ({n_cells})"
 
     return _NUMBER.sub(one, text)
