@@ -474,6 +474,19 @@ def test_convergence_below_the_curves_resolution_is_inconclusive(tmp_path):
     assert "below the curves' resolution" in line_of(report(tmp_path), "| bali_fig2_converges_faster |")
 
 
+def test_convergence_names_the_side_without_curves(tmp_path):
+    # FAKE NLL curves of BALI-W only: BALI-L (bali_fig7_local) has not run, and the line says so, not BALI-W
+    rows = [
+        {"dataset": "magic", "method": "bali", "seed": 0, "step": step, "test_nll": 0.1 + math.exp(-step / 500)}
+        for step in range(0, 2001, 100)
+    ]
+    _curve_csv(tmp_path, "bali_cls_uci", rows)
+    _cells("bali_cls_uci", [{"dataset": "magic", "method": "bali"}], tmp_path)
+    line = line_of(report(tmp_path), "| bali_fig7_local_faster |")
+    assert "**not run**" in line
+    assert "bali_fig7_local bali: no curves" in line and "bali_cls_uci bali: no curves" not in line
+
+
 @pytest.mark.parametrize("spread, verdict", [(0.01, "holds"), (0.05, "does not hold")])
 def test_sensitivity_spread_and_trend(tmp_path, spread, verdict):
     grid = [([8, 1], [8, 1]), ([8, 1], [1, 8]), ([1, 8], [8, 1]), ([1, 8], [1, 8])]

@@ -808,7 +808,10 @@ def converges_faster(
             keys = sorted(set(cf[by]) & set(cs[by])) if by in cf and by in cs else []
             if not keys:
                 results.append(None)
-                parts.append(f"{exp} {_words(w)}: no curves")
+                missing = [f"{e} {_words(c)}" for e, c, df in ((f_exp, fast, cf), (exp, w, cs)) if by not in df]
+                parts.append(
+                    f"{' and '.join(missing)}: no curves" if missing else f"{f_exp} and {exp}: no common {by} with curves"
+                )
                 continue
             for k in keys:
                 a, b = _mean_curve(cf[cf[by] == k], metric), _mean_curve(cs[cs[by] == k], metric)
