@@ -810,7 +810,9 @@ def converges_faster(
                 results.append(None)
                 missing = [f"{e} {_words(c)}" for e, c, df in ((f_exp, fast, cf), (exp, w, cs)) if by not in df]
                 parts.append(
-                    f"{' and '.join(missing)}: no curves" if missing else f"{f_exp} and {exp}: no common {by} with curves"
+                    f"{' and '.join(missing)}: no curves"
+                    if missing
+                    else f"{f_exp} and {exp}: no common {by} with curves"
                 )
                 continue
             for k in keys:
