@@ -32,7 +32,7 @@ class Spent:
     experiment: str
     device: str
     seconds: list[float] = field(default_factory=list)
-    untimed: int = 0  # cells whose line records no timing (e.g. sweeps written by a script, not a cell run)
+    untimed: int = 0  # cells whose line records no timing (e.g. the BALI UCI lines finished 2026-11-24)
 
     @property
     def hours(self) -> float:
