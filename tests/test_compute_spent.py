@@ -2,6 +2,7 @@
 lines are counted, not dropped."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -57,8 +58,6 @@ def test_seconds_this_run_when_no_pace():
 
 @pytest.mark.parametrize("scale", ["paper", "quick"])
 def test_committed_tables_match_the_archive(scale):
-    from pathlib import Path
-
     repo = Path(__file__).resolve().parents[1]
     committed = repo / "figures" / scale / "compute.md"
     assert committed.exists(), (

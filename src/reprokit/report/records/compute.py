@@ -49,7 +49,7 @@ def cell_seconds(line: dict) -> float | None:
 
 
 def device_of(line: dict) -> str:
-    """'cpu (AMD EPYC), 1 thread', 'cuda (NVIDIA H200)': where a cell ran, as its provenance names it."""
+    """'cpu (AMD EPYC), 1 thread', 'cuda:0 (NVIDIA H200)': where a cell ran, as its provenance names it."""
     prov = line.get("provenance") or {}
     kind_ = prov.get("device") or "unknown device"
     name = prov.get("device_name")
@@ -68,7 +68,8 @@ def spent(root: str | Path, scale: str) -> list[Spent]:
     for path in sorted(cells_dir.glob("*.jsonl")):
         for line in archive.load(path).values():
             seconds = cell_seconds(line)
-            row = out.setdefault((path.stem, device_of(line)), Spent(path.stem, device_of(line)))
+            key = (path.stem, device_of(line))
+            row = out.setdefault(key, Spent(*key))
             if seconds is None:
                 row.untimed += 1
             else:
