@@ -39,7 +39,7 @@ def test_resumed_cell_counts_every_step_and_devices_stay_apart(tmp_path):
         ],
     )
     _write(tmp_path, "exp_b", [_line("paper/exp_b/seed~0", "cpu", "x86_64")])
-    rows = {(r.experiment, r.device): r for r in compute.spent(tmp_path, "paper")}
+    rows = {(r.experiment, r.device): r for r in compute.spent(tmp_path / "figures" / "paper" / "cells")}
     cpu = rows[("exp_a", "cpu (AMD EPYC), 1 thread")]
     assert cpu.hours == pytest.approx((6000 + 3000) / 3600)
     assert rows[("exp_a", "cuda:0 (NVIDIA H200)")].hours == pytest.approx(120 / 3600)
@@ -63,6 +63,6 @@ def test_committed_tables_match_the_archive(scale):
     assert committed.exists(), (
         f"{committed} missing: python -m reprokit.report.records.compute --scale {scale} --out {committed}"
     )
-    assert committed.read_text() == compute.markdown(compute.spent(repo, scale), scale), (
-        f"{committed} is stale: python -m reprokit.report.records.compute --scale {scale} --out {committed}"
+    assert committed.read_text() == compute.markdown(compute.spent(repo / "figures" / scale / "cells"), scale), (
+        f"{committed} is stale: python -m reprokit.report.records.provenance --scale {scale} (or .compute --out)"
     )

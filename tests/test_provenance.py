@@ -111,6 +111,22 @@ def test_publish_copies_one_scales_artefacts_and_report(tmp_path):
     names = sorted(p.name for p in copied)
     assert names == ["fig2.pdf", "fig2.png", f"fig2{provenance.SUFFIX}", "reproduction.md"]  # not the test-scale fig9
     assert (tmp_path / "figures" / "quick" / "fig2.pdf").read_bytes() == b"%PDF FAKE fig2"
+    assert not (tmp_path / "figures" / "quick" / "compute.md").exists()  # no archive: no cost table
+
+
+def test_publish_rewrites_the_cost_table_from_the_archive(tmp_path):
+    _fake_build(tmp_path / "figures", "quick")
+    cells = tmp_path / "figures" / "quick" / "cells"
+    cells.mkdir(parents=True)
+    line = {"cell": "quick/exp_a/seed~0", "settings": {}, "status": "completed", "coords": {}, "metrics": {},
+            "provenance": {"device": "cpu", "device_name": "AMD EPYC", "threads": 1}, "seconds_per_step": 0.5,
+            "steps": 7200}
+    (cells / "exp_a.jsonl").write_text(json.dumps(line) + "\n")
+    (tmp_path / "figures" / "quick" / "compute.md").write_text("STALE\n")
+    copied = provenance.publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
+    table = (tmp_path / "figures" / "quick" / "compute.md").read_text()
+    assert tmp_path / "figures" / "quick" / "compute.md" in copied
+    assert "| exp_a | cpu (AMD EPYC), 1 thread | 1 | 1.00 | 60.0 |" in table and "STALE" not in table
 
 
 def test_publish_refuses_a_report_of_another_scale(tmp_path):

@@ -8,7 +8,6 @@ settings it ran with (its config.json), and its learning curve (curve.csv, colum
 figures need (`reprokit.report.records.build_partial` builds an artefact from these lines).
 
     python -m reprokit.report.records.archive --scale paper                    # results/paper/* -> figures/paper/cells/
-                                                                               #   and figures/paper/compute.md
     python -m reprokit.report.verdicts.reproduction --scale paper --out figures/paper/reproduction.md   # reads both
 
 Updating merges: a cell found under results/ replaces its archived line (a re-run wins), every other archived
@@ -214,11 +213,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{path_of(args.root, args.scale, name)}: {added} cells added, {replaced} replaced (re-run), "
             f"{total - added - replaced - kept} unchanged, {kept} kept (archived only); {total} cells in all"
         )
-    from . import compute  # the cost table reads the archive just written (compute imports this module)
-
-    table = Path(args.root) / "figures" / args.scale / "compute.md"
-    atomic_write_text(table, compute.markdown(compute.spent(args.root, args.scale), args.scale))
-    print(f"{table}: rewritten from the archive (cells and hours per experiment and device)")
     return 0
 
 

@@ -10,6 +10,8 @@ CPU cells on the same machine often shared its cores, so the sum is an upper bou
     python -m reprokit.report.records.compute --scale paper                  # prints the table
     python -m reprokit.report.records.compute --scale paper --out figures/paper/compute.md
 
+Publishing a scale's build (`python -m reprokit.report.records.provenance --scale paper`) rewrites that file too.
+
 Torch-free; reads only figures/<scale>/cells/*.jsonl.
 """
 
@@ -60,12 +62,11 @@ def device_of(line: dict) -> str:
     return label
 
 
-def spent(root: str | Path, scale: str) -> list[Spent]:
-    """One Spent per (experiment, device) over every archive file of `scale`, in name order; lines without
-    timing are counted as untimed, never dropped."""
-    cells_dir = Path(root) / "figures" / scale / "cells"
+def spent(cells_dir: str | Path) -> list[Spent]:
+    """One Spent per (experiment, device) over every archive file in `cells_dir` (figures/<scale>/cells), in
+    name order; lines without timing are counted as untimed, never dropped."""
     out: dict[tuple[str, str], Spent] = {}
-    for path in sorted(cells_dir.glob("*.jsonl")):
+    for path in sorted(Path(cells_dir).glob("*.jsonl")):
         for line in archive.load(path).values():
             seconds = cell_seconds(line)
             key = (path.stem, device_of(line))
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", default=".", help="repository root (holds figures/<scale>/cells/)")
     p.add_argument("--out", help="write the table here (atomically) instead of printing it")
     args = p.parse_args(argv)
-    text = markdown(spent(args.root, args.scale), args.scale)
+    text = markdown(spent(Path(args.root) / "figures" / args.scale / "cells"), args.scale)
     if args.out:
         atomic_write_text(args.out, text)
     else:

@@ -19,8 +19,9 @@ import pandas as pd
 
 from ...config import experiment as grid_of
 from ...data.mirrors import is_available
-from ...io import atomic_write_json
+from ...io import atomic_write_json, atomic_write_text
 from ...plan import kind
+from . import compute
 
 SUFFIX = ".provenance.json"
 
@@ -136,7 +137,7 @@ def mismatch(rec: dict, config_at_head: dict) -> str | None:
 def publish(src: str | Path, dst: str | Path, scale: str) -> list[Path]:
     """Copy the artefacts built at `scale` (those whose record in `src` names that scale: the record and every
     `<artefact>.*` beside it) and the reproduction report (with its z-score figure) into `dst` (`figures/<scale>/`), the folder that is
-    committed. The pipeline never writes there, so a committed build does not make Snakemake skip a fresh
+    committed, and rewrite `dst/compute.md` from the archive in `dst/cells` (what the archived cells cost). The pipeline never writes there, so a committed build does not make Snakemake skip a fresh
     clone's build (an existing output with missing inputs counts as up to date). Returns the copied paths."""
     src, dst = Path(src), Path(dst)
     records = sorted(src.glob(f"*{SUFFIX}"))
@@ -163,6 +164,10 @@ def publish(src: str | Path, dst: str | Path, scale: str) -> list[Path]:
     if z.exists():
         (dst / z.name).write_bytes(z.read_bytes())
         copied.append(dst / z.name)
+    if any((dst / "cells").glob("*.jsonl")):  # the archive's cost table, kept in step with the report it feeds
+        table = dst / "compute.md"
+        atomic_write_text(table, compute.markdown(compute.spent(dst / "cells"), scale))
+        copied.append(table)
     return copied
 
 
