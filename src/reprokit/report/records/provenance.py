@@ -136,9 +136,11 @@ def mismatch(rec: dict, config_at_head: dict) -> str | None:
 
 def publish(src: str | Path, dst: str | Path, scale: str) -> list[Path]:
     """Copy the artefacts built at `scale` (those whose record in `src` names that scale: the record and every
-    `<artefact>.*` beside it) and the reproduction report (with its z-score figure) into `dst` (`figures/<scale>/`), the folder that is
-    committed, and rewrite `dst/compute.md` from the archive in `dst/cells` (what the archived cells cost). The pipeline never writes there, so a committed build does not make Snakemake skip a fresh
-    clone's build (an existing output with missing inputs counts as up to date). Returns the copied paths."""
+    `<artefact>.*` beside it) and the reproduction report (with its z-score figure) into `dst`
+    (`figures/<scale>/`), the folder that is committed, and rewrite `dst/compute.md` from the archive in
+    `dst/cells` (what the archived cells cost). The pipeline never writes there, so a committed build does not
+    make Snakemake skip a fresh clone's build (an existing output with missing inputs counts as up to date).
+    Returns the written paths."""
     src, dst = Path(src), Path(dst)
     records = sorted(src.glob(f"*{SUFFIX}"))
     if not records:
