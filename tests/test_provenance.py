@@ -118,9 +118,16 @@ def test_publish_rewrites_the_cost_table_from_the_archive(tmp_path):
     _fake_build(tmp_path / "figures", "quick")
     cells = tmp_path / "figures" / "quick" / "cells"
     cells.mkdir(parents=True)
-    line = {"cell": "quick/exp_a/seed~0", "settings": {}, "status": "completed", "coords": {}, "metrics": {},
-            "provenance": {"device": "cpu", "device_name": "AMD EPYC", "threads": 1}, "seconds_per_step": 0.5,
-            "steps": 7200}
+    line = {
+        "cell": "quick/exp_a/seed~0",
+        "settings": {},
+        "status": "completed",
+        "coords": {},
+        "metrics": {},
+        "provenance": {"device": "cpu", "device_name": "AMD EPYC", "threads": 1},
+        "seconds_per_step": 0.5,
+        "steps": 7200,
+    }
     (cells / "exp_a.jsonl").write_text(json.dumps(line) + "\n")
     (tmp_path / "figures" / "quick" / "compute.md").write_text("STALE\n")
     copied = provenance.publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
