@@ -42,6 +42,7 @@ STREAMS: dict[str, str] = {
     "val_subset": "a validation subset drawn inside a kind",
     "test_subset": "a test subset drawn inside a kind",
     "ood_subset": "the subset of the OOD dataset's test images (BALI Fig. 3)",
+    "chunk_ids": "partitioned networks' front end: the data chunk of each example when the caller gives none",
     "marglik_batches": "the minibatches of Diff. Laplace's marginal-likelihood (hyperparameter) steps",
     "marglik_augment": "augmentation draws of Diff. Laplace's marginal-likelihood steps",
     "validation_split": "which training examples form the validation part (validation-set optimisation)",

@@ -392,19 +392,26 @@ class AugmentedModel(nn.Module):
     ``log_softmax(model(x))``. The S*N augmented images go through ``model`` in one batch.
     """
 
-    def __init__(self, model: nn.Module, augmentation: AffineAugmentation | None, n_samples: int = 20):
+    def __init__(
+        self,
+        model: nn.Module,
+        augmentation: AffineAugmentation | None,
+        n_samples: int = 20,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         if n_samples < 1:
             raise ValueError("n_samples must be >= 1")
         self.model = model
         self.augmentation = augmentation
         self.n_samples = int(n_samples)
+        self.generator = generator  # the augmentations' draws (None: torch's global generator)
 
     def forward(self, x: torch.Tensor, n_samples: int | None = None) -> torch.Tensor:
         if self.augmentation is None:
             return F.log_softmax(self.model(x), dim=-1)
         S = self.n_samples if n_samples is None else int(n_samples)
-        xa = self.augmentation(x, S)  # (S, N, C, H, W)
+        xa = self.augmentation(x, S, generator=self.generator)  # (S, N, C, H, W)
         logits = self.model(xa.reshape(S * x.shape[0], *x.shape[1:]))
         logp = F.log_softmax(logits, dim=-1).reshape(S, x.shape[0], -1)
         return torch.logsumexp(logp, dim=0) - math.log(S)

@@ -41,9 +41,18 @@ class ConcreteDropout(nn.Module):
         temperature: relaxation temperature (0.1 as in Gal et al. 2017's concrete dropout).
         learnable: if False the logit is kept as a buffer (fixed rate, same relaxed noise).
         eps: the drop probability is clamped to [eps, 1 - eps] so the 1/(1-p) rescaling stays finite.
+        generator: the torch.Generator the training noise is drawn from (on the inputs' device); None draws
+            from torch's global generator.
     """
 
-    def __init__(self, p: float = 0.1, temperature: float = 0.1, learnable: bool = True, eps: float = 1e-6):
+    def __init__(
+        self,
+        p: float = 0.1,
+        temperature: float = 0.1,
+        learnable: bool = True,
+        eps: float = 1e-6,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         if not 0.0 < p < 1.0:
             raise ValueError(f"ConcreteDropout needs 0 < p < 1, got {p}")
@@ -58,6 +67,7 @@ class ConcreteDropout(nn.Module):
         # Uniforms in [0, 1) of x's shape that replace the draw of the next forward passes (the federated
         # clients draw theirs from their own generators, outside torch.func.vmap); None: draw.
         self.noise: torch.Tensor | None = None
+        self.generator = generator
 
     @property
     def p(self) -> torch.Tensor:
@@ -68,8 +78,11 @@ class ConcreteDropout(nn.Module):
         if not self.training:
             return x
         p = self.p.to(x.dtype)
-        if self.noise is not None:  # RelaxedBernoulli(temperature, probs=1 - p).rsample from given uniforms
-            u, q = clamp_probs(self.noise.to(x.dtype)), clamp_probs(1.0 - p)
+        noise = self.noise
+        if noise is None and self.generator is not None:
+            noise = torch.rand(x.shape, generator=self.generator, dtype=x.dtype, device=x.device)
+        if noise is not None:  # RelaxedBernoulli(temperature, probs=1 - p).rsample from given uniforms
+            u, q = clamp_probs(noise.to(x.dtype)), clamp_probs(1.0 - p)
             z = clamp_probs(torch.sigmoid((u.log() - (-u).log1p() + q.log() - (-q).log1p()) / self.temperature))
             return x * z / (1.0 - p)
         keep = RelaxedBernoulli(torch.tensor(self.temperature, dtype=x.dtype, device=x.device), probs=1.0 - p)

@@ -8,8 +8,12 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
+from ..typed import numbers_of
+
 REPARAMS = ("weight", "local", "mean")
 WISHART_N = ("n", "n_eff")  # the data count in the inverse-Wishart degrees of freedom u = u_0 + N (Eq. 16d)
+_FLOATS = ("alpha", "beta", "beta_decay", "n_eff", "sigma_init", "sigma_r", "sigma_r2", "sigma_u2", "sigma_u2_factor")
+_FLOATS += ("sigma_u2_factor_hidden", "u0", "n_data")
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -41,8 +45,8 @@ class BaliConfig:
                       "n" (the text as written): u = u_0 + n_data, so U (an EMA scaled by N_eff / B)
                       is divided by ~N and Sigma is ~N_eff / N times the "n_eff" one. "n_eff": u = u_0 + n_eff,
                       the count the EMA statistics actually carry (Sigma is then a consistent residual
-                      variance). Required, with no default here: the pipeline's default is the one in
-                      reprokit.plan.bali_blocks.BaliPriors, and a caller of the library states its reading.
+                      variance). Required, with no default here: a caller states its reading; "n_eff" is the
+                      one recommended (docs/library.md, evidence in docs/choices.md) and the pipeline's default.
     batch_size:       informational (the N_eff/B scale uses the actual batch size of each step).
     reparam:          "weight" (BALI-W, Eq. 22), "local" (BALI-L, App. F Eq. 68) or "mean" (App. F Eq. 69).
     scale_input_layer: also divide the first layer's features (x, 1) by sqrt(D_0 + 1). Eq. 12 scales the
@@ -72,7 +76,7 @@ class BaliConfig:
     sigma_u2_factor_hidden: float | None = None
     u0: float | None = None
     n_data: float | None = None
-    wishart_n: str = field(kw_only=True)  # no default: a choice the caller makes (the pipeline: BaliPriors)
+    wishart_n: str = field(kw_only=True)  # no default: a choice the caller makes (recommended: "n_eff")
     batch_size: int | None = None
     reparam: str = "weight"
     scale_input_layer: bool = False
@@ -81,6 +85,13 @@ class BaliConfig:
     gram_dtype: str | None = None
 
     def __post_init__(self):
+        # a string from YAML (alpha="0.3") is converted, anything else that is not a number refused by name
+        numbers_of(
+            self,
+            floats=_FLOATS,
+            ints=("n_iterations", "batch_size"),
+            optional=("sigma_r", "sigma_r2", "sigma_u2", "sigma_u2_factor_hidden", "u0", "n_data", "batch_size"),
+        )
         if self.reparam not in REPARAMS:
             raise ValueError(f"reparam '{self.reparam}' unknown (valid: {', '.join(REPARAMS)})")
         if self.wishart_n not in WISHART_N:

@@ -58,4 +58,35 @@ class BaliTrainer:
         return self.model.config
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> dict:
+        """One BALI iteration on the minibatch ``x`` [B, in_features] (floats), ``y`` [B] integer classes
+        (classification) or [B, out_features] float targets (regression); returns {'loss', 'beta', 'b'}."""
+        _check_batch(self.model, x, y)
         return bali_step(self.model, x, y, generator=self.generator)
+
+    def fit(self, x: torch.Tensor, y: torch.Tensor, steps: int | None = None, batch_size: int = 256) -> list[dict]:
+        """``steps`` iterations (default ``config.n_iterations``, which the beta schedule is set for) on
+        minibatches of ``batch_size`` examples drawn with replacement from (x, y), from the trainer's
+        generator (on x's device; None: torch's global one). Returns each step's {'loss', 'beta', 'b'}."""
+        _check_batch(self.model, x, y)
+        steps = self.config.n_iterations if steps is None else int(steps)
+        out = []
+        for _ in range(steps):
+            idx = torch.randint(0, x.shape[0], (int(batch_size),), generator=self.generator, device=x.device)
+            out.append(bali_step(self.model, x[idx], y[idx], generator=self.generator))
+        return out
+
+
+def _check_batch(model: BaliMLP, x: torch.Tensor, y: torch.Tensor) -> None:
+    """Shapes and dtypes of one batch, each mistake named by its argument (shapes only: no device sync)."""
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x has {x.shape[0]} examples but y has {y.shape[0]}")
+    width = x[0].numel() if x.shape[0] else x.shape[1:].numel()
+    if width != model.in_features:
+        raise ValueError(f"x: each example has {width} features but the model's in_features is {model.in_features}")
+    if model.task == "classification":
+        if y.ndim != 1 or y.is_floating_point():
+            raise ValueError(
+                f"y: classification labels must be integer class ids of shape [B], got {list(y.shape)} {y.dtype}"
+            )
+    elif y.shape[0] and y[0].numel() != model.out_features:
+        raise ValueError(f"y: regression targets must have shape [B, {model.out_features}], got {list(y.shape)}")

@@ -65,12 +65,11 @@ from ..methods.augmented import SeededAugmentedModel, make_evaluator, predict_au
 from ..methods.common import log_likelihood
 from ..methods.diff_laplace import DiffLaplaceTraining
 from ..methods.feature_extractor import feature_extractor_split, partition_head
-from ..methods.partitioned import PartitionedConfig, PartitionedTraining
 from ..methods.partitioned_ensemble import PartitionedEnsembleTraining
 from ..methods.standard import OptimConfig, StandardTraining
 from ..methods.validation_opt import ValidationSetOptimisation
 from ..models.registry import build_model
-from ..partition import partition
+from ..partition import PartitionedHPO, partition
 from ..plan.affine_invariance import CHUNKED, PLAN, AffineSettings
 from . import CellContext, Evaluation, Run
 
@@ -325,10 +324,16 @@ def _partitioned(b: Shared) -> Run:
             return predict_augmented(net, x, b.S_eval, seeds.generator(b.eval_seed, "eval_lml", b.rt.device))
 
     lml = _lml_fn(predict_k, b.data, b.chunk_ids, c, int(b.st.lml_eval_n))
-    cfg = PartitionedConfig(
-        chunk_proportions=b.st.chunks, optim=b.optim, wd_scaling=b.st.wd_scaling, hyper_lr=_hyper_lr(b.st, b.cell)
-    )
-    m = PartitionedTraining(net, pmodel, psi, b.data, b.chunk_ids, cfg, b.n_steps, b.seed)
+    m = PartitionedHPO(
+        net,
+        b.st.chunks,
+        hyper_params=psi,
+        optim=b.optim,
+        wd_scaling=b.st.wd_scaling,
+        hyper_lr=_hyper_lr(b.st, b.cell),
+        pmodel=pmodel,
+        seed=b.seed,
+    ).setup(b.data, b.n_steps, b.chunk_ids)
     b.info.update(
         chunk_sizes=m.chunk_sizes,
         param_proportions=pprops,

@@ -15,10 +15,9 @@ from ..augment.concrete import ConcreteBernoulliMask, FixedInputMask
 from ..data import registry, variants
 from ..data.task import TaskData
 from ..methods.laplace_posthoc import PosthocDiagLaplace
-from ..methods.partitioned import PartitionedConfig, PartitionedTraining
 from ..methods.standard import OptimConfig
 from ..models.mlp import MLP
-from ..partition import partition
+from ..partition import PartitionedHPO, partition
 from ..plan.input_selection import PLAN, InputSelectionSettings
 from . import CellContext, Evaluation, Run
 
@@ -59,15 +58,17 @@ def build(cell, ctx: CellContext) -> Run:
             seed=seeds.stream_seed(seed, "partition_masks"),
         )
         net = rt.model(nn.Sequential(mask, pmodel))
-        hyper = list(mask.parameters()) if method == "partitioned_mask" else []
-        cfg = PartitionedConfig(
-            chunk_proportions=st.chunk_proportions,
+        m = PartitionedHPO(
+            net,
+            st.chunk_proportions,
+            hyper_modules=[mask] if method == "partitioned_mask" else [],
             optim=optim,
             wd_scaling=st.wd_scaling,
             hyper_lr=st.hyper_lr,
+            n_classes=data.n_classes,
+            seed=seed,
             early_stopping=st.early_stopping,
-        )
-        m = PartitionedTraining(net, pmodel, hyper, data, chunk_ids, cfg, n_steps, seed)
+        ).setup(data, n_steps, chunk_ids)
     info = {"n_train": data.n_train, "n_test": int(data.x_test.shape[0])}
     evaluation = (
         Evaluation.of(m, _keep_probabilities(mask), _kept_inputs(mask)) if method == "partitioned_mask" else None

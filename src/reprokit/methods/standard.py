@@ -16,6 +16,7 @@ from torch import nn
 
 from .. import seeds
 from ..data.task import TaskData
+from ..typed import numbers_of
 from .common import EpochSampler, classification_metrics, log_likelihood, predict_batched
 
 
@@ -29,6 +30,15 @@ class OptimConfig:
     lr_schedule: str = "constant"  # "constant" | "cosine"
     cosine_final_factor: float = 0.01  # cosine decays the lr by 100x (App. I.4)
     cosine_steps: int | None = None  # cosine over the first cosine_steps steps, then held (None: all steps)
+
+    def __post_init__(self):
+        # a string from YAML ("1e-3") is converted, anything else that is not a number refused, naming the field
+        numbers_of(
+            self,
+            floats=("lr", "momentum", "weight_decay", "cosine_final_factor"),
+            ints=("batch_size", "cosine_steps"),
+            optional=("cosine_steps",),
+        )
 
 
 def make_optimizer(params, cfg: OptimConfig) -> torch.optim.Optimizer:

@@ -267,6 +267,7 @@ def partition(
     shared: Iterable[str] = (),
     assignments: Mapping[str, torch.Tensor] | None = None,
     cache_masks: bool = True,
+    exclude: Iterable[nn.Parameter] = (),
 ) -> PartitionedModel:
     """Partition ``model`` in place into C = len(proportions) partitions and wrap it.
 
@@ -285,6 +286,8 @@ def partition(
             keyed by name in the unwrapped model; overrides the scheme for those tensors.
         cache_masks: cache one float 0/1 mask per k < C and tensor (C-1 floats per entry, fewer for
             node partitioning) instead of recomputing ``assign <= k`` on every forward.
+        exclude: parameters left out entirely (hyperparameters inside ``model``, such as an input mask's
+            logits): not partitioned and not updated by the partitioned optimisers.
 
     Parameters with ``requires_grad=False`` are constants and are left untouched.
     """
@@ -299,6 +302,7 @@ def partition(
     gen = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(int(seed))
     shared = list(shared)
     used_shared: set[str] = set()
+    excluded = {id(p) for p in exclude}
     assignments = dict(assignments or {})
     state = _SubnetState(c)
     pm = PartitionedModel(model, state, props, scheme, default)
@@ -316,6 +320,8 @@ def partition(
             raise ValueError(f"module {mname!r} already has parametrizations; partition() needs a plain model")
         for pname, p in module.named_parameters(recurse=False):
             full = f"{mname}.{pname}" if mname else pname
+            if id(p) in excluded:
+                continue
             if is_shared(full):
                 pm._shared.append((full, p))
                 continue
