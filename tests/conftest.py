@@ -11,15 +11,54 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.environ.get("REPROKIT_TEST_DATA") or os.path.abspath(os.path.join(REPO, "..", "shared", "data"))
 
 
+# A FAKE family seed spread for the tests' fake cells: one cell's relative sd 0.3 % at 30 degrees of freedom in every
+# experiment family, so a one-seed ordering has a band of about 0.9 % of the value (t 2.04 x sqrt 2 x 0.3 %).
+FAKE_FAMILY_SD = 0.003
+FAKE_SCORES = (
+    "test_acc",
+    "test_ll",
+    "test_nll",
+    "test_rmse",
+    "test_ece",
+    "test_auc",
+    "train_acc",
+    "train_ll",
+    "train_nll",
+    "lml",
+    "ood_auroc",
+    "val_acc",
+    "noise_sd",
+)
+
+
+def fake_families(rel_sd: float = FAKE_FAMILY_SD, df: float = 30.0) -> dict:
+    """A seed_spread.json record: `rel_sd` at `df` degrees of freedom for every score of every experiment kind."""
+    kinds = (
+        "input_selection",
+        "affine_invariance",
+        "federated",
+        "bali_classification",
+        "uci_regression",
+        "synthetic_predictive",
+        "update_timing",
+    )
+    rec = {"rel_sd": rel_sd, "df": df, "groups": 10, "cells": 40, "experiments": ["FAKE"], "date": "FAKE"}
+    return {"scale": "FAKE", "families": {k: {m: dict(rec) for m in FAKE_SCORES} for k in kinds}}
+
+
 @pytest.fixture(autouse=True)
 def no_committed_noise(tmp_path_factory, monkeypatch):
-    """Verdicts computed in a test are decided by the bands their (fake) cells carry, never by the spreads
-    committed in figures/<scale>/ (seed_spread.json, verdict_stability.json), which change whenever the archive
-    is re-measured. A test of those files points noise.pooled_path at its own."""
+    """Verdicts computed in a test are decided by the bands their (fake) cells carry and a FAKE family spread
+    (:func:`fake_families`), never by the spreads committed in figures/<scale>/ (seed_spread.json,
+    verdict_stability.json), which change whenever the archive is re-measured. A test of those files points
+    noise.pooled_path at its own."""
+    import json
+
     from reprokit.report.verdicts import noise
 
-    empty = tmp_path_factory.mktemp("no_noise")
-    monkeypatch.setattr(noise, "pooled_path", lambda scale: empty / "seed_spread.json")
+    folder = tmp_path_factory.mktemp("fake_noise")
+    (folder / "seed_spread.json").write_text(json.dumps(fake_families()))
+    monkeypatch.setattr(noise, "pooled_path", lambda scale: folder / "seed_spread.json")
 
 
 @pytest.fixture

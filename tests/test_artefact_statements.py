@@ -46,7 +46,7 @@ def test_every_committed_figure_and_table_states_its_source_and_verdicts(build):
                     f"{out.relative_to(REPO)} does not state the claim {claim.id}"
                 )
             assert not mine or re.search(
-                r"(HOLDS|DOES NOT HOLD|INCONCLUSIVE|NOT RUN|NOT TESTABLE|NOT COMPARABLE)", text
+                r"(HOLDS|DOES NOT HOLD|INCONCLUSIVE|NOT RUN|NOT TESTABLE|NOT COMPARABLE|BY CONSTRUCTION)", text
             ), f"{out.relative_to(REPO)} states no verdict"
 
 
@@ -83,26 +83,33 @@ def test_the_glance_block_counts_each_paper_at_each_scale(tmp_path):
     for scale in glance.SCALES:
         d = tmp_path / "figures" / scale
         d.mkdir(parents=True)
+        counts = dict.fromkeys(claims.STATUSES, 0)
         g = {
             "paper": "bali",
             "scale": scale,
+            "method": "BALI",
             "claims": 13,
             "compared": 28,
             "within": 6,
             "not_run": {"x": 2},
-            "counts": {
-                "holds": 3,
-                "inconclusive": 1,
-                "does not hold": 7,
-                "not comparable": 0,
-                "not run": 2,
-                "not testable": 0,
-            },
+            "counts": {**counts, "holds": 3, "inconclusive": 1, "does not hold": 6, "by construction": 1, "not run": 2},
+            "baseline_claims": 2,
+            "baseline_counts": {**counts, "does not hold": 1, "not testable": 1},
+            "baseline_within": 4,
+            "baseline_compared": 9,
         }
         (d / "reproduction.md").write_text(f"# r\n\n<!-- glance: {__import__('json').dumps(g)} -->\n")
     block = glance.block(tmp_path)
-    assert "| BALI | paper | 13 | 3 | 1 | 7 | 0 | 2 | 6 / 28 |" in block
-    assert "| BALI | quick | 13 | 3 | 1 | 7 | 0 | 2 | 6 / 28 |" in block
+    assert (
+        "| paper | scale | claims about | claims | hold | inconclusive | do not hold | not comparable | by construction |"
+        in block
+    )
+    for scale in ("paper", "quick"):
+        # one row for the paper's own method, one for its baselines, at each scale
+        assert f"| BALI | {scale} | BALI | 13 | 3 | 1 | 6 | 0 | 1 | 2 | 6 / 28 |" in block
+        assert f"| BALI | {scale} | its baselines | 2 | 0 | 0 | 1 | 0 | 0 | 1 | 4 / 9 |" in block
+        assert f"([{scale}-scale report](figures/{scale}/reproduction.md))" in block
+    assert "10 of its 13 claims about BALI were tested" in block  # by construction is shown, not tested
     (tmp_path / "figures" / "quick" / "reproduction.md").write_text("# an old report\n")
     with pytest.raises(ValueError, match="glance"):
         glance.block(tmp_path)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprokit.report.verdicts import claims, papers, reproduction
+from reprokit.report.verdicts import claims, noise, papers, reproduction
 
 REPO = Path(__file__).resolve().parents[1]
 PAPERS = sorted((REPO / "config" / "papers").glob("*.yaml"))
@@ -131,7 +131,10 @@ def test_report_shows_paper_ours_n_and_z(tmp_path):
     # an experiment with no results at all: its numbers and its claims are "not run"
     assert "`bali_uci` not run" in text
     assert "**not run**" in line_of(text, "bali_fig3_mnist_ood_almost_perfect")
-    assert "**holds**" in line_of(text, "table4_upload_reduced")
+    # the upload share is set by the chunk proportions: shown with what its check read, never counted as evidence
+    upload = line_of(text, "| table4_upload_reduced |")
+    assert "**by construction**" in upload and "(holds)" in upload
+    assert "Holds by construction, so it is no evidence: the upload share is fixed" in upload
 
 
 def test_z_scores_combined():
@@ -167,16 +170,17 @@ def test_lml_peak_claim_flips(tmp_path):
 
 
 def test_partial_experiment_shows_its_n(tmp_path):
-    # two of the grid's cells finished (metrics.json only, no aggregate CSV yet)
-    for seed, auroc in ((0, 0.995), (1, 0.999)):
+    # three of the grid's cells finished (metrics.json only, no aggregate CSV yet): 0.997 ± 0.00058, t(2) x s.e.
+    # = 0.0025 clear of the 0.99 bound
+    for seed, auroc in ((0, 0.996), (1, 0.997), (2, 0.998)):
         write_cell(
             tmp_path, "bali_cls_image", {"dataset": "mnist", "method": "bali", "seed": seed}, {"ood_auroc": auroc}
         )
     text = report(tmp_path, expected={"bali_cls_image": 18})
     claim = line_of(text, "bali_fig3_mnist_ood_almost_perfect")
-    assert "**holds**" in claim and "| 2 |" in claim
+    assert "**holds**" in claim and "| 3 |" in claim
     ctx = reproduction.Context(tmp_path, "quick", [papers.load(p) for p in PAPERS], {"bali_cls_image": 18})
-    assert ctx.state("bali_cls_image") == "partial: 2 of 18 cells ran"
+    assert ctx.state("bali_cls_image") == "partial: 3 of 18 cells ran"
     assert set(ctx.table("bali_cls_image")["device"]) == {"cuda (FAKE GPU)"}
 
 
@@ -270,13 +274,18 @@ def fig2a_rows(margin: float, spread: float) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    "margin, spread, verdict", [(0.5, 0.05, "holds"), (0.02, 0.2, "inconclusive"), (-0.5, 0.05, "does not hold")]
+    "margin, spread, verdict",
+    [
+        (0.5, 0.05, "holds"),  # paired differences 0.45-0.55: t(2) x s.e. = 0.12
+        (0.02, 0.2, "inconclusive (leans with the paper)"),  # 0.02 ± 0.12: t(2) x s.e. = 0.50
+        (-0.5, 0.05, "does not hold"),
+    ],
 )
 def test_a_peak_inside_the_noise_is_inconclusive(tmp_path, margin, spread, verdict):
     write_csv(tmp_path, "fig2a", fig2a_rows(margin, spread))
     line = line_of(report(tmp_path), "| partitioned | fig2a_lml_peak |")
     assert f"**{verdict}**" in line
-    assert "paired seed differences" in line
+    assert "t x s.e. of the 3 paired seed differences (2 df)" in line
 
 
 def uci_cells(root: Path, dataset: str, bali: list[float], do: list[float]) -> None:
@@ -331,9 +340,15 @@ def test_the_report_opens_with_a_summary_per_paper_and_a_z_figure(tmp_path):
     text = reproduction.write_report(out, tmp_path, "paper", PAPERS, generated="")
     head = text.split("## Missing datasets")[0].split("## BALI")[0]
     assert "### Summary: BALI" in head and "### Summary: Partitioned" in head
+    assert (
+        "| artefact | BALI: numbers within 2 paper s.e. / compared | baselines: numbers within / compared | "
+        "claims about BALI: holds |" in head
+    )
+    assert "| claims about baselines |" in line_of(head, "| artefact | BALI:")
     row = line_of(head, "| bali_table1 |")
-    # yacht BALI 0.64 (paper 0.642 +- 0.042) and DO 0.67 (0.666 +- 0.049): both within 2 paper s.e.
-    assert row.startswith("| bali_table1 | 2 / 2 |")
+    # yacht BALI 0.64 (paper 0.642 +- 0.042, the paper's method) and DO 0.67 (0.666 +- 0.049, a baseline): both
+    # within 2 paper s.e., counted apart
+    assert row.startswith("| bali_table1 | 1 / 1 | 1 / 1 |")
     assert "Verdict rule:" in head and (tmp_path / "figures" / "reproduction_z.png").stat().st_size > 0
     assert "](reproduction_z.png)" in head
     # nothing ran: the figure (a declared output of the report rule) still exists and says so
@@ -376,11 +391,26 @@ def test_a_failing_claim_says_why_below_paper_scale_and_is_flagged_otherwise(tmp
         assert "FAKE reason" not in text and "UNEXPLAINED" in row and "`at_paper_scale`" in row
     not_run = line_of(text, "| table8_less_overhead_than_laplace |")  # no Diff. Laplace rows: nothing to flag
     assert "**not run**" in not_run and not_run.rstrip(" |").endswith("—")
-    summary = line_of(text, f"Claims at {scale} scale:")
+    summary = line_of(text, f"Claims about the papers' own methods at {scale} scale:")
     n_fail = int(summary.split(" does not hold")[0].rsplit(", ", 1)[-1])
-    unexplained = sum("UNEXPLAINED" in ln for ln in text.splitlines() if ln.startswith("| partitioned |"))
+    counted = [  # the method's own claims; variants (another reading) are shown, not counted
+        ln
+        for ln in text.splitlines()
+        if ln.startswith("| partitioned |") and "| method |" in ln and "[variant, not counted" not in ln
+    ]
+    unexplained = sum("UNEXPLAINED" in ln for ln in counted)
     assert f"{unexplained} unexplained" in summary and f"({n_fail - unexplained} of those" in summary
     assert unexplained == n_fail - explained
+    # the claims about the paper's baselines are counted on a line of their own
+    baselines = line_of(text, f"Claims about their baselines at {scale} scale:")
+    n_base = sum(  # variants (another reading) are shown, not counted
+        ln.startswith("| partitioned |") and "| baseline |" in ln and "[variant, not counted" not in ln
+        for ln in text.splitlines()
+    )
+    assert (
+        n_base
+        and sum(int(part.split()[0]) for part in baselines.split(": ", 1)[1].split(" (")[0].split(", ")) == n_base
+    )
 
 
 def test_a_misspelt_claim_key_is_an_error_naming_it():
@@ -399,9 +429,14 @@ def _verdict(root, claim_id):
     return line_of(report(root), f"| {claim_id} |").split("**")[1]
 
 
-@pytest.mark.parametrize("do_acc, verdict", [(0.905, "holds"), (0.95, "does not hold")])
+@pytest.mark.parametrize(
+    "do_acc, verdict",
+    [(0.90, "holds"), (0.907, "inconclusive (leans with the paper)"), (0.95, "does not hold")],
+)
 def test_similar_flips(tmp_path, do_acc, verdict):
-    # "similar accuracy": within 1 point (bali_table2_similar_accuracy), on every dataset of both experiments
+    # "similar accuracy": within 1 point (bali_table2_similar_accuracy), on every dataset of both experiments; one
+    # seed a side, so the margin 0.01 - |difference| is ordered against the (conftest FAKE) family's n = 1 band
+    # t(30) x sqrt 2 x 0.3 % x 0.9 = 0.0078: 0.01 inside holds, 0.003 inside is inconclusive, 0.04 outside fails
     for exp, datasets in (("bali_cls_uci", ("spambase", "magic", "cdc_diabetes")), ("bali_cls_image", ("mnist",))):
         _cells(
             exp,
@@ -459,7 +494,7 @@ def test_convergence_from_curves_flips(tmp_path, bali_rate, verdict):
     assert _verdict(tmp_path, "bali_fig2_converges_faster") == verdict
 
 
-def test_convergence_below_the_curves_resolution_is_inconclusive(tmp_path):
+def test_convergence_below_the_curves_resolution_is_not_testable(tmp_path):
     # FAKE NLL curves: every method makes 90% of its improvement by the first evaluation after the start (the
     # paper-scale MNIST cells do, evaluated every 10 epochs); one step later DO would have lost
     for exp, dataset in (("bali_cls_uci", "spambase"), ("bali_cls_image", "mnist")):
@@ -470,8 +505,11 @@ def test_convergence_below_the_curves_resolution_is_inconclusive(tmp_path):
         ]
         _curve_csv(tmp_path, exp, rows)
         _cells(exp, [{"dataset": dataset, "method": m} for m in ("bali", "dropout", "map")], tmp_path)
-    assert _verdict(tmp_path, "bali_fig2_converges_faster") == "inconclusive"
-    assert "below the curves' resolution" in line_of(report(tmp_path), "| bali_fig2_converges_faster |")
+    # the evaluation grid is coarser than the effect: the cells cannot order the crossings, so the claim is not
+    # tested at this scale (not "inconclusive": no noise band was involved)
+    assert _verdict(tmp_path, "bali_fig2_converges_faster") == "not testable"
+    line = line_of(report(tmp_path), "| bali_fig2_converges_faster |")
+    assert "the cells cannot resolve it" in line and "below the curves' resolution" in line
 
 
 def test_convergence_names_the_side_without_curves(tmp_path):
@@ -530,7 +568,12 @@ def test_retrained_and_random_search_flip(tmp_path, retrain, verdict):
     cfg = {"param_proportions": "[8, 1]", "chunk_proportions": "[8, 1]"}
     _cells("sens_mnist_c2", [{"method": "partitioned", **cfg, "test_acc": 0.95}], tmp_path)
     _cells("retrain_mnist_c2", [{"method": "retrain", **cfg, "test_acc": retrain}], tmp_path)
-    assert _verdict(tmp_path, "fig7_mnist_retrained_good") == verdict
+    # one configuration, one seed: the n = 1 band of the affine_invariance family (conftest's FAKE spread). The
+    # report is built with the pipeline's artefacts, as the CLI builds it: paired_gap's experiments are found
+    # through its artefact (claims.scope does not read `pairs`)
+    _, artefacts = reproduction.pipeline_config(REPO, "quick")
+    text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
+    assert line_of(text, "| fig7_mnist_retrained_good |").split("**")[1] == verdict
     _cells(
         "fig9_random", [{"method": "random", "sample": i, "test_acc": a} for i, a in enumerate((0.8, 0.93))], tmp_path
     )
@@ -538,7 +581,9 @@ def test_retrained_and_random_search_flip(tmp_path, retrain, verdict):
     assert _verdict(tmp_path, "fig9_retrained_beat_random") == verdict
 
 
-@pytest.mark.parametrize("late, verdict", [(0.9, "holds"), (0.6, "does not hold"), (0.7, "inconclusive")])
+@pytest.mark.parametrize(
+    "late, verdict", [(0.9, "holds"), (0.6, "does not hold"), (0.7, "inconclusive (leans against the paper)")]
+)
 def test_still_improving_flips(tmp_path, late, verdict):
     rows = [
         {
@@ -606,7 +651,10 @@ def test_divergence_claim_flips(tmp_path, statuses, verdict):
             for s, st in enumerate(statuses)
         ],
     )
-    assert _verdict(tmp_path, "appE_large_lambda_diverges") == verdict
+    # lambda = 1 is our choice, made to diverge: the claim is shown "by construction" with what its check read
+    line = line_of(report(tmp_path), "| appE_large_lambda_diverges |")
+    assert "**by construction**" in line and f"({verdict})" in line and "| baseline |" in line
+    assert "Holds by construction, so it is no evidence" in line
     assert _verdict(tmp_path, "appE_augerino_plain_diverges") == "not run"
 
 
@@ -806,9 +854,9 @@ def test_a_target_relative_to_paper_scale_computes_its_bound_from_the_paper_cell
     [
         ((1, 2), (4, 8), 0.5, True),  # at most 2 against more than 4: below 0.5x whatever lies between rows
         ((16, 32), (16, 32), 0.5, False),  # same row after doubling rows: the ratio is above 0.5 for sure
-        ((16, 32), (16, 32), 1.0, "inconclusive"),  # ... but may be on either side of 1
-        ((0, 100), (0, 100), 0.5, "inconclusive"),  # both at the first evaluation
-        ((30, 60), (60, 120), 0.5, "inconclusive"),  # 60 against 60-120: could be 0.5-1, could be 0.25
+        ((16, 32), (16, 32), 1.0, claims.UNRESOLVED),  # ... but may be on either side of 1
+        ((0, 100), (0, 100), 0.5, claims.UNRESOLVED),  # both at the first evaluation
+        ((30, 60), (60, 120), 0.5, claims.UNRESOLVED),  # 60 against 60-120: could be 0.5-1, could be 0.25
         ((400, 500), (100, 200), 1.0, False),
     ],
 )
@@ -847,6 +895,13 @@ class FakeCtx:
 
     def paired(self, *_):
         return []
+
+
+def measured_check(ctx, name: str, args: dict, rel_sd: float = 0.005, df: float = 30.0):
+    """claims.check with a FAKE family seed spread: one cell's relative sd `rel_sd` at `df` degrees of freedom (the
+    n = 1 band of a single value: t(df) x rel_sd, x sqrt 2 for two single values; t(30) = 2.04)."""
+    with noise.measured(noise.Spread(rel_sd, 10, "FAKE", df, 40)):
+        return claims.check(ctx, name, args)
 
 
 SENS_GRID = [
@@ -948,12 +1003,13 @@ def test_a_rank_correlation_straddling_its_bound_is_inconclusive(noise, verdict)
             -0.005,
             "inconclusive",
         ),  # 992ed3b on another CPU: 0.906 against the best draw's 0.905, one cell a side (was "holds")
-        (0.894, -0.005, "inconclusive"),  # 1.1 points below: within the n = 1 band (1 %) of the -0.5-point reading
+        (0.894, -0.005, "inconclusive"),  # 1.1 points below: within the n = 1 band (0.9 %) of the -0.5-point reading
         (0.880, -0.005, "does not hold"),
         (0.920, 0.0, "holds"),
     ],
 )
 def test_best_of_k_needs_the_noise_band(ours, min_gap, verdict):
+    # FAKE family spread 0.35 %, 30 df: two single values, band t(30) x sqrt 2 x 0.35 % = 1.01 % of the larger
     ctx = FakeCtx(
         {
             "fig3a": [{"method": "partitioned", "rotated": True, "n_train": 10000, "seed": 0, "test_acc": ours}],
@@ -962,7 +1018,7 @@ def test_best_of_k_needs_the_noise_band(ours, min_gap, verdict):
             ],
         }
     )
-    v = claims.check(
+    v = measured_check(
         ctx,
         "vs_best_of",
         {
@@ -974,19 +1030,28 @@ def test_best_of_k_needs_the_noise_band(ours, min_gap, verdict):
             "min_gap": min_gap,
             "reference": {"experiment": "fig9_random", "where": {"method": "random"}},
         },
+        rel_sd=0.0035,
     )
     assert v.status == verdict, v.measured
     assert "noise band 0.009" in v.measured
+    # no seed spread in the family: the band is infinite, nothing is ordered (verdict() calls it not testable)
+    v = claims.check(
+        ctx,
+        "vs_best_of",
+        {"experiment": "fig3a", "metric": "test_acc", "min_gap": min_gap, "reference": {"experiment": "fig9_random"}},
+    )
+    assert v.status == "inconclusive" and "noise band inf" in v.measured
 
 
 @pytest.mark.parametrize(
     "check, args, values, verdict",
     [
-        # at least: one cell 0.5 points under 0.99 (band 1 %): was "does not hold"
+        # at least: one cell 0.5 points under 0.99 (band t(30) x 0.5 % = 1 %): was "does not hold"
         ("threshold", {"at_least": 0.99}, [0.985], "inconclusive"),
-        ("threshold", {"at_least": 0.99}, [0.994, 0.996], "holds"),  # 0.995 ± 0.001: 2 s.e. = 0.002 < 0.005
+        ("threshold", {"at_least": 0.99}, [0.994, 0.995, 0.996], "holds"),  # 0.995 ± 0.00058: t(2) s.e. = 0.0025
+        ("threshold", {"at_least": 0.99}, [0.994, 0.996], "inconclusive"),  # 0.995 ± 0.001: t(1) s.e. = 0.0127
         ("threshold", {"at_least": 0.99}, [0.90], "does not hold"),
-        # near: pi ± 10 % (2.83-3.46); 2.85 lies 0.02 inside the edge, within the n = 1 band 0.031: was "holds"
+        # near: pi ± 10 % (2.83-3.46); 2.85 lies 0.02 inside the edge, within the n = 1 band 0.029: was "holds"
         ("threshold", {"near": 3.14159265, "rel_tol": 0.1}, [2.85], "inconclusive"),
         ("threshold", {"near": 3.14159265, "rel_tol": 0.1}, [3.1], "holds"),
         ("threshold", {"near": 3.14159265, "rel_tol": 0.1}, [2.2], "does not hold"),
@@ -994,7 +1059,7 @@ def test_best_of_k_needs_the_noise_band(ours, min_gap, verdict):
 )
 def test_a_threshold_within_the_noise_of_its_bound_is_inconclusive(check, args, values, verdict):
     rows = [{"method": "bali", "dataset": "mnist", "seed": s, "m": v} for s, v in enumerate(values)]
-    v = claims.check(FakeCtx({"e": rows}), check, {"experiment": "e", "metric": "m", **args})
+    v = measured_check(FakeCtx({"e": rows}), check, {"experiment": "e", "metric": "m", **args})
     assert v.status == verdict, v.measured
 
 
@@ -1004,7 +1069,7 @@ def test_a_threshold_within_the_noise_of_its_bound_is_inconclusive(check, args, 
 def test_a_threshold_names_its_bound_and_source_or_refuses(args):
     rows = [{"seed": 0, "m": 1.0}]
     with pytest.raises(ValueError, match="threshold: give"):
-        claims.check(FakeCtx({"e": rows}), "threshold", {"experiment": "e", "metric": "m", **args})
+        measured_check(FakeCtx({"e": rows}), "threshold", {"experiment": "e", "metric": "m", **args})
 
 
 def test_a_metric_difference_is_taken_per_cell():
@@ -1021,7 +1086,7 @@ def test_a_metric_difference_is_taken_per_cell():
     )
     assert v.status == "not run" and "0.2 vs" not in v.measured  # b's only cell has no train NLL: no gap
     rows[2]["train_nll"] = 0.45
-    v = claims.check(
+    v = measured_check(
         FakeCtx({"e": rows}),
         "compare",
         {"experiments": ["e"], "metric": "test_nll - train_nll", "a": {"method": "a"}, "b": {"method": "b"}},
@@ -1029,17 +1094,22 @@ def test_a_metric_difference_is_taken_per_cell():
     assert "0.2 vs 0.05" in v.measured and v.status == "holds", v.measured
 
 
-@pytest.mark.parametrize("augerino, verdict", [(44.0, "holds"), (46.0, "does not hold")])
+@pytest.mark.parametrize(
+    "augerino, verdict", [(44.0, "holds"), (45.4, "inconclusive"), (43.4, "inconclusive"), (46.0, "does not hold")]
+)
 def test_similar_table_entries_are_within_the_stated_tolerance(augerino, verdict):
     from reprokit.report.verdicts.results import Ours
 
-    # FAKE: table 1's RotTinyImagenet entries, one seed each (no s.e.): within 1 point, or not
+    # FAKE: table 1's RotTinyImagenet entries, one seed each (no s.e.): the margin 1 - |difference| against the
+    # n = 1 band t(30) x sqrt 2 x 0.2 % x 45 = 0.26: 0.5 inside holds, 0.1 inside or outside is inconclusive,
+    # 0.5 outside does not hold
     ctx = FakeCtx(ours={("rtin", "Partitioned"): Ours(44.5, 0.0, 1), ("rtin", "Augerino"): Ours(augerino, 0.0, 1)})
     args = {"artefact": "table1", "a": "Partitioned", "b": "Augerino", "over": ["rtin"], "tol": 1.0, "z": 1}
-    v = claims.check(ctx, "compare_entries", {**args, "relation": "similar"})
+    v = measured_check(ctx, "compare_entries", {**args, "relation": "similar"}, rel_sd=0.002)
     assert v.status == verdict, v.measured
+    assert f"(noise band {2.0423 * math.sqrt(2) * 0.002 * max(44.5, augerino):.2g})" in v.measured
     with pytest.raises(ValueError, match="relation 'near'"):
-        claims.check(ctx, "compare_entries", {**args, "relation": "near"})
+        measured_check(ctx, "compare_entries", {**args, "relation": "near"})
 
 
 @pytest.mark.parametrize("entry, verdict", [(1.215, "inconclusive"), (1.10, "holds"), (1.40, "does not hold")])
@@ -1047,7 +1117,7 @@ def test_an_entry_at_most_its_bound_has_a_noise_band(entry, verdict):
     from reprokit.report.verdicts.results import Ours
 
     ctx = FakeCtx(ours={("Partitioned Param.", "mnist_cnn"): Ours(entry, 0.0, 1)})
-    v = claims.check(
+    v = measured_check(  # one entry against a fixed bound: t(30) x 0.5 % x 1.215 = 0.012
         ctx,
         "threshold",
         {"artefact": "table8", "rows": ["Partitioned Param."], "columns": ["mnist_cnn"], "at_most": 1.21},
@@ -1057,11 +1127,13 @@ def test_an_entry_at_most_its_bound_has_a_noise_band(entry, verdict):
 
 @pytest.mark.parametrize("low, verdict", [(0.929, "inconclusive"), (0.94, "holds"), (0.90, "does not hold")])
 def test_a_spread_within_the_noise_of_its_bound_is_inconclusive(low, verdict):
-    # FAKE: the six configurations from 0.95 down to `low`: spread 0.021 against the 2-point bound, band 1 %
-    v = claims.check(
+    # FAKE: the six configurations from 0.95 down to `low`: spread 0.021 against the 2-point bound, one seed each,
+    # band t(30) x sqrt 2 x 0.3 % of 0.95 = 0.008
+    v = measured_check(
         _sens([0.95, low, 0.945, 0.94, 0.945, 0.94]),
         "spread_at_most",
         {"experiments": SENS_EXPS, "metric": "test_acc", "bound": 0.02},
+        rel_sd=0.003,
     )
     assert v.status == verdict, v.measured
 
@@ -1074,7 +1146,7 @@ def test_a_larger_gap_inside_the_noise_is_inconclusive(local_gap, verdict):
             "bali_fig7_local": [{"dataset": "magic", "method": "bali", "test_nll": 0.3 + local_gap, "train_nll": 0.3}],
         }
     )
-    v = claims.check(
+    v = measured_check(  # one cell a side: t(30) x sqrt 2 x 0.5 % of 0.2 = 0.003
         ctx,
         "compare",
         {
@@ -1088,8 +1160,22 @@ def test_a_larger_gap_inside_the_noise_is_inconclusive(local_gap, verdict):
 
 
 def test_the_stated_rule_names_every_band():
-    for words in ("best of k", "threshold", "bootstrap interval", "straddles"):
+    for words in (
+        "Student-t",
+        "paired",
+        "Welch",
+        "best-of-k",
+        "thresholds",
+        "similarities",
+        "bootstrap interval",
+        "straddles",
+        "binomial",
+        "not testable",
+        "by construction",
+    ):
         assert words in claims.NOISE_RULE
+    for words in ("2 s.e.", "1%", "1 %", "never below 1"):
+        assert words not in claims.NOISE_RULE  # no fixed z, no fixed floor
     for name in (
         "vs_best_of",
         "threshold",

@@ -1,7 +1,8 @@
-"""Measure the seed spread of one cell per metric at a scale and commit it: figures/<scale>/seed_spread.json.
+"""Measure the seed spread of one cell per family and metric at a scale and commit it: figures/<scale>/seed_spread.json.
 
 The verdicts' single-value noise band (report.verdicts.noise) falls back on this file where a claim's own
-experiments ran one seed; a notebook reads the same file, so its figure's verdicts match the report's.
+experiments ran fewer than 3 seeds (its family's: the experiments of the same kind); a notebook reads the same
+file, so its figure's verdicts match the report's.
 
     python -m reprokit.report.records.seed_spread --scale quick
 """
@@ -29,11 +30,14 @@ def main(argv=None) -> int:
     config = load_pipeline_config(args.root)
     ctx = Context(args.results, args.scale, [], archive=(args.root, config))
     out = Path(args.root) / "figures" / args.scale / "seed_spread.json"
-    rec = noise.write_pooled(ctx, sorted(config["experiments"]), datetime.date.today().isoformat(), out)
-    for m, r in rec["metrics"].items():
-        print(
-            f"{m}: median relative sd {r['rel_sd']:.2%} over {r['groups']} groups ({len(r['experiments'])} experiments)"
-        )
+    kinds = {name: spec["kind"] for name, spec in config["experiments"].items()}
+    rec = noise.write_families(ctx, kinds, datetime.date.today().isoformat(), out)
+    for kind, metrics in rec["families"].items():
+        for m, r in metrics.items():
+            print(
+                f"{kind} {m}: relative sd {r['rel_sd']:.2%}, {r['df']:g} df, {r['groups']} groups of >= "
+                f"{noise.MIN_SEEDS} seeds ({', '.join(r['experiments'])})"
+            )
     print(f"wrote {out}")
     return 0
 

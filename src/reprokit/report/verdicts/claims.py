@@ -13,37 +13,41 @@ one of the paper's numbers (reprokit.report.verdicts.reproduction.Ours).
 Vague words get a numeric reading, stated in the yaml next to the claim (e.g. "similar": within `tol` in the
 metric's unit, or within `z` combined standard errors when that is wider).
 
-Every check that compares a measured number with another or with a bound has a noise band, and the result
-"inconclusive" inside it (:data:`NOISE_RULE`, printed in the report):
+Every check that compares a measured number with another or with a bound has a noise band, one rule for every
+kind (:data:`NOISE_RULE`, printed in the report): a two-sided Student-t interval at noise.LEVEL.
 
 - an ordering ("A beats B", "peaks at K", "the gap is larger", "still improving") holds only when its effect
-  exceeds the noise: more than :data:`Z_NOISE` combined standard errors over seeds / splits, or, with a single
-  seed / split on either side (no s.e.), more than the measured spread of a single cell (report.verdicts.noise:
-  2 sd of a difference, never below :data:`REL_TOL_N1` of the larger |value|; :func:`noise_band`).
-  An effect inside that band is "inconclusive"; one clearly reversed "does not hold";
-- a best-of-k comparison (:func:`vs_best_of`) is an ordering against the best reference cell, a single value:
-  the band is a single value's (the best of k has no s.e.);
-- a threshold (:func:`threshold`: at least, at most or near a bound; :func:`spread_at_most`) is an
-  ordering against a fixed bound: inconclusive when the value is within its noise band of the bound (Z_NOISE s.e.
-  of the mean, or a single value's band with one cell; a spread's band is that of the ordering between its
-  highest and lowest configuration); so are inputs_kept (each input's keep-probability against 0.5) and
-  :func:`peak` among the values above `at` (the best of them short of the one at `at` by less than their band);
-- a correlation (:func:`correlation`) holds when the whole :data:`CI_LEVEL`
-  percentile-bootstrap interval of the coefficient over the configurations (report.stats.correlation_ci) lies on
-  the claimed side of its bound, does not hold when the whole interval lies on the other side, and is
-  inconclusive when the interval straddles the bound.
+  exceeds t x its standard error: over the seeds / splits both sides ran, paired (t with k - 1 degrees of freedom)
+  where they share them, else Welch's (:func:`noise_band`); with a single seed / split on a side (no s.e.) the
+  measured seed spread of one cell of the claim's family (report.verdicts.noise, t with that spread's degrees of
+  freedom; no spread measured: the band is infinite and the claim not testable at the scale);
+- a best-of-k comparison (:func:`vs_best_of`) is an ordering against the best reference cell, a single value;
+- a threshold (:func:`threshold`, :func:`spread_at_most`, inputs_kept, :func:`peak` among the values above `at`)
+  is an ordering against a fixed bound with the same band;
+- a similarity ("similar", "within tol") is an ordering of the margin tol - |difference| against the same band:
+  it holds when the difference is inside the tolerance by more than the band, does not hold when it is outside
+  by more than the band, and is inconclusive in between;
+- a correlation (:func:`correlation`) holds when the whole :data:`CI_LEVEL` percentile-bootstrap interval of the
+  coefficient over the configurations (report.stats.correlation_ci) lies on the claimed side of its bound, does not
+  hold when the whole interval lies on the other side, and is inconclusive when it straddles the bound.
+
+An inconclusive outcome records which way its point estimate leans (with the paper or against it), so the
+verdict says it; a reversal is called one only outside the band. A curve-speed comparison whose evaluations
+cannot order the crossings (:func:`converges_faster`) is not testable at that scale (the evaluation grid is
+coarser than the effect), not inconclusive.
 
 A table comparison whose baseline entry is itself far from the paper's number for it (:func:`baseline_far`) is
-"not comparable" unless it clearly fails. These decide without a noise band: all_have_status (statuses),
-smooth_predictive (its shape reading) and the "similar" readings of compare_entries and compare (|difference|
-within the claim's own `tol` or `z` s.e.); converges_faster is inconclusive where the curves' evaluation
-spacing cannot order the crossings.
+"not comparable" unless it clearly fails. all_have_status (statuses) and smooth_predictive (its shape reading)
+decide without a band. :func:`verdict` then applies what the claim's cells must cover before it counts as tested
+(the whole grid of its experiments at the scale, or the subset its words allow; the settings its words need) and
+labels a check true by construction as such.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -53,39 +57,51 @@ from ...shape import shape_text
 from ..cells import metric_values, norm
 from ..stats import correlation_ci, mean_se
 from . import noise
-from .noise import REL_TOL_N1, Z_NOISE, n1_fraction
+from .noise import LEVEL, n1_fraction, t_quantile, welch_df
 
 HOLDS, FAILS, NOT_RUN = "holds", "does not hold", "not run"
 INCONCLUSIVE, NOT_COMPARABLE, NOT_TESTABLE = "inconclusive", "not comparable", "not testable"
-STATUSES = (HOLDS, INCONCLUSIVE, FAILS, NOT_COMPARABLE, NOT_TESTABLE, NOT_RUN)  # the report's order
+BY_CONSTRUCTION = "by construction"  # the check cannot fail whatever was trained: shown, never counted as evidence
+STATUSES = (HOLDS, INCONCLUSIVE, FAILS, NOT_COMPARABLE, BY_CONSTRUCTION, NOT_TESTABLE, NOT_RUN)  # the report's order
+TESTED = (HOLDS, INCONCLUSIVE, FAILS, NOT_COMPARABLE)  # the statuses of a claim its cells tested
+UNRESOLVED = "unresolved"  # one comparison's outcome: the cells cannot resolve it (evaluation grid too coarse)
+LEANS_WITH, LEANS_AGAINST = "leans with the paper", "leans against the paper"
 
-# an effect must exceed Z_NOISE combined standard errors, or with one seed / split on a side (no s.e.) the measured
-# seed spread of one cell (noise.n1_fraction; never below REL_TOL_N1 of the larger |value|)
 # A baseline entry is "far" from the paper's number for it when it is off by more than BASELINE_REL of the paper's
 # value AND by more than BASELINE_Z of the paper's s.e. (when printed): the comparison then is not comparable.
 BASELINE_REL, BASELINE_Z = 0.5, 5.0
-CI_LEVEL = 0.95  # a correlation's percentile-bootstrap interval over the configurations
+CI_LEVEL = LEVEL  # a correlation's percentile-bootstrap interval over the configurations
 NOISE_RULE = (
-    f"an ordering holds when its effect exceeds {Z_NOISE:g} combined s.e. over seeds / splits (when a side has "
-    f"n = 1: {Z_NOISE:g} sd of a difference of two single cells, from the seed spread of one cell measured on the "
-    f"claim's experiments or, where they ran one seed, on every experiment of the scale, and never below "
-    f"{REL_TOL_N1:.0%} of the larger |value|), is inconclusive inside that band and "
-    f"does not hold when clearly reversed; the same band applies to a comparison with the best of k "
-    f"reference cells (a single value) and to a threshold (a mean against a fixed bound: "
-    f"{Z_NOISE:g} s.e., or with one cell {Z_NOISE:g} measured sd, at least {REL_TOL_N1:.0%}; a spread: "
-    f"the band between its highest and lowest configuration), inconclusive within the band of the bound; a "
-    f"correlation holds when its {CI_LEVEL:.0%} bootstrap interval over the configurations lies beyond its "
-    f"bound, does not hold when it lies wholly on the other side, and is inconclusive when it straddles "
-    f"the bound; a table comparison whose baseline entry is off its paper number "
-    f"by more than {BASELINE_REL:.0%} and {BASELINE_Z:g} paper s.e. is not comparable unless it clearly fails"
+    f"one rule for every check: an effect counts only outside a two-sided {LEVEL:.0%} Student-t band, t x the "
+    "standard error of the difference (paired over the seeds / splits both sides ran, t with k - 1 degrees of "
+    "freedom; else Welch's), or, where a side has one seed (no s.e.), t x sqrt 2 x one cell's relative sd measured "
+    "on at least 3 seeds of cells of the claim's own family (its experiments, else every experiment of the same kind "
+    "at this scale; t with that spread's degrees of freedom; an accuracy's never below its test set's binomial "
+    "s.e.); with no such spread a single value orders nothing and the claim is not testable at this scale. "
+    "Orderings, thresholds (a mean against a fixed bound), best-of-k comparisons, spreads and similarities (the "
+    "margin tol - |difference|) hold outside the band on the paper's side, do not hold outside it on the other "
+    "side, and are inconclusive inside it, leaning one way or the other; a correlation holds when its "
+    f"{LEVEL:.0%} bootstrap interval over the configurations lies beyond its bound, does not hold when it lies "
+    "wholly on the other side, and is inconclusive when it straddles the bound; a table comparison whose baseline "
+    f"entry is off its paper number by more than {BASELINE_REL:.0%} and {BASELINE_Z:g} paper s.e. is not comparable "
+    "unless it clearly fails. A claim counts as tested only where its cells cover its words (every cell of its "
+    "experiments at this scale, or the subset its words allow, the settings its words need, curves fine enough to "
+    "order what it orders); a check true whatever was trained is labelled by construction and not counted"
 )
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # HOLDS, FAILS or NOT_RUN
+    status: str  # one of STATUSES
     measured: str  # what was measured, in words and numbers
     n: int = 0  # the fewest seeds / splits behind any compared number (0: nothing ran)
+    lean: str = ""  # an inconclusive verdict: LEANS_WITH, LEANS_AGAINST or "leans both ways" (its point estimates)
+    subset: str = ""  # the part of the paper's grid the verdict rests on, where the claim's words allow a subset
+
+    @property
+    def label(self) -> str:
+        """The status as a reader sees it: an inconclusive one with its direction."""
+        return f"{self.status} ({self.lean})" if self.status == INCONCLUSIVE and self.lean else self.status
 
 
 def _means(rows: pd.DataFrame, by: str, metric: str) -> pd.DataFrame:
@@ -107,19 +123,37 @@ def _stat(rows: pd.DataFrame, metric: str) -> tuple[float, float, int]:
 
 
 def noise_band(a: float, se_a: float, n_a: int, b: float, se_b: float, n_b: int) -> float:
-    """The size an effect between a (mean ± se_a over n_a) and b must exceed to count: Z_NOISE combined s.e.,
-    or REL_TOL_N1 of the larger |value| when a side has a single value (no s.e. to combine)."""
+    """The size an effect between a (mean ± se_a over n_a) and b must exceed to count: t (Welch's degrees of
+    freedom) x the combined s.e., or, where a side has a single value (no s.e.), the measured n = 1 band of the
+    claim's family (noise.n1_fraction: inf where none was measured) x the larger |value|."""
     if n_a > 1 and n_b > 1 and math.isfinite(se_a) and math.isfinite(se_b):
-        return Z_NOISE * math.hypot(se_a, se_b)
+        return t_quantile(welch_df(se_a, n_a, se_b, n_b)) * math.hypot(se_a, se_b)
     return n1_fraction(pair=True) * max(abs(a), abs(b))
 
 
 def bound_band(m: float, se: float, n: int, bound: float) -> float:
-    """The noise band of a mean m (± se over n) against a fixed `bound` (no noise of its own): Z_NOISE s.e. over
-    n > 1 values, else REL_TOL_N1 of the larger of |m| and |bound| (:func:`noise_band` with an exact bound)."""
+    """The noise band of a mean m (± se over n) against a fixed `bound` (no noise of its own): t (n - 1 degrees of
+    freedom) x se over n > 1 values, else the family's n = 1 band x the larger of |m| and |bound|."""
     if n > 1 and math.isfinite(se):
-        return Z_NOISE * se
+        return t_quantile(n - 1) * se
     return n1_fraction(pair=False) * max(abs(m), abs(bound))
+
+
+def paired_band(se: float, k: int) -> float:
+    """t (k - 1 degrees of freedom) x the s.e. of k paired differences."""
+    return t_quantile(k - 1) * se
+
+
+_LEANS: ContextVar[list | None] = ContextVar("leans", default=None)
+# set while a claim whose words allow a subset of its grid is checked: entries that have not run are left out
+_SUBSET_OK: ContextVar[bool] = ContextVar("subset_ok", default=False)
+
+
+def _lean(with_paper: bool) -> None:
+    """Record which way an inconclusive comparison's point estimate leans (for the claim being checked)."""
+    found = _LEANS.get()
+    if found is not None:
+        found.append(with_paper)
 
 
 def interval_side(lo: float, hi: float, bound: float, above: bool = True):
@@ -131,6 +165,7 @@ def interval_side(lo: float, hi: float, bound: float, above: bool = True):
         return True
     if (hi < bound) if above else (lo > bound):
         return False
+    _lean(((lo + hi) / 2 > bound) if above else ((lo + hi) / 2 < bound))
     return INCONCLUSIVE
 
 
@@ -141,6 +176,7 @@ def ordering(gap: float, band: float, min_gap: float = 0.0, max_gap: float | Non
         return False
     if gap > min_gap + band and (max_gap is None or gap <= max_gap):
         return True
+    _lean(gap > min_gap and (max_gap is None or gap <= max_gap))
     return INCONCLUSIVE
 
 
@@ -149,10 +185,14 @@ def _decide(results: list, measured: str, n: int) -> Verdict:
     NOT_COMPARABLE (its baseline is far from the paper's own number). One clear failure fails the claim."""
     if any(r is False for r in results):
         return Verdict(FAILS, measured, n)
+    if _SUBSET_OK.get() and any(r is not None for r in results):  # decided on the entries that ran
+        results = [r for r in results if r is not None]
     if results and all(r is True for r in results):
         return Verdict(HOLDS, measured, n)
     if not results or any(r is None for r in results):
         return Verdict(NOT_RUN, measured or "no cell ran", n)
+    if any(r == UNRESOLVED for r in results):
+        return Verdict(NOT_TESTABLE, f"the cells cannot resolve it: {measured}", n)
     if any(r == NOT_COMPARABLE for r in results):
         return Verdict(NOT_COMPARABLE, measured, n)
     return Verdict(INCONCLUSIVE, measured, n)
@@ -163,6 +203,7 @@ def _mark(outcome, reversed_: str = " (reversed)") -> str:
         True: "",
         False: reversed_,
         INCONCLUSIVE: " (inside the noise)",
+        UNRESOLVED: " (not resolved by the evaluations)",
         NOT_COMPARABLE: " (baseline far from the paper's)",
     }.get(outcome, "")
 
@@ -202,7 +243,7 @@ def peak(ctx, experiment: str, axis: str, metric: str, at, among: str = "all", w
             f"{rival[axis]:g}): {gap:.4g}, noise band {band:.3g} ({how}){_mark(outcome)}"
         )
     else:  # reached counts even inside the band; short of it by less than the band is inconclusive
-        outcome = True if gap <= 0 else (INCONCLUSIVE if gap <= band else False)
+        outcome = ordering(-gap, band) if gap > 0 else True
         measured = (
             f"{metric} at {axis} = {at:g}: {here['mean']:.4g}; best above ({axis} = {rival[axis]:g}): "
             f"{rival['mean']:.4g} (noise band {band:.2g}, {how}){_mark(outcome, '')}"
@@ -219,7 +260,7 @@ def _paired_gap(rows: pd.DataFrame, axis: str, metric: str, a, b, stat_a, stat_b
         d = (pd.to_numeric(va, errors="coerce") - pd.to_numeric(vb, errors="coerce")).dropna()
         if len(d) > 1:
             m, se, k = mean_se(d)
-            return m, Z_NOISE * se, f"{Z_NOISE:g} s.e. of the {k} paired seed differences"
+            return m, paired_band(se, k), f"t x s.e. of the {k} paired seed differences ({k - 1} df)"
     band = noise_band(stat_a["mean"], stat_a["se"], int(stat_a["n"]), stat_b["mean"], stat_b["se"], int(stat_b["n"]))
     return float(stat_a["mean"] - stat_b["mean"]), band, "unpaired"
 
@@ -239,12 +280,16 @@ def inputs_kept(
     kept, unsure, results = [], [], []
     for i, col in enumerate(cols, 1):
         m, se, n = mean_se(values[col].dropna())
-        side = ordering(m - threshold, bound_band(m, se, n, threshold)) if n else None
+        expected = i <= expected_first
+        side = None
+        if n:
+            band = bound_band(m, se, n, threshold)
+            side = ordering(m - threshold, band) if expected else ordering(threshold - m, band)
+            side = side if expected or side == INCONCLUSIVE else not side  # kept (True) / pruned (False)
         if side is True:
             kept.append(i)
         elif side == INCONCLUSIVE:
             unsure.append(i)
-        expected = i <= expected_first
         results.append(
             None if side is None else side if expected else (INCONCLUSIVE if side == INCONCLUSIVE else not side)
         )
@@ -372,10 +417,11 @@ def compare_entries(
                 continue
             ns.append(min(x.n, y.n))
             if relation == "similar":
-                results.append(
-                    _similar(x.mean - y.mean, x.se if x.n > 1 else math.nan, y.se if y.n > 1 else math.nan, tol, z)
+                outcome, band = _similar(x.mean, x.se, x.n, y.mean, y.se, y.n, tol, z)
+                results.append(outcome)
+                parts.append(
+                    f"{o}: {x.mean:.4g} vs {w} {y.mean:.4g} (noise band {band:.2g}){_mark(outcome, ' (not similar)')}"
                 )
-                parts.append(f"{o}: {x.mean:.4g} vs {w} {y.mean:.4g}")
                 continue
             gap = (y.mean - x.mean) if lower_is_better else (x.mean - y.mean)
             with noise.entry(
@@ -385,7 +431,7 @@ def compare_entries(
             d = ctx.paired(artefact, *(((o, a), (o, w)) if axis == "columns" else ((a, o), (w, o))))
             if len(d) > 1:  # the same seeds / splits on both sides: the paired difference's s.e.
                 m, se, k = mean_se(d)
-                gap, band, how = (-m if lower_is_better else m), Z_NOISE * se, f", paired over {k}"
+                gap, band, how = (-m if lower_is_better else m), paired_band(se, k), f", paired over {k}"
             outcome = ordering(gap, band, 0.0, max_gap)
             far = baseline_far(ctx, artefact, *((o, w) if axis == "columns" else (w, o)), y)
             if outcome is not False and far:
@@ -426,12 +472,15 @@ def baseline_far(ctx, artefact: str, row: str, column: str, ours) -> str:
 # -- table entries ------------------------------------------------------------------------------------------
 
 
-def _similar(diff: float, se_a: float, se_b: float, tol: float | None, z: float | None) -> bool:
-    """|diff| within `tol` (the metric's unit), or within `z` combined s.e. when that is wider."""
-    ses = [s for s in (se_a, se_b) if s is not None and math.isfinite(s)]
-    comb = math.sqrt(sum(s * s for s in ses)) if ses else math.nan
+def _similar(ma: float, sa: float, na: int, mb: float, sb: float, nb: int, tol, z) -> tuple:
+    """(outcome, band) of "a is similar to b": the margin tol - |a - b| (tol in the metric's unit, or `z` combined
+    s.e. when that is wider: the claim's reading of the word) ordered against the noise band of the difference
+    (:func:`noise_band`): inside the tolerance by more than the band holds, outside it by more than the band does
+    not hold, inconclusive in between."""
+    comb = math.hypot(sa, sb) if na > 1 and nb > 1 and math.isfinite(sa) and math.isfinite(sb) else math.nan
     bound = max(tol if tol is not None else 0.0, z * comb if z is not None and math.isfinite(comb) else 0.0)
-    return abs(diff) <= bound
+    band = noise_band(ma, sa, na, mb, sb, nb)
+    return ordering(bound - abs(ma - mb), band), band
 
 
 def gap_shrinks(ctx, artefact: str, a: str, b: str, at: str, than: str, axis: str = "rows") -> Verdict:
@@ -545,7 +594,7 @@ def compare(
                     parts.append(f"{where}: not run")
                     continue
                 if relation == "similar":
-                    ok = _similar(ma - mb, sa if na > 1 else math.nan, sb if nb > 1 else math.nan, tol, z)
+                    ok, _ = _similar(ma, sa, na, mb, sb, nb, tol, z)
                 else:
                     gap = (mb - ma) if lower_is_better else (ma - mb)
                     ok = ordering(gap, noise_band(ma, sa, na, mb, sb, nb), min_gap, max_gap)
@@ -705,7 +754,7 @@ def paired_gap(
     if not diffs:
         return Verdict(NOT_RUN, "no configuration ran in both experiments of a pair")
     d, se, k = mean_se(diffs)
-    band = Z_NOISE * se if k > 1 else n1_fraction(pair=True) * float(sizes[0])  # one configuration: n = 1 rule
+    band = t_quantile(k - 1) * se if k > 1 else n1_fraction(pair=True) * float(sizes[0])  # one configuration: n = 1
     outcome = ordering(d, band, min_gap)
     return _decide(
         [outcome],
@@ -727,7 +776,7 @@ def vs_best_of(
 ) -> Verdict:
     """Our cells reach the best of the `reference` cells ({experiment, where}): mean (or, with `every`, each
     cell) - best reference >= `min_gap`, an ordering with :func:`noise_band`'s n = 1 band (the best reference is
-    a single cell): inconclusive within REL_TOL_N1 of the larger value of `min_gap`."""
+    a single cell): inconclusive within the family's n = 1 band of `min_gap`."""
     rows = ctx.cells(experiment, where or {})
     if largest and len(rows) and largest in rows:
         rows = rows[rows[largest] == rows[largest].max()]
@@ -781,7 +830,7 @@ def _faster(a: tuple[float, float], b: tuple[float, float], ratio: float):
         return True
     if pa / tb >= ratio:
         return False
-    return INCONCLUSIVE
+    return UNRESOLVED
 
 
 def converges_faster(
@@ -840,7 +889,7 @@ def converges_faster(
                 )
                 parts.append(
                     f"{k}: {_words(fast)} {ta:g} vs {_words(w)} {tb:g} iterations"
-                    + (f" ({between})" if verdict == INCONCLUSIVE else "")
+                    + (f" ({between})" if verdict == UNRESOLVED else "")
                 )
     return _decide(
         results,
@@ -860,8 +909,8 @@ def still_improving(
     tail: float = 0.25,
 ) -> Verdict:
     """At the smallest (largest) value of `by`, the mean curve's last `window` evaluations average above the
-    `window` evaluations ending at (1 - tail) of training by more than the noise (Z_NOISE s.e. of the per-seed
-    differences, or REL_TOL_N1 of the larger with one seed): training has not converged yet."""
+    `window` evaluations ending at (1 - tail) of training by more than the noise (t x s.e. of the per-seed
+    differences, or the family's n = 1 band with one seed): training has not converged yet."""
     curves = ctx.curves(experiment, where or {})
     if curves.empty:
         return Verdict(NOT_RUN, "no curves")
@@ -888,7 +937,7 @@ def still_improving(
             if math.isfinite(a) and math.isfinite(b):
                 d.append(a - b)
         if len(d) > 1:
-            band, how = Z_NOISE * mean_se(d)[1], f", paired over {len(d)} seeds"
+            band, how = paired_band(mean_se(d)[1], len(d)), f", paired over {len(d)} seeds"
     outcome = ordering(last - before, band)
     return _decide(
         [outcome],
@@ -971,6 +1020,12 @@ def scope(ctx, claim) -> tuple[list[str], str | None]:
     for side in (*_sides(args), args.get("reference")):
         if isinstance(side, dict) and side.get("experiment") and side["experiment"] not in experiments:
             experiments.append(side["experiment"])  # compare's sides, vs_best_of's reference: their own experiment
+    for pair in args.get("pairs") or []:  # paired_gap's [a, b] experiments
+        experiments += [e for e in pair if e not in experiments]
+    table = (getattr(ctx, "arts", {}) or {}).get(args.get("artefact", "")) if args.get("artefact") else None
+    if table and not experiments:  # a table check: the experiments its entries read (ours, rows, columns)
+        specs = [table.get("ours") or {}, *(table.get("rows") or {}).values(), *(table.get("columns") or {}).values()]
+        experiments = list(dict.fromkeys(x["experiment"] for x in specs if isinstance(x, dict) and x.get("experiment")))
     if not experiments:
         experiments = list((getattr(ctx, "artefacts", {}).get(claim.artefact) or {}).get("experiments") or [])
     if not experiments:
@@ -1002,10 +1057,125 @@ def entry_metrics(ctx, claim) -> list[str]:
     return list(dict.fromkeys(m for m in found if m))
 
 
+def _grid(ctx, experiment: str) -> list[dict] | None:
+    """The coordinates of every cell of `experiment` in the scale's grid (the pipeline config at hand), None where
+    no config is at hand."""
+    grid = getattr(ctx, "grid", None)
+    return grid(experiment) if grid is not None else None
+
+
+def _fits(coords: dict, where: dict) -> bool:
+    """Whether cell coordinates meet a claim's selector (a value or a list of either), keys it lacks ignored."""
+    for key, value in where.items():
+        if key == "experiment" or key not in coords:
+            continue
+        options = value if isinstance(value, (list, tuple)) and not isinstance(coords[key], (list, tuple)) else [value]
+        if not any(norm(coords[key]) == norm(v) or str(norm(coords[key])) == str(norm(v)) for v in options):
+            return False
+    return True
+
+
+def selectors(ctx, claim, experiment: str) -> list[dict]:
+    """The coordinate selectors of the cells of `experiment` the claim reads: its `where` with each side (`a`, `b`,
+    `fast`, `slow`, `reference`) and group, or each table entry's where for a table check; [{}] for all."""
+    args = claim.args
+    base = dict(args.get("where") or {})
+    if args.get("artefact") and hasattr(ctx, "_entry"):
+        entries = []
+        rows, cols = list(args.get("rows") or []), list(args.get("columns") or [])
+        if args.get("over") is not None:
+            sides = [args.get("a"), *(args["b"] if isinstance(args.get("b"), list) else [args.get("b")])]
+            pairs = [(o, x) for o in args["over"] for x in sides if x is not None]
+            entries = pairs if args.get("axis", "columns") == "columns" else [(x, o) for o, x in pairs]
+        elif rows and cols:
+            entries = [(r, c) for r in rows for c in cols]
+        out = []
+        for row, col in entries:
+            found = ctx._entry(args.get("artefact", claim.artefact), row, col)
+            if isinstance(found, tuple) and found[0] == experiment:
+                out.append(found[3])
+        return out or [{}]
+    sides = []
+    for key in ("a", "fast", "reference"):
+        side = args.get(key)
+        if isinstance(side, dict):
+            sides.append(side.get("where", side) if key == "reference" else side)
+    for key in ("b", "slow"):
+        side = args.get(key)
+        sides += [x for x in ([side] if isinstance(side, dict) else side or []) if isinstance(x, dict)]
+    sides = [x for x in sides if x.get("experiment", experiment) == experiment] or [{}]
+    groups = args.get("groups") or [{}]
+    return [{**base, **g, **x} for x in sides for g in groups]
+
+
+def coverage(ctx, claim, experiments: list[str]) -> str:
+    """What the claim's cells miss of the grid its words need at this scale: "" when every cell it reads ran (or is
+    n/a for want of data), else how many of which experiment did not, with an example of what is missing."""
+    missing = []
+    for experiment in experiments:
+        grid = _grid(ctx, experiment)
+        if not grid:
+            continue
+        sel = selectors(ctx, claim, experiment)
+        needed = [c for c in grid if any(_fits(c, w) for w in sel)]
+        df = ctx.table(experiment) if hasattr(ctx, "table") else None
+        done = set()
+        if df is not None and len(df):
+            axes = list(grid[0])
+            ok = df[df["status"].isin(("completed", "diverged", "oom", "unavailable"))]
+            for _, r in ok.iterrows():
+                done.add(tuple(str(norm(r.get(a))) for a in axes))
+        # the seeds are the rule's business (its s.e. or its family's spread), not the words': a configuration
+        # counts as covered when any of its seeds ran
+        axes = [a for a in grid[0] if a not in noise.SEED_AXES]
+        done = {tuple(str(norm(dict(zip(list(grid[0]), k))[a])) for a in axes) for k in done}
+        lacking = [c for c in needed if tuple(str(norm(c[a])) for a in axes) not in done]
+        total = len({tuple(str(norm(c[a])) for a in axes) for c in needed})
+        lacking = list({tuple(str(norm(c[a])) for a in axes): c for c in lacking}.values())
+        if lacking:
+            example = ", ".join(f"{k}={v}" for k, v in lacking[0].items() if k not in noise.SEED_AXES)
+            missing.append(
+                f"{total - len(lacking)} of {total} configurations of {experiment} ran (missing e.g. {example or 'all'})"
+            )
+    return "; ".join(missing)
+
+
+def short_of(ctx, claim, experiments: list[str]) -> str:
+    """Where the claim's cells run with less than its words need (`requires`: {setting: minimum}): "" when every
+    cell it reads meets each minimum, else which setting falls short and by how much."""
+    if not claim.requires:
+        return ""
+    values = getattr(ctx, "cell_values", None)
+    out = []
+    for key, minimum in claim.requires.items():
+        found = []
+        for experiment in experiments:
+            for coords, settings in (values(experiment) if values else []) or []:
+                if any(_fits(coords, w) for w in selectors(ctx, claim, experiment)) and key in settings:
+                    found.append(settings[key])
+        numbers = [float(v) for v in found if isinstance(v, (int, float))]
+        if numbers and min(numbers) < minimum:
+            out.append(f"its cells run {key} = {min(numbers):g}, its words need at least {minimum:g}")
+    return "; ".join(out)
+
+
+def _leaning(leans: list) -> str:
+    if not leans:
+        return ""
+    if all(leans):
+        return LEANS_WITH
+    if not any(leans):
+        return LEANS_AGAINST
+    return "leans both ways"
+
+
 def verdict(ctx, claim) -> Verdict:
-    """The claim's verdict at ctx.scale: "not testable" where its `testable_at` scales exclude this one (what the
-    cells measured is still shown), else its check's. Where a single value a side decided it, its measured text
-    ends with the n = 1 band used and where it was measured (report.verdicts.noise)."""
+    """The claim's verdict at ctx.scale: its check's, then what its cells cover: "not testable" where its
+    `testable_at` scales exclude this one, where a single value decided it and its family has no seed spread,
+    where its cells miss part of the grid its words need (unless its `subset` allows deciding on what ran, which
+    the verdict then states), or where they run with less than its `requires`; "by construction" where its check
+    holds whatever was trained. What the cells measured is always shown. An inconclusive verdict states which way it
+    leans."""
     experiments, metric = scope(ctx, claim)
     names = [metric] if metric else entry_metrics(ctx, claim)
     measure = experiments and hasattr(ctx, "spread")
@@ -1013,21 +1183,53 @@ def verdict(ctx, claim) -> Verdict:
     # one metric: its Spread; several (table rows of their own metric): each entry reads its own (noise.entry)
     spread = spreads.get(metric) if metric else (spreads if any(spreads.values()) else None)
     metric = metric or ", ".join(names) or None
-    with noise.measured(spread) as used:
-        v = check(ctx, claim.check, claim.args)
+    leans: list = []
+    token, subset_token = _LEANS.set(leans), _SUBSET_OK.set(bool(claim.subset))
+    try:
+        with noise.measured(spread) as used:
+            v = check(ctx, claim.check, claim.args)
+    finally:
+        _LEANS.reset(token)
+        _SUBSET_OK.reset(subset_token)
+    if v.status == INCONCLUSIVE:
+        v = replace(v, lean=_leaning(leans))
     if used and v.status != NOT_RUN:
-        band = (
-            noise.text(spread, pair=any(used))
-            if spread
-            else f"n = 1 band {REL_TOL_N1:.0%} of the value (fixed: no seed spread of {metric or 'its metric'} "
-            "measured at this scale)"
+        if spread:
+            band = noise.text(spread, pair=any(used))
+            machine = ctx.machine(experiments, metric) if hasattr(ctx, "machine") and metric else None
+            if machine is not None:
+                band += (
+                    f"; beside it, not part of the band: machine spread {machine.rel_sd:.2%} over {machine.groups} "
+                    f"re-run pairs ({machine.source})"
+                )
+            v = replace(v, measured=f"{v.measured} [{band}]")
+        elif v.status in (INCONCLUSIVE, NOT_COMPARABLE):  # a single value, no spread: nothing was ordered
+            v = Verdict(
+                NOT_TESTABLE,
+                f"a single cell decides it and its family has no seed spread at this scale (a cell of it with "
+                f"{noise.MIN_SEEDS} seeds is needed); measured: {v.measured}",
+                v.n,
+            )
+    if claim.by_construction and v.status not in (NOT_RUN,):  # whatever the cells say, it is no evidence
+        v = Verdict(BY_CONSTRUCTION, f"{claim.by_construction}; measured: {v.measured} ({v.label})", v.n)
+    tested = v.status in TESTED
+    missing = coverage(ctx, claim, experiments) if tested else ""
+    if missing and claim.subset:
+        v = replace(v, subset=f"{claim.subset}: {missing}")
+    elif missing:
+        v = Verdict(
+            NOT_TESTABLE,
+            f"partial grid: {missing}; on the cells that ran: {v.measured} ({v.label} by the check's reading)",
+            v.n,
         )
-        v = Verdict(v.status, f"{v.measured} [{band}]", v.n)
+    short = short_of(ctx, claim, experiments) if v.status in TESTED else ""
+    if short:
+        v = Verdict(NOT_TESTABLE, f"{short}; measured: {v.measured} ({v.label} by the check's reading)", v.n)
     if claim.testable_at and ctx.scale not in claim.testable_at:
         return Verdict(
             NOT_TESTABLE,
             f"testable at {', '.join(claim.testable_at)} scale only; measured here: "
-            f"{v.measured} ({v.status} by the check's reading)",
+            f"{v.measured} ({v.label} by the check's reading)",
             v.n,
         )
     return v

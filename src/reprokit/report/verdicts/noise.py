@@ -1,27 +1,29 @@
-"""The noise band of a single value, measured: how far one cell's result moves between seeds.
+"""The noise band of a single value, measured from seeds of the claim's own experiment family.
 
-A claim decided on one seed (or split) a side has no standard error. Its band used to be a fixed fraction of the
-value (``REL_TOL_N1``), which the machine alone can exceed: the same cell on another CPU moved test accuracy by a
-median 0.55 % and test log-likelihood by 2.1 % (a quick build re-run on a second machine, figures/README.md). Seeds
-move a cell at least as much as the order of floating-point reductions does (both perturb training from the first
-step), so the band of a single value is measured from the seeds the archive already holds:
+A claim decided on one seed (or split) on a side has no standard error. Its band is the seed spread of one cell,
+measured, never assumed:
 
-* :func:`own_spread`: over the cells of the claim's experiments that ran at least two seeds (or splits) with all
-  other coordinates equal, the median relative standard deviation of the metric, sd / |mean|; where the claim's
-  own experiments ran one seed everywhere, :func:`pooled`, the median over every experiment of that scale that ran
-  more (the same metric), measured by ``python -m reprokit.report.records.seed_spread --scale <scale>`` into
-  figures/<scale>/seed_spread.json, or the machine spread benchmarks/verdict_stability.py measured (cells re-run
-  under another thread count), whichever is larger;
-* :func:`measured` sets it for one claim's check; :func:`n1_fraction` is what the checks' n = 1 rules read:
-  ``Z_NOISE`` standard deviations (of a difference of two single values: sqrt(2) of them), never below the fixed
-  ``REL_TOL_N1``;
-* the list :func:`measured` yields says whether the check needed it, so the report states the band and where it
-  came from only where a single value decided something.
+* a *family* is an experiment kind (`kind:` in config/experiments/*.yaml: input_selection, affine_invariance,
+  federated, bali_classification, ...): the same model, data pipeline and training loop, so one cell's seed
+  spread carries over between its experiments, and never from one family to another;
+* :func:`own_spread` measures it on groups of cells equal but for the seed that ran at least ``MIN_SEEDS`` (3)
+  seeds: the pooled relative variance sum((k - 1) (sd / |mean|)^2) / sum(k - 1) over those groups, with
+  sum(k - 1) degrees of freedom. The claim's own experiments come first; where they ran fewer seeds, the family's
+  (every experiment of its kind at this scale), measured by ``python -m reprokit.report.records.seed_spread`` into
+  figures/<scale>/seed_spread.json so a notebook finds the band the report finds (:func:`family`);
+* a band is a Student-t interval at ``LEVEL`` (two-sided) with the spread's degrees of freedom
+  (:func:`t_quantile`); an accuracy's spread is never below the binomial s.e. of its test set (the Context
+  applies :func:`binomial_floor`);
+* with no spread measured in the family the band is infinite: the check cannot order a single value, and the
+  verdict says "not testable at this scale" with the seeds it needs (claims.verdict);
+* the machine spread (cells re-run under another thread count or CPU, benchmarks/verdict_stability.py) is
+  reported beside the band as what it is (:func:`own_machine`), never used as a seed spread.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 from contextvars import ContextVar
@@ -33,12 +35,11 @@ import pandas as pd
 
 from ...io import atomic_write_text
 
-Z_NOISE = 2.0  # an effect must exceed this many combined standard errors ...
-REL_TOL_N1 = 0.01  # ... or, with one seed a side and no measured spread, this fraction of the larger |value|
+LEVEL = 0.95  # every band: a two-sided Student-t interval at this level
 SEED_AXES = ("seed",)
-MIN_GROUPS = 3  # groups (or re-run pairs) a measured spread needs
-# the metrics whose spread is pooled across experiments: a model's scores, not its learned hyperparameters,
-# settings, counts or timings
+MIN_SEEDS = 3  # seeds a group of cells needs before its spread counts
+# the metrics whose spread a family pools across its experiments: a model's scores, not its learned
+# hyperparameters, settings, counts or timings
 POOLED_PREFIXES = ("test_", "train_", "ood_", "val_")
 POOLED_METRICS = {"lml", "marglik", "noise_sd"}
 
@@ -47,16 +48,41 @@ def is_score(metric: str) -> bool:
     return metric.startswith(POOLED_PREFIXES) or metric in POOLED_METRICS
 
 
+@functools.lru_cache(maxsize=256)
+def t_quantile(df: float) -> float:
+    """The two-sided Student-t critical value at LEVEL with `df` degrees of freedom (inf: the normal's); inf where
+    there is no degree of freedom (nothing to estimate a spread from)."""
+    if df is None or not df > 0:
+        return math.inf
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + LEVEL / 2, df)) if math.isfinite(df) else float(t.ppf(0.5 + LEVEL / 2, 1e9))
+
+
+def welch_df(se_a: float, n_a: int, se_b: float, n_b: int) -> float:
+    """Welch-Satterthwaite degrees of freedom of a difference of two means (s.e. se_a over n_a, se_b over n_b)."""
+    va, vb = se_a**2, se_b**2
+    den = (va**2 / (n_a - 1) if n_a > 1 else 0.0) + (vb**2 / (n_b - 1) if n_b > 1 else 0.0)
+    if den <= 0:
+        return float(max(n_a + n_b - 2, 1))
+    return (va + vb) ** 2 / den
+
+
 @dataclass(frozen=True)
 class Spread:
-    rel_sd: float  # median sd / |mean| over the groups
-    groups: int  # groups of cells (all coordinates but the seed equal) with >= 2 seeds
+    rel_sd: float  # one cell's relative sd, pooled over the groups
+    groups: int  # groups of cells (all coordinates but the seed equal) with >= MIN_SEEDS seeds
     source: str  # where it was measured, in words
+    df: float = math.inf  # degrees of freedom: sum over the groups of (seeds - 1)
+    seeds: int = 0  # cells behind it
+    floor: str = ""  # a floor applied (the binomial s.e. of an accuracy), in words
 
     def text(self, pair: bool = True) -> str:
+        floor = f"; floored at {self.floor}" if self.floor else ""
         return (
-            f"n = 1 band {n1_fraction_of(self, pair):.1%} of the value (spread of one cell measured: median "
-            f"relative sd {self.rel_sd:.2%} over {self.groups} groups of {self.source})"
+            f"n = 1 band {n1_fraction_of(self, pair):.1%} of the value (t {t_quantile(self.df):.2f} at "
+            f"{self.df:g} df x one cell's relative sd {self.rel_sd:.2%}{' x sqrt 2' if pair else ''}, measured on "
+            f"{self.seeds} cells in {self.groups} groups of >= {MIN_SEEDS} seeds of {self.source}{floor})"
         )
 
 
@@ -68,15 +94,16 @@ _ENTRY: ContextVar[tuple] = ContextVar("n1_entry", default=())
 
 
 def n1_fraction_of(spread: Spread | None, pair: bool) -> float:
+    """t x one cell's relative sd (x sqrt 2 for a difference of two single values); inf without a spread."""
     if spread is None or not math.isfinite(spread.rel_sd):
-        return REL_TOL_N1
-    sd = spread.rel_sd * (math.sqrt(2.0) if pair else 1.0)
-    return max(REL_TOL_N1, Z_NOISE * sd)
+        return math.inf
+    return t_quantile(spread.df) * spread.rel_sd * (math.sqrt(2.0) if pair else 1.0)
 
 
 def n1_fraction(pair: bool = True) -> float:
     """The band of a single value as a fraction of it: measured for the claim being checked (:func:`measured`),
-    else REL_TOL_N1. `pair`: two single values compared (their difference has sqrt(2) of one's sd)."""
+    else inf (no seed spread: a single value orders nothing). `pair`: two single values compared (their
+    difference has sqrt(2) of one's sd)."""
     used = _USED.get()
     if used is not None:
         used.append(pair)
@@ -96,8 +123,7 @@ def text(spread: Spread | dict, pair: bool = True) -> str:
     if not isinstance(spread, dict):
         return spread.text(pair)
     return "; ".join(
-        f"{m}: " + (sp.text(pair) if sp else f"n = 1 band {REL_TOL_N1:.0%} of the value (fixed: none measured)")
-        for m, sp in spread.items()
+        f"{m}: " + (sp.text(pair) if sp else "no seed spread measured in its family") for m, sp in spread.items()
     )
 
 
@@ -126,8 +152,29 @@ def measured(spread: Spread | dict | None):
         _USED.reset(t2)
 
 
-def _groups(df: pd.DataFrame, axes: list[str], metric: str) -> list[float]:
-    """sd / |mean| of `metric` per group of cells equal on `axes` but the seed, over groups with >= 2 values."""
+def binomial_floor(spread: Spread | None, p: float, n_test: float) -> Spread | None:
+    """`spread` of an accuracy p measured on n_test examples, its relative sd never below the binomial s.e.'s,
+    sqrt(p (1 - p) / n_test) / p (the test set's own sampling noise, which the seeds of one test set cannot
+    show)."""
+    if spread is None or not (0 < p < 1) or not n_test or not math.isfinite(n_test):
+        return spread
+    rel = math.sqrt(p * (1 - p) / n_test) / p
+    if rel <= spread.rel_sd:
+        return spread
+    return Spread(
+        rel,
+        spread.groups,
+        spread.source,
+        spread.df,
+        spread.seeds,
+        f"the binomial s.e. of an accuracy {p:.3f} on {int(n_test)} test examples ({rel:.2%}; seeds gave "
+        f"{spread.rel_sd:.2%})",
+    )
+
+
+def _groups(df: pd.DataFrame, axes: list[str], metric: str) -> list[tuple[int, float]]:
+    """(seeds, sd / |mean|) of `metric` per group of cells equal on `axes` but the seed, over the groups with at
+    least MIN_SEEDS finite values."""
     if df is None or metric not in df or "seed" not in df:
         return []
     if not axes:  # the grid is unknown: cells of different settings must not be pooled as seeds
@@ -141,29 +188,36 @@ def _groups(df: pd.DataFrame, axes: list[str], metric: str) -> list[float]:
     df = df.assign(**{a: df[a].map(str) for a in by})  # list-valued coordinates ([8, 1]) group by their text
     out = []
     for _, g in df.groupby(by, dropna=False) if by else [(None, df)]:
-        if g["seed"].nunique() < 2:
+        k = int(g["seed"].nunique())
+        if k < MIN_SEEDS:
             continue
         m, sd = float(g["_v"].mean()), float(g["_v"].std(ddof=1))
         if abs(m) > 1e-12 and math.isfinite(sd):
-            out.append(sd / abs(m))
+            out.append((len(g), sd / abs(m)))
     return out
+
+
+def _pool(groups: list[tuple[int, float]]) -> tuple[float, float, int]:
+    """(pooled relative sd, degrees of freedom, cells) of (seeds, relative sd) groups."""
+    df = sum(k - 1 for k, _ in groups)
+    return math.sqrt(sum((k - 1) * r * r for k, r in groups) / df), float(df), sum(k for k, _ in groups)
 
 
 def own_spread(tables: dict[str, pd.DataFrame | None], axes: dict[str, list[str]], metric: str) -> Spread | None:
     """The :class:`Spread` of `metric` over the cells in `tables` ({experiment: its cells}; `axes`: {experiment: its
-    grid axes}) that ran >= 2 seeds with all else equal; None when fewer than MIN_GROUPS groups did (one pair of
-    seeds is too few to measure a spread by)."""
-    rel = [r for e, df in tables.items() for r in _groups(df, axes.get(e, []), metric)]
-    return Spread(float(np.median(rel)), len(rel), ", ".join(tables)) if len(rel) >= MIN_GROUPS else None
+    grid axes}) that ran >= MIN_SEEDS seeds with all else equal; None when no group did."""
+    groups = [g for e, df in tables.items() for g in _groups(df, axes.get(e, []), metric)]
+    if not groups:
+        return None
+    rel, df, cells = _pool(groups)
+    return Spread(rel, len(groups), ", ".join(tables), df, cells)
 
 
-def difference_spread(
-    tables: dict[str, pd.DataFrame | None], axes: dict[str, list[str]], metric: str, scale: str
-) -> Spread | None:
+def difference_spread(tables: dict, axes: dict, metric: str, scale: str, kinds: list[str]) -> Spread | None:
     """The :class:`Spread` of a per-cell difference of two metrics, `metric` = "high - low" (e.g. test - train NLL):
     measured on the difference itself where the claim's cells ran seeds (:func:`own_spread`), else from the two
-    metrics' own spreads (each :func:`own_spread` or :func:`pooled`) taken as independent errors, per cell
-    sqrt((r_high high)^2 + (r_low low)^2) / |high - low|, the median over the cells. A relative band of the
+    metrics' own spreads (each the claim's own or its family's, :func:`family`) taken as independent errors, per
+    cell sqrt((r_high high)^2 + (r_low low)^2) / |high - low|, the median over the cells. A relative band of the
     difference alone would vanish where the two are close; independence overstates the noise of two metrics that
     move together (a test and a train NLL), so this band errs wide. None where a part has no measured spread."""
     high, low = (m.strip() for m in metric.split(" - "))
@@ -175,8 +229,8 @@ def difference_spread(
     own = own_spread({e: parts[e].assign(**{metric: h - lo}) for e, (h, lo) in values.items()}, axes, metric)
     if own is not None:
         return own
-    s_high = own_spread(tables, axes, high) or pooled(scale, high)
-    s_low = own_spread(tables, axes, low) or pooled(scale, low)
+    s_high = own_spread(tables, axes, high) or family(scale, kinds, high)
+    s_low = own_spread(tables, axes, low) or family(scale, kinds, low)
     if s_high is None or s_low is None:
         return None
     rel = []
@@ -189,51 +243,60 @@ def difference_spread(
     sources = s_high.source if s_high.source == s_low.source else f"{s_high.source}; {s_low.source}"
     return Spread(
         float(np.median(rel)),
-        len(rel),
-        f"cells, from the spreads of {high} ({s_high.rel_sd:.2%}) and {low} ({s_low.rel_sd:.2%}) as independent "
-        f"errors, measured on {sources}",
+        min(s_high.groups, s_low.groups),
+        f"the spreads of {high} ({s_high.rel_sd:.2%}) and {low} ({s_low.rel_sd:.2%}) as independent errors, "
+        f"measured on {sources}",
+        min(s_high.df, s_low.df),
+        min(s_high.seeds, s_low.seeds),
     )
 
 
 def pooled_path(scale: str) -> Path:
-    """figures/<scale>/seed_spread.json: each metric's spread over every experiment of the scale (committed with
-    the figures, so a notebook that reads only its own experiments' cells finds the same band as the report)."""
+    """figures/<scale>/seed_spread.json: each family's spread per metric over its experiments at the scale
+    (committed with the figures, so a notebook that reads only its own experiments' cells finds the same band as
+    the report)."""
     return Path(__file__).resolve().parents[4] / "figures" / scale / "seed_spread.json"
 
 
-def _machine(scale: str, metric: str) -> Spread | None:
-    """The machine spread of `metric` that benchmarks/verdict_stability.py measured at `scale` (re-runs under
-    another thread count against the archive; figures/<scale>/verdict_stability.json): each experiment's median,
-    then their median."""
-    path = pooled_path(scale).with_name("verdict_stability.json")
+def family(scale: str, kinds: list[str], metric: str) -> Spread | None:
+    """The committed spread of `metric` (a model's score) in the family of the claim's experiments (their kinds;
+    the widest where they span several); None where no family measured it: a learned hyperparameter such as
+    aug_rotation is never pooled (it drifts freely where the data do not pin it), and no other family's spread
+    stands in."""
+    if not is_score(metric):
+        return None
+    path = pooled_path(scale)
     if not path.exists():
         return None
-    rec = json.loads(path.read_text())
-    parts = {e: m[metric] for e, m in (rec.get("machine_spread") or {}).items() if metric in m}
-    if sum(p["pairs"] for p in parts.values()) < MIN_GROUPS:
-        return None
-    return Spread(
-        float(np.median([p["rel_sd"] for p in parts.values()])),
-        sum(p["pairs"] for p in parts.values()),
-        f"cells re-run under another thread count, {len(parts)} experiments ({path.name}, {rec['date']}; the "
-        "claim's own ran one seed)",
-    )
+    fams = json.loads(path.read_text()).get("families") or {}
+    found = []
+    for kind in kinds:
+        rec = (fams.get(kind) or {}).get(metric)
+        if rec:
+            found.append(
+                Spread(
+                    rec["rel_sd"],
+                    rec["groups"],
+                    f"the {kind} family ({', '.join(rec['experiments'])}; {path.name}, {rec['date']})",
+                    rec["df"],
+                    rec["cells"],
+                )
+            )
+    return max(found, key=lambda sp: sp.rel_sd) if found else None
 
 
 def own_machine(scale: str, experiments: list[str], metric: str) -> Spread | None:
     """The machine spread of `metric` measured on the claim's own experiments (benchmarks/verdict_stability.py:
-    their cells re-run under another thread count), any metric, a learned hyperparameter too: it is these cells'
-    own noise, not another experiment's. None where fewer than MIN_GROUPS re-run pairs measured it."""
+    their cells re-run under another thread count or CPU): reported beside a band, never used as one (it is not
+    a seed spread). None where nothing was re-run."""
     path = pooled_path(scale).with_name("verdict_stability.json")
     if not path.exists():
         return None
     rec = json.loads(path.read_text())
     spread = rec.get("machine_spread") or {}
     parts = [spread[e][metric] for e in experiments if metric in spread.get(e, {})]
-    if sum(p["pairs"] for p in parts) < MIN_GROUPS:
+    if not parts:
         return None
-    # each re-run pair counts once: an experiment's median weighs as many pairs as it summarises, so one pair of
-    # a one-cell experiment does not outvote another experiment's four
     weighted = np.repeat([p["rel_sd"] for p in parts], [p["pairs"] for p in parts])
     return Spread(
         float(np.median(weighted)),
@@ -242,58 +305,40 @@ def own_machine(scale: str, experiments: list[str], metric: str) -> Spread | Non
     )
 
 
-def pooled(scale: str, metric: str) -> Spread | None:
-    """The committed spread of `metric` over every experiment of `scale`: the seeds' (:func:`pooled_path`) or the
-    machines' (:func:`_machine`), the larger where both were measured; None when neither was, and for a metric
-    that is not a model's score (a learned hyperparameter such as aug_rotation drifts freely where the data do
-    not pin it and not at all where a search fixes it: another experiment's spread says nothing about it)."""
-    if not is_score(metric):
-        return None
-    found = []
-    path = pooled_path(scale)
-    rec = json.loads(path.read_text()).get("metrics", {}).get(metric) if path.exists() else None
-    if rec:
-        found.append(
-            Spread(
-                rec["rel_sd"],
-                rec["groups"],
-                f"{len(rec['experiments'])} experiments of this scale ({path.name}, {rec['date']}; the claim's own "
-                "ran one seed)",
-            )
-        )
-    machine = _machine(scale, metric)
-    if machine is not None:
-        found.append(machine)
-    return max(found, key=lambda sp: sp.rel_sd) if found else None
-
-
-def write_pooled(ctx, experiments: list[str], date: str, out: Path) -> dict:
-    """Measure every metric's spread over `experiments` (a results Context `ctx` of the scale) and write it."""
-    metrics: dict[str, list] = {}
-    for name in experiments:
+def write_families(ctx, experiments: dict[str, str], date: str, out: Path) -> dict:
+    """Measure every score's spread per family ({experiment: its kind}) over a results Context `ctx` of the scale,
+    and write it."""
+    found: dict[str, dict[str, list]] = {}
+    for name, kind in sorted(experiments.items()):
         df, axes = ctx.table(name), ctx.axes(name)
         if df is None:
             continue
         for column in df.columns:
-            rel = _groups(df, axes, column) if is_score(column) and pd.api.types.is_numeric_dtype(df[column]) else []
-            if rel:
-                metrics.setdefault(column, []).append((name, rel))
-    rec = {
-        "scale": ctx.scale,
-        "what": "relative sd (sd / |mean|) of one cell's metric over seeds, per group of cells equal but for the "
-        "seed: each experiment's median, and the median over experiments; the n = 1 noise band of a claim whose own "
-        "experiments ran one seed (report.verdicts.noise)",
-        "metrics": {
-            m: {
-                # each experiment's median, then their median: an experiment with many groups does not outvote
-                "rel_sd": float(np.median([np.median(rs) for _, rs in parts])),
-                "groups": sum(len(rs) for _, rs in parts),
+            if not (is_score(column) and pd.api.types.is_numeric_dtype(df[column])):
+                continue
+            groups = _groups(df, axes, column)
+            if groups:
+                found.setdefault(kind, {}).setdefault(column, []).append((name, groups))
+    families = {}
+    for kind, metrics in sorted(found.items()):
+        for metric, parts in sorted(metrics.items()):
+            rel, dof, cells = _pool([g for _, gs in parts for g in gs])
+            families.setdefault(kind, {})[metric] = {
+                "rel_sd": rel,
+                "df": dof,
+                "groups": sum(len(gs) for _, gs in parts),
+                "cells": cells,
                 "experiments": sorted(name for name, _ in parts),
                 "date": date,
             }
-            for m, parts in sorted(metrics.items())
-            if sum(len(rs) for _, rs in parts) >= MIN_GROUPS
-        },
+    rec = {
+        "scale": ctx.scale,
+        "what": (
+            f"one cell's relative sd (sd / |mean|) over seeds, pooled over the groups of cells equal but for the seed "
+            f"that ran >= {MIN_SEEDS} seeds, per experiment family (kind) and score, with its degrees of freedom: the "
+            "n = 1 noise band of a claim whose own experiments ran fewer seeds (report.verdicts.noise)"
+        ),
+        "families": families,
     }
     atomic_write_text(out, json.dumps(rec, indent=1, sort_keys=True) + "\n")
     return rec

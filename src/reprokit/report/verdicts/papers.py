@@ -64,6 +64,24 @@ class Claim:
     # `variant:`, naming the reading, e.g. "the label coded +-1"): reported beside the claim, not counted among the
     # paper's claims.
     variant: str = ""
+    # Whom the claim is about (from `about:`): "method" (the paper's own method, the default) or "baseline" (a method
+    # it compares against, e.g. Augerino's divergence); counted apart.
+    about: str = "method"
+    # Why the check holds whatever was trained (from `by_construction:`): an accounting identity, a setting we chose.
+    # Shown with its measurement, never counted as evidence.
+    by_construction: str = ""
+    # The part of the grid the claim's words allow it to be decided on (from `subset:`, in words, e.g. "per row: the
+    # rows that ran"): a partial grid then decides it on the cells that ran, said beside the verdict; without it a
+    # partial grid leaves the claim not testable.
+    subset: str = ""
+    # Settings its words need of the cells (from `requires:`, {setting: minimum}, e.g. {rounds: 2000} for "after 2000
+    # rounds"): cells below them leave it not testable at that scale.
+    requires: dict = field(default_factory=dict)
+    # The claim in a few words for the bottom line (from `headline:`); claims without one are counted there, not
+    # named.
+    headline: str = ""
+    # One line, no typed numbers, on why it does not hold or is inconclusive (from `gist:`), for the bottom line.
+    gist: str = ""
 
 
 def load(path: str | Path) -> dict:
@@ -156,7 +174,14 @@ CLAIM_KEYS = (
     "at_paper_scale",
     "testable_at",
     "variant",
+    "about",
+    "by_construction",
+    "subset",
+    "requires",
+    "headline",
+    "gist",
 )
+ABOUT = ("method", "baseline")
 
 
 def claims(doc: dict) -> list[Claim]:
@@ -171,6 +196,15 @@ def claims(doc: dict) -> list[Claim]:
                 f"(known: {', '.join(CLAIM_KEYS)})"
             )
         notes = [" ".join(str(c.get(key) or "").split()) for key in ("below_paper_scale", "at_paper_scale")]
+        about = c.get("about", "method")
+        if about not in ABOUT:
+            raise ValueError(
+                f"{doc['paper']} paper, claim '{c.get('id')}': about must be one of {ABOUT}, not {about!r}"
+            )
+        requires = dict(c.get("requires") or {})
+        bad = {k: v for k, v in requires.items() if not isinstance(v, (int, float)) or isinstance(v, bool)}
+        if bad:
+            raise ValueError(f"{doc['paper']} paper, claim '{c.get('id')}': requires takes numbers, not {bad}")
         out.append(
             Claim(
                 c["id"],
@@ -182,9 +216,22 @@ def claims(doc: dict) -> list[Claim]:
                 *notes,
                 tuple(c.get("testable_at") or ()),
                 " ".join(str(c.get("variant") or "").split()),
+                about,
+                " ".join(str(c.get("by_construction") or "").split()),
+                " ".join(str(c.get("subset") or "").split()),
+                requires,
+                " ".join(str(c.get("headline") or "").split()),
+                " ".join(str(c.get("gist") or "").split()),
             )
         )
     return out
+
+
+def role(doc: dict, num: PaperNumber) -> str:
+    """ "method" where the number is the paper's own method's (its row or column is one of the file's
+    `method_entries`, e.g. BALI's "BALI" column), else "baseline": counts keep the two apart."""
+    keys = {str(k) for k in doc.get("method_entries") or []}
+    return "method" if num.row in keys or num.column in keys else "baseline"
 
 
 def z_scores(ours: float, ours_se: float, paper: float, paper_se: float | None) -> tuple[float, float]:

@@ -125,7 +125,16 @@ def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None =
         lines.append("")
     mine = [(c, v) for c, v in verdicts or [] if c.artefact == name]
     if mine:
-        lines += ["Claims: " + "; ".join(f"`{c.id}` **{v.status}** (n {v.n})" for c, v in mine) + ".", ""]
+        lines += [
+            "Claims: "
+            + "; ".join(
+                f"`{c.id}`{' (about a baseline)' if c.about == 'baseline' else ''} **{v.label}** (n {v.n})"
+                + (f", on a subset ({v.subset})" if v.subset else "")
+                for c, v in mine
+            )
+            + ".",
+            "",
+        ]
         lines += [f"- `{c.id}` at {ctx.scale} scale: {why}" for c, v in mine if (why := why_not_here(ctx, c, v))]
         lines += [""] if lines[-1] != "" else []
     elif verdicts is not None:
@@ -208,6 +217,7 @@ def z_rows(ctx: Context, doc: dict, with_missing: bool = False) -> list[dict]:
                 f"{((spec.get('columns') or {}).get(num.column) or {}).get('label', num.column)}"
             ),
             "metric": (spec.get("unit") or num.artefact).split(" (")[0],
+            "role": papers.role(doc, num),
         }
         if ours.n and math.isfinite(ours.mean):
             z_p, _ = papers.z_scores(ours.mean, ours.se if ours.n > 1 else math.nan, num.mean, num.se)
@@ -218,26 +228,59 @@ def z_rows(ctx: Context, doc: dict, with_missing: bool = False) -> list[dict]:
     return out
 
 
+ROLE_WORDS = {"method": "the paper's method", "baseline": "its baselines"}
+
+
+def method_name(doc: dict) -> str:
+    """The paper's own method as the paper writes it (the file's `method_name`)."""
+    return str(doc.get("method_name") or SHORT_NAMES.get(doc["paper"], doc["paper"]))
+
+
 def summary_lines(ctx: Context, doc: dict, verdicts: list) -> list[str]:
-    """The table a reader sees first: per artefact, the numbers within WITHIN_Z paper s.e. of the paper's
-    (of those compared) and the claims per verdict."""
-    zs = pd.DataFrame(z_rows(ctx, doc), columns=["artefact", "z_paper"])
+    """The table a reader sees first: per artefact, the numbers within WITHIN_Z paper s.e. of the paper's (of those
+    compared), the paper's method's apart from its baselines', and the claims per verdict, those about the method
+    apart from those about baselines."""
+    zs = pd.DataFrame(z_rows(ctx, doc), columns=["artefact", "z_paper", "role"])
     statuses = claim_checks.STATUSES
+    name = method_name(doc)
     lines = [
-        f"| artefact | numbers within {WITHIN_Z:g} paper s.e. / compared | claims: " + " | ".join(statuses) + " |",
-        "|---|---|" + "---|" * len(statuses),
+        f"| artefact | {name}: numbers within {WITHIN_Z:g} paper s.e. / compared | baselines: numbers within / "
+        f"compared | claims about {name}: " + " | ".join(statuses) + " | claims about baselines |",
+        "|---|---|---|" + "---|" * len(statuses) + "---|",
     ]
-    totals = [0, 0] + [0] * len(statuses)
-    for name in _artefact_order(ctx, doc):
-        z = zs.loc[zs["artefact"] == name, "z_paper"]
-        mine = [v.status for c, v in verdicts if c.artefact == name and c.paper == doc["paper"] and not c.variant]
-        row = [int((z.abs() <= WITHIN_Z).sum()), len(z)] + [mine.count(s) for s in statuses]
-        if row[1] == 0 and not mine:
+    totals = [0, 0, 0, 0] + [0] * len(statuses)
+    base_total: dict[str, int] = {}
+    for art in _artefact_order(ctx, doc):
+        z = zs[zs["artefact"] == art]
+        zm, zb = z.loc[z["role"] == "method", "z_paper"], z.loc[z["role"] == "baseline", "z_paper"]
+        own = [(c, v) for c, v in verdicts if c.artefact == art and c.paper == doc["paper"] and not c.variant]
+        mine = [v.status for c, v in own if c.about == "method"]
+        base = [v.label for c, v in own if c.about == "baseline"]
+        row = [int((zm.abs() <= WITHIN_Z).sum()), len(zm), int((zb.abs() <= WITHIN_Z).sum()), len(zb)]
+        row += [mine.count(st) for st in statuses]
+        if row[1] == 0 and row[3] == 0 and not own:
             continue
         totals = [a + b for a, b in zip(totals, row)]
-        lines.append(f"| {name} | {row[0]} / {row[1]} | " + " | ".join(map(str, row[2:])) + " |")
-    lines.append(f"| **all** | **{totals[0]} / {totals[1]}** | " + " | ".join(f"**{t}**" for t in totals[2:]) + " |")
+        for label in base:
+            base_total[label] = base_total.get(label, 0) + 1
+        lines.append(
+            f"| {art} | {row[0]} / {row[1]} | {row[2]} / {row[3]} | "
+            + " | ".join(map(str, row[4:]))
+            + f" | {_tally(base) or '—'} |"
+        )
+    lines.append(
+        f"| **all** | **{totals[0]} / {totals[1]}** | **{totals[2]} / {totals[3]}** | "
+        + " | ".join(f"**{t}**" for t in totals[4:])
+        + f" | **{_tally([k for k, n in base_total.items() for _ in range(n)]) or '—'}** |"
+    )
     return lines
+
+
+def _tally(labels: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(f"{n} {label}" for label, n in counts.items())
 
 
 def _values(ctx: Context, experiment: str, t: dict) -> pd.Series:
@@ -355,7 +398,19 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
     per_paper = {
         doc["paper"]: pd.DataFrame(
             z_rows(ctx, doc, with_missing=True),
-            columns=["paper", "artefact", "row", "column", "label", "metric", "z_paper", "z_better", "n", "why"],
+            columns=[
+                "paper",
+                "artefact",
+                "row",
+                "column",
+                "label",
+                "metric",
+                "role",
+                "z_paper",
+                "z_better",
+                "n",
+                "why",
+            ],
         )
         for doc in ctx.docs
     }
@@ -390,19 +445,34 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
         kind = ["within" if abs(z) <= WITHIN_Z else ("better" if z > 0 else "worse") for z in done["z_better"]]
         ax.axvspan(-WITHIN_Z, WITHIN_Z, color="0.92", zorder=0)
         ax.axvline(0, color="0.5", lw=0.6, zorder=1)
-        ax.scatter(done["z_better"], y, s=16, c=[colours[k] for k in kind], zorder=2)
+        for role, marker in (("method", "o"), ("baseline", "s")):
+            pick = (done["role"] == role).to_numpy()
+            ax.scatter(
+                done["z_better"][pick],
+                [i for i, p in zip(y, pick) if p],
+                s=16,
+                marker=marker,
+                c=[colours[k] for k, p in zip(kind, pick) if p],
+                zorder=2,
+            )
         ax.set_yticks(
             list(y),
-            [f"{a} ({m}): {lab}" for a, m, lab in zip(done["artefact"], done["metric"], done["label"])],
+            [
+                f"{a} ({m}): {lab}" + ("" if r == "method" else " [baseline]")
+                for a, m, lab, r in zip(done["artefact"], done["metric"], done["label"], done["role"])
+            ],
             fontsize=6.5,
         )
         ax.set_xscale("symlog", linthresh=WITHIN_Z)
         lim = max(lim, float(done["z_better"].abs().max()) * 1.3)
         ax.set_ylim(len(done) - 0.5, -0.5)
-        title = (
-            f"{name}: {int((done['z_better'].abs() <= WITHIN_Z).sum())} of {len(done)} compared numbers within "
-            f"{WITHIN_Z:g} paper s.e."
-        )
+        doc = next(d for d in ctx.docs if d["paper"] == paper)
+        by_role = []
+        for role in ("method", "baseline"):
+            part = done[done["role"] == role]
+            who = method_name(doc) if role == "method" else "its baselines"
+            by_role.append(f"{who} {int((part['z_better'].abs() <= WITHIN_Z).sum())} of {len(part)}")
+        title = f"{name}: numbers within {WITHIN_Z:g} paper s.e.: " + "; ".join(by_role)
         if len(missing):
             title += f"; not compared: {why}"
         ax.set_title("\n".join(__import__("textwrap").wrap(title, 110)), fontsize=8)
@@ -423,8 +493,11 @@ def z_figure(ctx: Context, out: str | Path) -> Path:
             ("better than the paper", colours["better"]),
             ("worse than the paper", colours["worse"]),
         )
+    ] + [
+        Line2D([], [], marker=m, ls="", color="0.4", label=lab)
+        for m, lab in (("o", "the paper's method"), ("s", "a baseline it compares against"))
     ]
-    fig.legend(handles=handles, loc="upper center", ncol=3, frameon=False, bbox_to_anchor=(0.5, 1.0), fontsize=7)
+    fig.legend(handles=handles, loc="upper center", ncol=5, frameon=False, bbox_to_anchor=(0.5, 1.0), fontsize=7)
     fig.suptitle(
         f"Reproduction at {ctx.scale} scale: every number the papers print with a standard error"
         + ("" if ctx.scale == "paper" else f" ({ctx.scale}-scale numbers, not paper scale)"),
@@ -458,9 +531,12 @@ def _why(scale: str, claim, verdict) -> str:
     if scale != "paper" and claim.below_paper_scale:
         return claim.below_paper_scale
     if verdict.status == claim_checks.NOT_TESTABLE:
-        return claim.below_paper_scale or f"Not testable at {scale} scale (the claim's testable_at)."
+        return claim.below_paper_scale or f"Not testable at {scale} scale: {verdict.measured.split(';')[0]}."
+    if verdict.status == claim_checks.BY_CONSTRUCTION:
+        return f"Holds by construction, so it is no evidence: {claim.by_construction}"
     if verdict.status == claim_checks.INCONCLUSIVE:
-        return "The effect is inside the noise (see measured)." + (
+        lean = f"; it {verdict.lean}" if verdict.lean else ""
+        return f"The effect is inside the noise (see measured){lean}." + (
             f" Looked into at paper scale: {claim.at_paper_scale}" if scale == "paper" and claim.at_paper_scale else ""
         )
     if verdict.status == claim_checks.NOT_COMPARABLE:
@@ -492,6 +568,21 @@ def missing_data(ctx: Context) -> dict[str, list[str]]:
     return out
 
 
+def _testable_why(measured: str) -> str:
+    """The kind of gap that leaves a claim not testable, in a few words, from its verdict's text."""
+    if measured.startswith("partial grid"):
+        return "part of its grid has not run"
+    if measured.startswith("a single cell decides it"):
+        return "one seed and no seed spread in its family"
+    if measured.startswith("the cells cannot resolve it"):
+        return "evaluations too coarse for what it orders"
+    if measured.startswith("testable at"):
+        return "its words need the paper's settings"
+    if measured.startswith("its cells run"):
+        return "its cells run shorter than its words need"
+    return "see the report"
+
+
 _DATASET = re.compile(r"(?:^dataset unavailable: |, )([A-Za-z0-9_]+)(?= \(|,|$)")
 
 
@@ -499,7 +590,7 @@ def not_run_reason(ctx: Context, claim, verdict) -> str:
     """Why a claim did not run at this scale, in a few words: the datasets this machine lacks, no cell of its
     experiments in this scale's grid, or its cells not run yet."""
     if verdict.status == claim_checks.NOT_TESTABLE:
-        return f"not testable at {ctx.scale} scale"
+        return f"not testable at {ctx.scale} scale: " + _testable_why(verdict.measured)
     known = (
         set(ctx.expected)
         | set(ctx._tables)
@@ -520,23 +611,44 @@ def not_run_reason(ctx: Context, claim, verdict) -> str:
 
 
 def glance(ctx: Context, doc: dict, verdicts: list) -> dict:
-    """One paper's results at this scale, as counted for the README: claims per verdict, numbers within WITHIN_Z
-    paper s.e. of those compared, and why the claims that did not run did not."""
-    mine = [(c, v) for c, v in verdicts if c.paper == doc["paper"] and not c.variant]  # the paper's own claims
-    zs = [abs(r["z_paper"]) for r in z_rows(ctx, doc)]
+    """One paper's results at this scale, as counted for the README: the claims about the paper's method per
+    verdict and those about its baselines apart, the numbers within WITHIN_Z paper s.e. of those compared (the
+    method's and the baselines'), why the claims that were not tested were not, and the headline claims by verdict
+    (with their one-line reasons) for the bottom line in words."""
+    own = [(c, v) for c, v in verdicts if c.paper == doc["paper"] and not c.variant]  # the paper's own claims
+    mine = [(c, v) for c, v in own if c.about == "method"]
+    base = [(c, v) for c, v in own if c.about == "baseline"]
+    zs = z_rows(ctx, doc)
     reasons: dict[str, int] = {}
     for c, v in mine:
         if v.status in (claim_checks.NOT_RUN, claim_checks.NOT_TESTABLE):
             key = not_run_reason(ctx, c, v)
             reasons[key] = reasons.get(key, 0) + 1
+
+    def named(status):
+        return [c for c, v in mine if v.status == status and c.headline]
+
+    def within(role):
+        part = [abs(r["z_paper"]) for r in zs if r["role"] == role]
+        return sum(z <= WITHIN_Z for z in part), len(part)
+
+    (w_m, n_m), (w_b, n_b) = within("method"), within("baseline")
     return {
         "paper": doc["paper"],
         "scale": ctx.scale,
+        "method": method_name(doc),
         "claims": len(mine),
         "counts": {s: sum(v.status == s for _, v in mine) for s in claim_checks.STATUSES},
-        "within": sum(z <= WITHIN_Z for z in zs),
-        "compared": len(zs),
+        "baseline_claims": len(base),
+        "baseline_counts": {s: sum(v.status == s for _, v in base) for s in claim_checks.STATUSES},
+        "within": w_m,
+        "compared": n_m,
+        "baseline_within": w_b,
+        "baseline_compared": n_b,
         "not_run": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        "holds": [c.headline for c in named(claim_checks.HOLDS)],
+        "fails": [[c.headline, c.gist] for c in named(claim_checks.FAILS)],
+        "inconclusive": [[c.headline, v.lean] for c, v in mine if v.status == claim_checks.INCONCLUSIVE and c.headline],
     }
 
 
@@ -544,32 +656,57 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+def _counts_text(c: dict) -> str:
+    parts = [
+        _plural(c[claim_checks.HOLDS], "holds", "hold"),
+        f"{c[claim_checks.INCONCLUSIVE]} inconclusive",
+        _plural(c[claim_checks.FAILS], "does not hold", "do not hold"),
+    ]
+    parts += [f"{c[s]} {s}" for s in (claim_checks.NOT_COMPARABLE, claim_checks.BY_CONSTRUCTION) if c.get(s)]
+    return ", ".join(parts)
+
+
 def bottom_line(g: dict) -> str:
-    """Two or three plain sentences on one paper at one scale, from `glance`."""
+    """A bottom line in words on one paper at one scale, from `glance`: what was tested of the claims about the
+    paper's method (its baselines' apart), the headline claims that hold, those that do not with their one-line
+    reason, those inside the noise and which way they lean, the numbers, and what was not tested and why."""
     c, n = g["counts"], g["claims"]
-    ran = n - c[claim_checks.NOT_RUN] - c[claim_checks.NOT_TESTABLE]
-    name = SHORT_NAMES.get(g["paper"], g["paper"])
-    if ran == 0:
-        text = f"**{name}**: none of its {n} claims could be tested at {g['scale']} scale."
+    tested = sum(c[s] for s in claim_checks.TESTED)
+    name, method = SHORT_NAMES.get(g["paper"], g["paper"]), g.get("method", "")
+    out = []
+    if tested == 0:
+        out.append(f"**{name}** at {g['scale']} scale: none of its {n} claims about {method} could be tested.")
     else:
-        parts = [
-            _plural(c[claim_checks.HOLDS], "holds", "hold"),
-            f"{c[claim_checks.INCONCLUSIVE]} inconclusive (inside the noise)",
-            _plural(c[claim_checks.FAILS], "does not hold", "do not hold") + " (each with its reason in the report)",
-        ]
-        if c[claim_checks.NOT_COMPARABLE]:
-            parts.append(f"{c[claim_checks.NOT_COMPARABLE]} not comparable")
-        text = f"**{name}**: {ran} of its {n} claims were tested at {g['scale']} scale: " + ", ".join(parts) + "."
-    if g["compared"]:
-        text += (
-            f" Of the {_plural(g['compared'], 'number', 'numbers')} it prints with a standard error, ours are "
-            f"within {WITHIN_Z:g} of its standard errors for {g['within']}."
+        out.append(
+            f"**{name}** at {g['scale']} scale: {tested} of its {n} claims about {method} were tested "
+            f"({_counts_text(c)})."
+        )
+    if g.get("baseline_claims"):
+        bc = g["baseline_counts"]
+        b_tested = sum(bc[s] for s in claim_checks.TESTED)
+        out[-1] = out[-1][:-1] + (
+            f"; its {_plural(g['baseline_claims'], 'claim', 'claims')} about the baselines it compares against "
+            f"{'is' if g['baseline_claims'] == 1 else 'are'} counted apart ({b_tested} tested: {_counts_text(bc)})."
+        )
+    if g.get("holds"):
+        out.append("Reproduced: " + "; ".join(g["holds"]) + ".")
+    if g.get("fails"):
+        out.append("Not reproduced: " + "; ".join(f"{h} ({why})" if why else h for h, why in g["fails"]) + ".")
+    if g.get("inconclusive"):
+        out.append(
+            "Inside the noise: " + "; ".join(f"{h} ({lean})" if lean else h for h, lean in g["inconclusive"]) + "."
+        )
+    if g["compared"] or g.get("baseline_compared"):
+        out.append(
+            f"Of the numbers it prints with a standard error, ours are within {WITHIN_Z:g} of its standard errors "
+            f"for {g['within']} of {g['compared']} of {method}'s and {g.get('baseline_within', 0)} of "
+            f"{g.get('baseline_compared', 0)} of its baselines'."
         )
     else:
-        text += " None of the numbers it prints with a standard error was compared at this scale."
+        out.append("None of the numbers it prints with a standard error was compared at this scale.")
     if g["not_run"]:
-        text += f" Not tested: {n - ran} (" + "; ".join(f"{k}: {v}" for k, v in g["not_run"].items()) + ")."
-    return text
+        out.append(f"Not tested: {n - tested} (" + "; ".join(f"{k}: {v}" for k, v in g["not_run"].items()) + ").")
+    return " ".join(out)
 
 
 def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
@@ -591,20 +728,22 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
         for claim in papers.claims(doc):
             verdicts.append((claim, claim_checks.verdict(ctx, claim)))
     own = [(c, v) for c, v in verdicts if not c.variant]  # variants (another reading) are shown, not counted
-    counts = {s: sum(v.status == s for _, v in own) for s in claim_checks.STATUSES}
-    unexplained = sum(why_not_here(ctx, c, v).startswith("UNEXPLAINED") for c, v in own)
-    lines += [
-        f"Claims at {ctx.scale} scale: "
-        + ", ".join(f"{n} {s}" for s, n in counts.items())
-        + (
-            f" ({counts[claim_checks.FAILS] - unexplained} of those that do not hold with the reason "
-            f"recorded below the claim, {unexplained} unexplained)"
-            if counts[claim_checks.FAILS]
-            else ""
-        )
-        + ".",
-        "",
-    ]
+    for about, words in (("method", "about the papers' own methods"), ("baseline", "about their baselines")):
+        part = [(c, v) for c, v in own if c.about == about]
+        counts = {s: sum(v.status == s for _, v in part) for s in claim_checks.STATUSES}
+        unexplained = sum(why_not_here(ctx, c, v).startswith("UNEXPLAINED") for c, v in part)
+        lines += [
+            f"Claims {words} at {ctx.scale} scale: "
+            + ", ".join(f"{n} {s}" for s, n in counts.items())
+            + (
+                f" ({counts[claim_checks.FAILS] - unexplained} of those that do not hold with the reason "
+                f"recorded below the claim, {unexplained} unexplained)"
+                if counts[claim_checks.FAILS]
+                else ""
+            )
+            + ".",
+            "",
+        ]
     lines += [f"Verdict rule: {claim_checks.NOISE_RULE}.", ""]
     lines += [stability_line(ctx.scale), ""]
     for doc in ctx.docs:
@@ -651,8 +790,8 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
             "and its arguments are in config/papers/<paper>.yaml)."
         ),
         "",
-        "| paper | claim | artefact | the paper's words | verdict | measured | n | scale | why not here |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| paper | claim | about | artefact | the paper's words | verdict | measured | n | scale | why not here |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for claim, v in verdicts:
         lines.append(
@@ -662,10 +801,11 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
                 for x in (
                     claim.paper,
                     claim.id,
+                    claim.about,
                     claim.artefact,
                     _words(claim),
-                    f"**{v.status}**",
-                    v.measured,
+                    f"**{v.label}**",
+                    v.measured + (f" [on a subset: {v.subset}]" if v.subset else ""),
                     v.n,
                     ctx.scale,
                     why_not_here(ctx, claim, v) or "—",

@@ -51,6 +51,13 @@ def _working_config() -> dict:
     return load_pipeline_config(".")
 
 
+def _safe_working_config() -> dict | None:
+    try:
+        return _working_config()
+    except (FileNotFoundError, ValueError, KeyError):
+        return None
+
+
 @functools.cache
 def _working_axes(experiment: str, scale: str) -> tuple[str, ...]:
     """The grid axes of `experiment` at `scale` in the working directory's config; () when it has none."""
@@ -99,21 +106,58 @@ class Context:
                 cache[experiment] = []
         return cache[experiment]
 
+    def kinds(self, experiments: list[str]) -> list[str]:
+        """The families (experiment kinds) of `experiments` in the pipeline config at hand; [] where unknown."""
+        config = self.archive[1] if self.archive else _safe_working_config()
+        specs = (config or {}).get("experiments") or {}
+        return sorted({specs[e]["kind"] for e in experiments if e in specs and specs[e].get("kind")})
+
     def spread(self, experiments: list[str], metric: str):
-        """The measured spread of one cell's `metric` (report.verdicts.noise): over `experiments`' own cells with >= 2
-        seeds; else the larger of the scale's committed pooled spread (a score's) and the machine spread measured on
-        these experiments' own cells (any metric); None when none was measured."""
+        """The measured spread of one cell's `metric` (report.verdicts.noise): over `experiments`' own cells with
+        >= 3 seeds; else their family's (the experiments of the same kind, figures/<scale>/seed_spread.json); an
+        accuracy's never below its test set's binomial s.e.; None when no seed spread was measured."""
         tables = {e: self.table(e) for e in experiments}
         axes = {e: self.axes(e) for e in experiments}
         if " - " in metric:  # a per-cell difference of two metrics (claims.compare)
-            return noise.difference_spread(tables, axes, metric, self.scale)
-        own = noise.own_spread(tables, axes, metric)
-        if own is not None:
-            return own
-        found = [
-            sp for sp in (noise.pooled(self.scale, metric), noise.own_machine(self.scale, experiments, metric)) if sp
-        ]
-        return max(found, key=lambda sp: sp.rel_sd) if found else None
+            return noise.difference_spread(tables, axes, metric, self.scale, self.kinds(experiments))
+        found = noise.own_spread(tables, axes, metric) or noise.family(self.scale, self.kinds(experiments), metric)
+        if found is not None and "acc" in metric:
+            frames = [df for df in tables.values() if df is not None and metric in df]
+            cells = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+            if len(cells) and "n_test" in cells:
+                p = float(pd.to_numeric(cells[metric], errors="coerce").median())
+                n_test = float(pd.to_numeric(cells["n_test"], errors="coerce").median())
+                found = noise.binomial_floor(found, p, n_test)
+        return found
+
+    def _grid_config(self, experiment: str) -> dict | None:
+        """The config whose grid the claims' coverage is read against: the archive's, else the working directory's
+        where this report was told the experiment's cells (a pipeline run); None for results read on their own."""
+        if self.archive:
+            return self.archive[1]
+        return _safe_working_config() if experiment in self.expected else None
+
+    def _grid_cells(self, experiment: str) -> list:
+        cache = self.__dict__.setdefault("_grids", {})
+        if experiment not in cache:
+            config = self._grid_config(experiment)
+            try:
+                cache[experiment] = list(grid_of(config, experiment, self.scale).cells()) if config else []
+            except (KeyError, ValueError):
+                cache[experiment] = []
+        return cache[experiment]
+
+    def grid(self, experiment: str) -> list[dict]:
+        """The coordinates of every cell of `experiment` in this scale's grid (the pipeline config's)."""
+        return [cell.coord_dict for cell in self._grid_cells(experiment)]
+
+    def cell_values(self, experiment: str) -> list[tuple[dict, dict]]:
+        """(coordinates, settings with the coordinates applied) of every cell of `experiment` in this scale's grid."""
+        return [(cell.coord_dict, cell.values()) for cell in self._grid_cells(experiment)]
+
+    def machine(self, experiments: list[str], metric: str):
+        """The machine spread of `metric` measured on these experiments' own cells (reported, never a band)."""
+        return noise.own_machine(self.scale, experiments, metric)
 
     def at_scale(self, scale: str) -> Context:
         """The same results, papers and archive read at another scale (read once): what a target relative to the
@@ -360,6 +404,9 @@ class InputsContext(Context):
             df = read_csv(path) if path and Path(path).exists() else pd.DataFrame()
             self._tables[experiment] = None if df.empty else df
         return self._tables[experiment]
+
+    def _grid_config(self, experiment: str) -> dict | None:
+        return _safe_working_config()  # a notebook runs in the repository: its config's grid
 
     def _load_curves(self, experiment: str) -> pd.DataFrame:
         path = self.inputs.get(f"{experiment}_curves")

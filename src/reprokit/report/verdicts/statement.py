@@ -65,7 +65,9 @@ class Statement:
             )
             n = f"n = {v.n}" if v.n else "n = 0"
             head = f"Variant ({claim.variant}), claim" if claim.variant else "Claim"
-            out.append(f'{head} "{claim.words}": {v.status.upper()} at {self.scale} scale ({n}; {measured}).')
+            head += " about a baseline" if claim.about == "baseline" else ""
+            subset = f"; on a subset: {v.subset}" if v.subset else ""
+            out.append(f'{head} "{claim.words}": {v.label.upper()} at {self.scale} scale ({n}{subset}; {measured}).')
         return out
 
     def lines(self) -> list[str]:
