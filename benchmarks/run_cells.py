@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -35,6 +36,7 @@ sys.path.insert(0, str(REPO / "src"))
 from reprokit.config import experiment, format_value, load_pipeline_config
 from reprokit.job import cell_job, data_context
 from reprokit.report.records.archive import differing_keys
+from reprokit.runtime import cpu_isa_env
 
 
 def _matches(cell, where: dict[str, set[str]]) -> bool:
@@ -56,9 +58,9 @@ def parse_where(items: list[str]) -> dict[str, set[str]]:
     return where
 
 
-def build_variants(needed: dict, context: dict, logs: Path) -> int:
-    """Build each missing variant file ({path: dataset}) with the cell command's `variant`; 0, or the first
-    failing return code."""
+def build_variants(needed: dict, context: dict, logs: Path, env: dict | None = None) -> int:
+    """Build each missing variant file ({path: dataset}) with the cell command's `variant` (`env`: a job's
+    CPU instruction-set pin, CellJob.env); 0, or the first failing return code."""
     for path, dataset in needed.items():
         if not Path(path).exists():
             rc, sec = _run(
@@ -75,6 +77,7 @@ def build_variants(needed: dict, context: dict, logs: Path) -> int:
                     json.dumps(context),
                 ],
                 logs / "variants" / (Path(path).name + ".log"),
+                env,
             )
             print(f"variant {path}: rc {rc} in {sec:.1f} s", flush=True)
             if rc:
@@ -87,14 +90,17 @@ _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()  # set by a signal: queued cells do not start
 
 
-def _run(cmd: list[str], log: Path) -> tuple[int, float]:
+def _run(cmd: list[str], log: Path, env: dict | None = None) -> tuple[int, float]:
+    """Run `cmd` with `env` added to this process's environment (a cell job's CPU instruction-set pin)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with open(log, "w") as fh:
         with _LIVE_LOCK:
             if _STOPPING.is_set():
                 return -signal.SIGTERM, 0.0
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+            proc = subprocess.Popen(
+                cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, **(env or {})}
+            )
             _LIVE.add(proc)
         try:
             rc = proc.wait()
@@ -198,7 +204,7 @@ def main(argv=None) -> int:
             print(f"{c.rel_dir}: completed with other settings ({why}): running it again", flush=True)
         needed.update(job.variant_datasets)
         cmd = [sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)]
-        jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", metrics))
+        jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", metrics, job.env))
     jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
     print(
         f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run ({len(stale)} completed with other "
@@ -210,7 +216,7 @@ def main(argv=None) -> int:
         for rel, *_ in jobs:
             print("  ", rel)
         return 0
-    rc = build_variants(needed, context, logs)
+    rc = build_variants(needed, context, logs, cpu_isa_env(cfg["run"]["cpu_isa"]))
     if rc:
         return rc
 
@@ -219,7 +225,7 @@ def main(argv=None) -> int:
         signal.signal(sig, stop_cells)
     summary, t0 = [], time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = {pool.submit(_run, cmd, log): (rel, metrics) for rel, cmd, log, metrics in jobs}
+        futures = {pool.submit(_run, cmd, log, env): (rel, metrics) for rel, cmd, log, metrics, env in jobs}
         for fut in as_completed(futures):
             rel, metrics = futures[fut]
             rc, sec = fut.result()

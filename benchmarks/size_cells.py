@@ -74,7 +74,9 @@ def main(argv=None) -> int:
     def run(cell_and_job):
         cell, job = cell_and_job
         rc, sec = _run(
-            [sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)], out / "logs" / f"{cell.rel_dir}.log"
+            [sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)],
+            out / "logs" / f"{cell.rel_dir}.log",
+            job.env,
         )
         return cell, job, rc, sec
 

@@ -11,7 +11,9 @@ to `<checkpoint>.unreadable-<time>` with a warning and the cell starts afresh. A
 (non-finite loss) ends with status 'diverged', NaN metrics and exit code 0; a CUDA out-of-memory error
 ends with status 'oom', NaN metrics and exit code 0 (tables print "OOM"). The context's `run` block
 (device, precision, deterministic) decides where the cell computes (reprokit/runtime.py); metrics.json
-records the device, precision, torch/CUDA versions, peak device memory and seconds per step.
+records the device, precision, torch/CUDA versions, peak device memory and seconds per step. Run as a
+module, it first pins the CPU instruction set (`run.cpu_isa`, handed over as REPROKIT_CPU_ISA; absent, the
+default avx2) before torch loads, and metrics.json's provenance records the pin (reprokit/runtime.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ import platform
 import sys
 import time
 from pathlib import Path
+
+from .runtime import cpu_isa_record, pin_cpu_isa
+
+if __name__ == "__main__":  # `python -m reprokit.cell`: pin the CPU instruction set before torch loads (run.cpu_isa)
+    pin_cpu_isa()
 
 import torch
 
@@ -154,7 +161,16 @@ def run_cell(
         if not Path(path).exists():
             raise FileNotFoundError(f"cell {cell.rel_dir}: variant '{name}' missing at {path} (build it first)")
     rt = ctx.runtime.apply()
-    log.info("%s: device %s (%s), precision %s", cell.rel_dir, rt.device, rt.device_name(), rt.precision)
+    isa = cpu_isa_record()
+    log.info(
+        "%s: device %s (%s), precision %s, cpu_isa %s (torch dispatches to %s)",
+        cell.rel_dir,
+        rt.device,
+        rt.device_name(),
+        rt.precision,
+        isa["requested"],
+        isa["torch_capability"],
+    )
     if checkpoint is not None:
         Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
         _guard_checkpoint(cell, Path(checkpoint))

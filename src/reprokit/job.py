@@ -3,7 +3,8 @@
 The Snakemake `cell` rule (workflow/rules/cells.smk) and benchmarks/run_cells.py both call
 :func:`cell_job`, so a cell run either way gets the same cell JSON (its plan's `cell_settings`, plus the
 upstream results it reads), the same context (data mirrors and the `run:` block) and the same variant
-files, checkpoint and output folder. Torch-free; it sits below `config` and `plan` (it asks both), which
+files, checkpoint and output folder, and the same environment (the CPU instruction-set pin, `run.cpu_isa`,
+which the cell sets before torch loads). Torch-free; it sits below `config` and `plan` (it asks both), which
 never import it.
 """
 
@@ -16,7 +17,7 @@ from .config import experiment, format_value
 from .data.variant_names import variant_path
 from .errors import ConfigError
 from .plan import kind
-from .runtime import RuntimeSettings
+from .runtime import RuntimeSettings, cpu_isa_env
 
 
 def data_context(config: dict, *, mirrors: list | None = None, download: bool | None = None) -> dict:
@@ -60,6 +61,7 @@ class CellJob:
     out: str  # results/<scale>/<experiment>/<coords>
     checkpoint: str  # checkpoints/<scale>/<experiment>/<coords>/checkpoint.pt
     checkpoint_every: int
+    env: dict  # environment variables the cell process gets: REPROKIT_CPU_ISA and its pin (runtime.cpu_isa_env)
 
     def argv(self, threads: int) -> list[str]:
         """`python -m reprokit.cell run ...` arguments after the module name."""
@@ -109,4 +111,5 @@ def cell_job(cell, config: dict, grid=None, **data_kw) -> CellJob:
         out=str(Path(config["paths"]["results"]) / cell.rel_dir),
         checkpoint=str(Path(config["paths"]["checkpoints"]) / cell.rel_dir / "checkpoint.pt"),
         checkpoint_every=run.checkpoint_every,
+        env=cpu_isa_env(run.cpu_isa),
     )

@@ -1,5 +1,6 @@
 # Glue between the config and the package: the package decides what a cell is; rules stay thin.
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from reprokit.plan import validate_cells
 from reprokit.report.verdicts.papers import load as load_paper
 from reprokit.report.verdicts.statement import experiments_read
 from reprokit.job import cell_job, data_context
+from reprokit.runtime import cpu_isa_env
 
 try:
     # What snakemake holds now is only --config / --configfile (the Snakefile names no configfile): the
@@ -35,6 +37,11 @@ DOWNLOAD = config["data"]["download"]
 # The `variant` and `dataset` rules' context; a training cell's job (reprokit.job.cell_job) adds the
 # `run:` block's device / precision / determinism.
 CONTEXT = data_context(config)
+
+# The CPU instruction-set pin (`run.cpu_isa`, reprokit.runtime): every job inherits it, SLURM jobs too (they parse
+# this file again); `python -m reprokit.cell` sets it itself before torch loads. Not a cell parameter: switching
+# it re-runs no finished cell, as a change of machine does not (each cell's provenance records it).
+os.environ.update(cpu_isa_env(config["run"]["cpu_isa"]))
 
 
 wildcard_constraints:
