@@ -517,3 +517,30 @@ def test_the_machine_spread_is_reported_beside_the_band_never_used_as_one(tmp_pa
     band = T30 * math.sqrt(2) * 0.003 * 0.95
     assert f"noise band {band:.2g}" in v.measured
     assert "beside it, not part of the band: machine spread 5.00% over 4 re-run pairs" in v.measured
+
+
+def _mask_rows(informative: list[float], spurious: list[float]) -> list[dict]:
+    """FAKE learned masks: per seed, 3 informative inputs then 3 spurious ones (keep-probabilities)."""
+    rows = []
+    for seed, (inf, spur) in enumerate(zip(informative, spurious)):
+        p = [inf, inf + 0.01, inf + 0.02, spur, spur - 0.01, spur - 0.02]
+        rows.append({"seed": seed, **{f"p_keep_{i:02d}": v for i, v in enumerate(p)}})
+    return rows
+
+
+@pytest.mark.parametrize(
+    "informative, spurious, verdict",
+    [
+        ([0.95, 0.96, 0.94], [0.60, 0.62, 0.61], "holds"),  # clearly apart: the first 3 are the most kept
+        ([0.70, 0.95, 0.60], [0.65, 0.55, 0.62], "inconclusive"),  # apart on average, not beyond the paired band
+        ([0.55, 0.56, 0.54], [0.90, 0.91, 0.89], "does not hold"),  # the spurious ones are the most kept
+    ],
+)
+def test_the_ranking_reading_of_an_input_mask(informative, spurious, verdict):
+    ctx = Cells({"mask": _mask_rows(informative, spurious)}, spread=fam())
+    args = {"experiment": "mask", "prefix": "p_keep_", "expected_first": 3, "reading": "rank"}
+    v = claims.check(ctx, "inputs_kept", args)
+    assert v.status == verdict, v.measured
+    if verdict == "holds":  # the threshold reading of the same mask: the spurious ones stay above 0.5, so it fails
+        threshold = claims.check(ctx, "inputs_kept", {**args, "reading": "threshold", "threshold": 0.5})
+        assert threshold.status == "does not hold", threshold.measured

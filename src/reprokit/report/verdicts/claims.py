@@ -266,17 +266,29 @@ def _paired_gap(rows: pd.DataFrame, axis: str, metric: str, a, b, stat_a, stat_b
 
 
 def inputs_kept(
-    ctx, experiment: str, prefix: str, expected_first: int, threshold: float = 0.5, where: dict | None = None
+    ctx,
+    experiment: str,
+    prefix: str,
+    expected_first: int,
+    threshold: float = 0.5,
+    where: dict | None = None,
+    reading: str = "threshold",
 ) -> Verdict:
-    """The inputs whose mean keep-probability exceeds `threshold` are exactly the first `expected_first`: each
-    input's mean over the cells against `threshold` with :func:`bound_band` (2 s.e. over the seeds, or the single
-    value's band); an input inside its band is neither kept nor pruned yet, so the claim is inconclusive unless
-    another input clearly contradicts it."""
+    """The learned mask identifies the first `expected_first` inputs. reading "threshold": the inputs whose mean
+    keep-probability exceeds `threshold` are exactly those: each input's mean over the cells against `threshold` with
+    :func:`bound_band`; an input inside its band is neither kept nor pruned yet, so the claim is inconclusive unless
+    another input clearly contradicts it. reading "rank": the first `expected_first` are the most kept: the lowest
+    of their mean keep-probabilities above the highest of the others', by more than the noise band of those two
+    inputs (paired over the seeds, :func:`_paired_gap`'s rule, or :func:`noise_band`)."""
+    if reading not in ("threshold", "rank"):
+        raise ValueError(f"inputs_kept: reading must be 'threshold' or 'rank', not {reading!r}")
     rows = ctx.cells(experiment, where or {})
     cols = sorted(c for c in rows.columns if c.startswith(prefix))  # zero-padded: p_keep_01 ... p_keep_30
     if rows.empty or not cols:
         return Verdict(NOT_RUN, "no cell ran")
     values = rows[cols].apply(pd.to_numeric, errors="coerce")
+    if reading == "rank":
+        return _ranked(values, cols, expected_first, len(rows))
     kept, unsure, results = [], [], []
     for i, col in enumerate(cols, 1):
         m, se, n = mean_se(values[col].dropna())
@@ -297,6 +309,28 @@ def inputs_kept(
     if unsure:
         text += f"; within the noise of {threshold:g}: {_ranges(unsure)}"
     return _decide(results, text, len(rows))
+
+
+def _ranked(values: pd.DataFrame, cols: list[str], first: int, n_cells: int) -> Verdict:
+    """inputs_kept's "rank" reading: the weakest of the first `first` inputs against the strongest of the rest."""
+    means = values.mean()
+    inside, outside = means[cols[:first]], means[cols[first:]]
+    low, high = inside.idxmin(), outside.idxmax()
+    d = (values[low] - values[high]).dropna()
+    if len(d) > 1:
+        gap, se, k = mean_se(d)
+        band, how = paired_band(se, k), f"t x s.e. of the {k} paired seed differences ({k - 1} df)"
+    else:
+        gap, band, how = float(means[low] - means[high]), n1_fraction(pair=True) * float(means[low]), "one cell"
+    outcome = ordering(gap, band)
+    top = sorted(range(1, len(cols) + 1), key=lambda i: -means[cols[i - 1]])[:first]
+    return _decide(
+        [outcome],
+        f"the {first} most kept inputs (mean keep-probability over the cells): {_ranges(sorted(top))}; lowest of the "
+        f"first {first} (input {cols.index(low) + 1}) {means[low]:.3f} minus highest of the rest (input "
+        f"{cols.index(high) + 1}) {means[high]:.3f} = {gap:.3f}, noise band {band:.3g} ({how}){_mark(outcome)}",
+        n_cells,
+    )
 
 
 def _ranges(idx: list[int]) -> str:
