@@ -238,6 +238,27 @@ def test_bf16_puts_conv_nets_in_channels_last_only():
     assert fp32.weight.is_contiguous()
 
 
+def test_a_cpu_runtime_keeps_freed_memory_and_numbers_do_not_change(monkeypatch):
+    """Runtime.apply() on a CPU keeps freed blocks in the heap (glibc: no page faults on every step's
+    activations); a computation gives the same bits either way, and glibc's defaults come back."""
+    monkeypatch.delenv("REPROKIT_MALLOC_DEFAULTS", raising=False)
+    real, calls = runtime_mod.retain_freed_memory, []
+    monkeypatch.setattr(runtime_mod, "retain_freed_memory", lambda enable=True: calls.append(enable) or real(enable))
+    torch.manual_seed(0)
+    x, w = torch.randn(64, 1, 28, 28), torch.randn(20, 1, 5, 5)
+    try:
+        before = torch.nn.functional.conv2d(x, w, padding=2)
+        Runtime(RuntimeSettings(device="cpu")).apply()
+        assert calls == [True]
+        assert torch.equal(torch.nn.functional.conv2d(x, w, padding=2), before)
+    finally:
+        restored = real(False)
+    assert restored == real(True)  # True twice with glibc, False twice without (nothing changed)
+    real(False)
+    monkeypatch.setenv("REPROKIT_MALLOC_DEFAULTS", "1")  # the opt-out (a tight memory limit) changes nothing
+    assert real(True) is False
+
+
 def test_bf16_cell_trains_and_records_its_precision(shared_data, tmp_path):
     cell = _test_cell("fig3a", "partitioned")
     ctx = _context(cell, shared_data, tmp_path, precision="bf16")
