@@ -542,7 +542,9 @@ def test_sensitivity_spread_and_trend(tmp_path, spread, verdict):
         tmp_path,
     )
     assert _verdict(tmp_path, "fig5_mnist_robust") == verdict
-    assert _verdict(tmp_path, "fig5_mnist_imbalance_worse") == "holds"
+    # the trend's corners: 0.8 x spread apart, beyond the FAKE family band (about 0.8 % of 0.95) only for the wide one
+    trend = "holds" if spread > 0.02 else "inconclusive (leans with the paper)"
+    assert _verdict(tmp_path, "fig5_mnist_imbalance_worse") == trend
 
 
 def test_imbalance_trend_flips(tmp_path):
