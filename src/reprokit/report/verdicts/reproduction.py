@@ -657,13 +657,22 @@ def _plural(n: int, one: str, many: str) -> str:
 
 
 def _counts_text(c: dict) -> str:
+    """The tested verdicts' counts in words (a check true by construction is not among them)."""
     parts = [
         _plural(c[claim_checks.HOLDS], "holds", "hold"),
         f"{c[claim_checks.INCONCLUSIVE]} inconclusive",
         _plural(c[claim_checks.FAILS], "does not hold", "do not hold"),
     ]
-    parts += [f"{c[s]} {s}" for s in (claim_checks.NOT_COMPARABLE, claim_checks.BY_CONSTRUCTION) if c.get(s)]
-    return ", ".join(parts)
+    parts += [f"{c[claim_checks.NOT_COMPARABLE]} not comparable"] if c.get(claim_checks.NOT_COMPARABLE) else []
+    text = ", ".join(parts)
+    if c.get(claim_checks.BY_CONSTRUCTION):
+        n = c[claim_checks.BY_CONSTRUCTION]
+        text += f"; {n} more {'holds' if n == 1 else 'hold'} by construction, no evidence"
+    return text
+
+
+def _possessive(name: str) -> str:
+    return f"{name}'" if name.endswith("s") else f"{name}'s"
 
 
 def bottom_line(g: dict) -> str:
@@ -686,7 +695,9 @@ def bottom_line(g: dict) -> str:
         b_tested = sum(bc[s] for s in claim_checks.TESTED)
         out[-1] = out[-1][:-1] + (
             f"; its {_plural(g['baseline_claims'], 'claim', 'claims')} about the baselines it compares against "
-            f"{'is' if g['baseline_claims'] == 1 else 'are'} counted apart ({b_tested} tested: {_counts_text(bc)})."
+            f"{'is' if g['baseline_claims'] == 1 else 'are'} counted apart ("
+            + (f"{b_tested} tested: {_counts_text(bc)}" if b_tested else "none tested at this scale")
+            + ")."
         )
     if g.get("holds"):
         out.append("Reproduced: " + "; ".join(g["holds"]) + ".")
@@ -699,13 +710,14 @@ def bottom_line(g: dict) -> str:
     if g["compared"] or g.get("baseline_compared"):
         out.append(
             f"Of the numbers it prints with a standard error, ours are within {WITHIN_Z:g} of its standard errors "
-            f"for {g['within']} of {g['compared']} of {method}'s and {g.get('baseline_within', 0)} of "
+            f"for {g['within']} of {g['compared']} of {_possessive(method)} and {g.get('baseline_within', 0)} of "
             f"{g.get('baseline_compared', 0)} of its baselines'."
         )
     else:
         out.append("None of the numbers it prints with a standard error was compared at this scale.")
     if g["not_run"]:
-        out.append(f"Not tested: {n - tested} (" + "; ".join(f"{k}: {v}" for k, v in g["not_run"].items()) + ").")
+        untested = c[claim_checks.NOT_RUN] + c[claim_checks.NOT_TESTABLE]
+        out.append(f"Not tested: {untested} (" + "; ".join(f"{k}: {v}" for k, v in g["not_run"].items()) + ").")
     return " ".join(out)
 
 
