@@ -455,7 +455,7 @@ def test_slurm_packed_target(unpacked_run, slurm_node, tmp_path):
     _copy_repo(work)
     overlay = _write_overlay(tmp_path / "overlay.yaml", slurm_node, packed=True)
     targets = [t for t in [REAL_TARGET, *MORE_TARGETS] if t.endswith(".csv")] or [REAL_TARGET]
-    targets += [f"results/test/{e}.csv" for e in ("fig2a", "fig2b", "fig2b_pm1")]  # REAL_TARGET's cells, no figure
+    targets += [f"results/test/{e}.csv" for e in ("fig2a", "fig2b", "fig2b_pm1", "fig2b_text")]  # REAL_TARGET's cells
     rc, log = _run_snakemake(work, overlay, targets, tmp_path / "snakemake.log")
     devices = _devices()
     submitted = _check_slurm_run(rc, log, _wants_gpu(devices))
