@@ -225,9 +225,8 @@ def test_a_claim_true_by_construction_is_shown_and_not_counted():
     other = replace(compare_claim(), id="other")
     g = reproduction.glance(ctx, {"paper": "fake", "artefacts": {}}, [(claim, v), (other, replace(v, status="holds"))])
     assert g["claims"] == 2 and g["counts"]["by construction"] == 1 and g["counts"]["holds"] == 1
-    assert "1 of its 2 claims about" in reproduction.bottom_line(g) and "1 more holds by construction, no evidence" in reproduction.bottom_line(
-        g
-    )
+    line = reproduction.bottom_line(g)
+    assert "1 of its 2 claims about" in line and "1 more holds by construction, no evidence" in line
 
 
 # -- (6) coverage: the whole grid, or the subset the words allow ------------------------------------------------------
