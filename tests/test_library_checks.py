@@ -1,4 +1,4 @@
-"""The library's front ends refuse each listed mistake where it is made, naming the argument (issue 66), and
+"""The library's front ends refuse each listed mistake where it is made, naming the argument, and
 the partitioned front end with an int seed is the pipeline's path (the builders' construction) bit for bit."""
 
 import pytest

@@ -1152,20 +1152,19 @@ def coverage(ctx, claim, experiments: list[str]) -> str:
             continue
         sel = selectors(ctx, claim, experiment)
         needed = [c for c in grid if any(_fits(c, w) for w in sel)]
-        df = ctx.table(experiment) if hasattr(ctx, "table") else None
-        done = set()
-        if df is not None and len(df):
-            axes = list(grid[0])
-            ok = df[df["status"].isin(("completed", "diverged", "oom", "unavailable"))]
-            for _, r in ok.iterrows():
-                done.add(tuple(str(norm(r.get(a))) for a in axes))
         # the seeds are the rule's business (its s.e. or its family's spread), not the words': a configuration
-        # counts as covered when any of its seeds ran
+        # counts as covered when any of its seeds ran (or is n/a for want of data)
         axes = [a for a in grid[0] if a not in noise.SEED_AXES]
-        done = {tuple(str(norm(dict(zip(list(grid[0]), k))[a])) for a in axes) for k in done}
-        lacking = [c for c in needed if tuple(str(norm(c[a])) for a in axes) not in done]
-        total = len({tuple(str(norm(c[a])) for a in axes) for c in needed})
-        lacking = list({tuple(str(norm(c[a])) for a in axes): c for c in lacking}.values())
+
+        def key(coords, axes=axes) -> tuple:
+            return tuple(str(norm(coords.get(a))) for a in axes)
+
+        df = ctx.table(experiment) if hasattr(ctx, "table") else None
+        ran = df[df["status"].isin(("completed", "diverged", "oom", "unavailable"))] if df is not None else []
+        done = {key(r) for _, r in ran.iterrows()} if len(ran) else set()
+        configurations = {key(c): c for c in needed}
+        lacking = [c for k, c in configurations.items() if k not in done]
+        total = len(configurations)
         if lacking:
             example = ", ".join(f"{k}={v}" for k, v in lacking[0].items() if k not in noise.SEED_AXES)
             missing.append(
