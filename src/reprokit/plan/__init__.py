@@ -138,6 +138,11 @@ class KindPlan:
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).n_steps)
 
+    def derived(self, cell) -> dict:
+        """Quantities the cell's settings imply, by name (e.g. how often its least-updated partition is updated):
+        what a claim's `requires` reads beside the settings themselves. None here."""
+        return {}
+
     def cost_parts(self, cell):
         """The cell's work for the cost model (`plan.costs.CellWork`), or None for a kind without a cost model
         (the budget prices it as a loud FALLBACK)."""

@@ -248,6 +248,16 @@ class AffineSettings(Settings):
         return int(round(int(self.n_steps) * factor))
 
     @property
+    def partition_updates(self) -> int:
+        """Expected parameter updates of the least-updated partition: each step updates partition k with
+        probability u_k, the normalised chunk size (App. I.1), so min_k u_k x steps; every step for a method that
+        does not partition its network."""
+        if self.method not in CHUNKED:
+            return self.steps
+        chunks = self.chunks
+        return int(round(self.steps * min(chunks) / sum(chunks)))
+
+    @property
     def finetune_steps(self) -> int:
         """Steps of validation_opt's finetune phase: finetune_epochs epochs of all n_train examples."""
         if self.method != "validation_opt":
@@ -273,6 +283,10 @@ class AffineInvariancePlan(KindPlan):
     def n_steps(self, cell) -> int:
         st = self.settings(cell)
         return st.steps + st.finetune_steps
+
+    def derived(self, cell) -> dict:
+        st = self.settings(cell)
+        return {"steps": st.steps, "partition_updates": st.partition_updates}
 
     def required_variants(self, cell) -> dict:
         st = self.settings(cell)

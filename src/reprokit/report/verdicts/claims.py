@@ -1173,23 +1173,59 @@ def coverage(ctx, claim, experiments: list[str]) -> str:
     return "; ".join(missing)
 
 
+# What a `requires` key means in the verdict's words (a setting's own name otherwise)
+REQUIRED_WORDS = {
+    "partition_updates": "updates of their least-updated partition",
+    "steps": "iterations",
+}
+
+
+def _read(ctx, claim, experiments: list[str], key: str) -> list[tuple[dict, float]]:
+    """(coordinates, value of `key`) of every cell in ctx's grid the claim reads."""
+    values = getattr(ctx, "cell_values", None)
+    found = []
+    for experiment in experiments:
+        for coords, settings in (values(experiment) if values else []) or []:
+            if any(_fits(coords, w) for w in selectors(ctx, claim, experiment)) and key in settings:
+                value = settings[key]
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    found.append(({**coords, "experiment": experiment}, float(value)))
+    return found
+
+
 def short_of(ctx, claim, experiments: list[str]) -> str:
     """Where the claim's cells run with less than its words need (`requires`: {setting: minimum}): "" when every
-    cell it reads meets each minimum, else which setting falls short and by how much."""
+    cell it reads meets each minimum, else which setting falls short and by how much. A minimum of "paper" asks
+    each cell for at least what the same configuration runs at paper scale (its seed aside): e.g. every partition
+    updated as often as the paper's schedule updates it."""
     if not claim.requires:
         return ""
-    values = getattr(ctx, "cell_values", None)
     out = []
     for key, minimum in claim.requires.items():
-        found = []
-        for experiment in experiments:
-            for coords, settings in (values(experiment) if values else []) or []:
-                if any(_fits(coords, w) for w in selectors(ctx, claim, experiment)) and key in settings:
-                    found.append(settings[key])
-        numbers = [float(v) for v in found if isinstance(v, (int, float))]
-        if numbers and min(numbers) < minimum:
-            out.append(f"its cells run {key} = {min(numbers):g}, its words need at least {minimum:g}")
+        words = REQUIRED_WORDS.get(key, key)
+        found = _read(ctx, claim, experiments, key)
+        if not found:
+            continue
+        if minimum != "paper":
+            least = min(v for _, v in found)
+            if least < minimum:
+                out.append(f"its cells run {key} = {least:g}, its words need at least {minimum:g}")
+            continue
+        if ctx.scale == "paper" or not hasattr(ctx, "at_scale"):
+            continue
+        paper = {_config(c): v for c, v in _read(ctx.at_scale("paper"), claim, experiments, key)}
+        ratios = [(v / paper[_config(c)], v, paper[_config(c)]) for c, v in found if paper.get(_config(c))]
+        if ratios and min(ratios)[0] < 1:
+            ratio, value, at_paper = min(ratios)
+            out.append(
+                f"its cells run as few as {value:g} {words} where the paper's schedule gives the same configuration "
+                f"{at_paper:g} ({ratio:.0%} of it)"
+            )
     return "; ".join(out)
+
+
+def _config(coords: dict) -> tuple:
+    return tuple(sorted((k, _key(v)) for k, v in coords.items() if k != "seed"))
 
 
 def _leaning(leans: list) -> str:

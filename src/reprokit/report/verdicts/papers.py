@@ -75,7 +75,8 @@ class Claim:
     # partial grid leaves the claim not testable.
     subset: str = ""
     # Settings its words need of the cells (from `requires:`, {setting: minimum}, e.g. {rounds: 2000} for "after 2000
-    # rounds"): cells below them leave it not testable at that scale.
+    # rounds"; "paper": at least the same configuration's paper-scale value): cells below them leave it not testable
+    # at that scale.
     requires: dict = field(default_factory=dict)
     # The claim in a few words for the bottom line (from `headline:`); claims without one are counted there, not
     # named.
@@ -202,9 +203,15 @@ def claims(doc: dict) -> list[Claim]:
                 f"{doc['paper']} paper, claim '{c.get('id')}': about must be one of {ABOUT}, not {about!r}"
             )
         requires = dict(c.get("requires") or {})
-        bad = {k: v for k, v in requires.items() if not isinstance(v, (int, float)) or isinstance(v, bool)}
+        bad = {
+            k: v
+            for k, v in requires.items()
+            if v != "paper" and (not isinstance(v, (int, float)) or isinstance(v, bool))
+        }
         if bad:
-            raise ValueError(f"{doc['paper']} paper, claim '{c.get('id')}': requires takes numbers, not {bad}")
+            raise ValueError(
+                f"{doc['paper']} paper, claim '{c.get('id')}': requires takes numbers or 'paper', not {bad}"
+            )
         out.append(
             Claim(
                 c["id"],

@@ -19,6 +19,7 @@ import pandas as pd
 from ...config import experiment as grid_of
 from ...config import load_pipeline_config, unavailable_cells
 from ...data.mirrors import is_available
+from ...plan import kind as plan_kind
 from .. import cells
 from ..cells import RAN_STATUSES, matches, metric_values, norm, read_csv, unavailable_notes
 from ..records import archive as cell_archive
@@ -152,8 +153,16 @@ class Context:
         return [cell.coord_dict for cell in self._grid_cells(experiment)]
 
     def cell_values(self, experiment: str) -> list[tuple[dict, dict]]:
-        """(coordinates, settings with the coordinates applied) of every cell of `experiment` in this scale's grid."""
-        return [(cell.coord_dict, cell.values()) for cell in self._grid_cells(experiment)]
+        """(coordinates, settings with the coordinates applied and the quantities its kind derives from them, e.g.
+        `partition_updates`) of every cell of `experiment` in this scale's grid."""
+        out = []
+        for cell in self._grid_cells(experiment):
+            try:
+                derived = plan_kind(cell.kind).derived(cell)
+            except (KeyError, ValueError):  # a kind without a plan, or settings it rejects: the settings alone
+                derived = {}
+            out.append((cell.coord_dict, {**cell.values(), **derived}))
+        return out
 
     def machine(self, experiments: list[str], metric: str):
         """The machine spread of `metric` measured on these experiments' own cells (reported, never a band)."""
