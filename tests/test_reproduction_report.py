@@ -421,6 +421,23 @@ def test_a_misspelt_claim_key_is_an_error_naming_it():
     assert papers.claims(papers.load(PAPERS[0]))  # the committed files have none
 
 
+def test_a_claim_not_testable_at_paper_scale_gives_its_paper_scale_note():
+    claim = papers.Claim(
+        "c",
+        "bali",
+        "bali_fig7",
+        "FAKE words",
+        "converges_faster",
+        below_paper_scale="FAKE quick note",
+        at_paper_scale="FAKE paper note",
+    )
+    v = claims.Verdict(claims.NOT_TESTABLE, "the cells cannot resolve it: FAKE")
+    assert reproduction._why("paper", claim, v) == "Not testable at paper scale; looked into: FAKE paper note"
+    assert reproduction._why("quick", claim, v) == "FAKE quick note"
+    bare = papers.Claim("c", "bali", "bali_fig7", "FAKE words", "converges_faster", below_paper_scale="FAKE quick note")
+    assert reproduction._why("paper", bare, v) == "FAKE quick note"  # no paper-scale note: as before
+
+
 def _cells(exp, rows, root):
     write_csv(root, exp, [{"status": "completed", "seed": 0, **r} for r in rows])
 
@@ -855,7 +872,11 @@ def test_a_target_relative_to_paper_scale_computes_its_bound_from_the_paper_cell
     "fast, slow, ratio, expected",
     [
         ((1, 2), (4, 8), 0.5, True),  # at most 2 against more than 4: below 0.5x whatever lies between rows
-        ((16, 32), (16, 32), 0.5, False),  # same row after doubling rows: the ratio is above 0.5 for sure
+        # same interval after doubling rows: the ratio is above 0.5 by the intervals, but crossings within one
+        # evaluation of each other order nothing (a mean curve's crossing moves by an evaluation with its seeds)
+        ((16, 32), (16, 32), 0.5, claims.UNRESOLVED),
+        ((16, 32), (64, 128), 0.5, True),  # apart by an evaluation: at most 32 against more than 64
+        ((64, 128), (16, 32), 0.5, False),  # apart, the other way round
         ((16, 32), (16, 32), 1.0, claims.UNRESOLVED),  # ... but may be on either side of 1
         ((0, 100), (0, 100), 0.5, claims.UNRESOLVED),  # both at the first evaluation
         ((30, 60), (60, 120), 0.5, claims.UNRESOLVED),  # 60 against 60-120: could be 0.5-1, could be 0.25
