@@ -1129,8 +1129,9 @@ def underfits_and_overconfident(
         )
         parts.append(
             f"{value}: underfitting at {_words(large)}: {what} {', '.join(f'{x:.3g}' for x in fit_large)} against "
-            f"{', '.join(f'{x:.3g}' for x in fit_small)} at {_words(small)} (bound: below {bound:g} there, at least "
-            f"{bound:g} here){'' if underfit else ' (not underfit)'}; overconfidence at {_words(small)}: {grows} "
+            f"{', '.join(f'{x:.3g}' for x in fit_small)} at {_words(small)} (bound: below {bound:g} at "
+            f"{_words(large)}, at least {bound:g} at {_words(small)}){'' if underfit else ' (not underfit)'}; "
+            f"overconfidence at {_words(small)}: {grows} "
             f"(bound: {limit}){'' if confident else ' (not overconfident: it grows)'}"
         )
     return _decide(results, " | ".join(parts), min(ns, default=0))
