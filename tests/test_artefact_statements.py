@@ -50,7 +50,7 @@ def test_every_committed_figure_and_table_states_its_source_and_verdicts(build):
             ), f"{out.relative_to(REPO)} states no verdict"
 
 
-@pytest.mark.parametrize("artefact", ["fig5", "fig7", "bali_table2"])
+@pytest.mark.parametrize("artefact", ["fig5", "fig7", "bali_table2", "bali_fig2", "bali_fig1", "bali_fig6"])
 def test_a_notebook_states_the_reports_verdicts(tmp_path, artefact):
     """The verdicts an artefact prints (InputsContext over its input CSVs) are the report's (Context over the
     archive), claim for claim, on the committed quick cells."""

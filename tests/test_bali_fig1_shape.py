@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from reprokit import shape as sh_mod
 from reprokit.data import registry
@@ -85,14 +86,36 @@ def test_two_moons_needs_more_entropy_far_from_the_data():
     assert not sh_mod.of_cell(_moons_row(confident_far=True))["smooth"]
 
 
-def test_two_near_zero_entropies_do_not_pass_on_their_ratio():
+def _moons_entropies(p_near: float, p_far: float) -> pd.Series:
+    """A FAKE two-moons cell whose p(class 1) is `p_near` within 0.1 of the data and `p_far` elsewhere."""
     row = _moons_row(confident_far=True)
     b = registry.load("two_moons", seed=0)
     d = sh_mod._nearest(b.meta["x_grid"].numpy(), b.x_train.numpy())
-    row["grid_p1"] = _fmt(np.where(d <= 0.1, 1 - 1e-9, 0.999))  # entropy ~2e-8 close, ~0.008 far
-    shape = sh_mod.of_cell(row)
-    assert shape["far_over_near"] > 1e3 and shape["entropy_far"] < sh_mod.SHAPE["entropy_far_min"]
-    assert not shape["smooth"]
+    row["grid_p1"] = _fmt(np.where(d <= 0.1, p_near, p_far))
+    return row
+
+
+def test_two_rounding_residues_do_not_pass_on_their_ratio():
+    shape = sh_mod.of_cell(_moons_entropies(1e-9, 1e-7))  # entropy ~2e-8 close, ~2e-6 far: float rounding
+    assert shape["far_over_near"] > 10 and shape["entropy_far"] < sh_mod.SHAPE["entropy_resolution"]
+    assert not shape["smooth"] and not sh_mod.uncertainty_grows(shape)
+
+
+def test_two_moons_increased_uncertainty_is_relative_and_the_absolute_floor_a_variant():
+    # entropy ~2e-8 close to the data, ~0.008 far from it: far more uncertain far away, though not unsure there
+    shape = sh_mod.of_cell(_moons_entropies(1e-9, 1e-3))
+    assert shape["far_over_near"] > 1e3 and shape["entropy_far"] < sh_mod.SHAPE["entropy_far_floor"]
+    assert shape["smooth"] and sh_mod.meets(shape) and not sh_mod.meets(shape, sh_mod.SHAPE["entropy_far_floor"])
+    # as unsure close to the data as far from it: no increase, whatever the absolute entropy
+    assert not sh_mod.of_cell(_moons_entropies(0.7, 0.7))["smooth"]
+
+
+def test_a_cells_recorded_reading_is_decided_anew_from_its_numbers():
+    row = _moons_entropies(1e-9, 1e-3)
+    metrics = {**sh_mod.as_metrics(sh_mod.of_cell(row)), "shape_smooth": 0.0}  # recorded under a stricter reading
+    recorded = sh_mod.recorded(pd.Series({**row, **metrics}))
+    assert recorded["smooth"] is True
+    assert sh_mod.recorded(pd.Series({**row, **metrics, "status": "failed"})) == {}
 
 
 def test_the_claim_check_holds_only_when_every_dataset_does():
@@ -114,3 +137,97 @@ def test_the_claim_check_holds_only_when_every_dataset_does():
     verdict = claims.smooth_predictive(Ctx(bad), "bali_synthetic")
     assert verdict.status == claims.FAILS and "sines_trend: the mean's total variation" in verdict.measured
     assert claims.smooth_predictive(Ctx([]), "bali_synthetic").status == claims.NOT_RUN
+    # an absolute floor on two moons' entropy far from the data (the variant reading) fails a panel whose entropy
+    # grows only relatively
+    moons = recorded(_moons_entropies(1e-9, 1e-3))
+    relative = claims.smooth_predictive(Ctx([good[0], good[1], moons]), "bali_synthetic")
+    assert relative.status == claims.HOLDS, relative.measured
+    floor = claims.smooth_predictive(Ctx([good[0], good[1], moons]), "bali_synthetic", entropy_far_min=0.1)
+    assert floor.status == claims.FAILS and "two_moons: entropy" in floor.measured and "short of" in floor.measured
+
+
+# -- BBB's panels (App. I.2, Figs. 4-6): underfitting at the large KL factor, overconfidence at the small one ------
+
+
+def _bbb(row: pd.Series, kl_factor: float, train_rmse: float | None = None, train_nll: float | None = None):
+    """A FAKE BBB cell: `row`'s predictive at `kl_factor`, its recorded shape numbers and training fit, and the
+    training targets it was fitted to (plot_y_train, as a cell records them)."""
+    b = registry.load(str(row["dataset"]), seed=0)
+    out = {**row, "method": "bbb", "kl_factor": kl_factor, "plot_y_train": _fmt(b.y_train.numpy())}
+    out.update(sh_mod.as_metrics(sh_mod.of_cell(row)))
+    if train_rmse is not None:
+        out["train_rmse"] = train_rmse
+    if train_nll is not None:
+        out["train_nll"] = train_nll
+    return pd.Series(out)
+
+
+def test_the_training_fit_is_read_against_the_best_constant_prediction():
+    b = registry.load("sines_trend", seed=0)
+    sd = float(b.y_train.numpy().std())
+    assert sh_mod.explained(_bbb(_regression_row("sines_trend"), 1.0, train_rmse=sd)) == pytest.approx(0.0, abs=1e-6)
+    assert sh_mod.explained(_bbb(_regression_row("sines_trend"), 1.0, train_rmse=0.5 * sd)) == pytest.approx(0.75)
+    y = registry.load("two_moons", seed=0).y_train.numpy()
+    share = np.unique(y, return_counts=True)[1] / len(y)
+    h = float(-(share * np.log(share)).sum())  # the label entropy: the best constant prediction's NLL
+    assert sh_mod.explained(_bbb(_moons_row(False), 1.0, train_nll=h)) == pytest.approx(0.0, abs=1e-6)
+    assert sh_mod.explained(_bbb(_moons_row(False), 1.0, train_nll=0.1 * h)) == pytest.approx(0.9)
+    assert sh_mod.explained(pd.Series({"status": "completed"})) is None  # nothing recorded
+
+
+class _Cells:
+    def __init__(self, rows):
+        self.rows = pd.DataFrame(rows)
+
+    def cells(self, experiment, where):
+        df = self.rows
+        for key, value in where.items():
+            df = df[df[key] == value] if key in df else df.iloc[0:0]
+        return df
+
+
+def _panels(rows, dataset: str):
+    args = {
+        "experiment": "bali_bbb_synthetic",
+        "where": {"method": "bbb", "dataset": dataset},
+        "large": {"kl_factor": 1.0, "label": "KL factor 1"},
+        "small": {"kl_factor": 0.01, "label": "KL factor 0.01"},
+    }
+    return claims.check(_Cells(rows), "underfits_and_overconfident", args)
+
+
+@pytest.mark.parametrize(
+    "large_rmse, small_sd_far, status",
+    [
+        (1.0, 0.0, claims.HOLDS),  # factor 1 explains nothing; factor 0.01's sd is flat: both halves
+        (0.01, 0.0, claims.FAILS),  # factor 1 fits the data: no underfitting
+        (1.0, 1.0, claims.FAILS),  # factor 0.01's sd grows away from the data: not overconfident
+    ],
+)
+def test_both_halves_of_the_bbb_sentence_must_hold(large_rmse, small_sd_far, status):
+    sd = float(registry.load("sines_trend", seed=0).y_train.numpy().std())
+    rows = [
+        _bbb(_regression_row("sines_trend", sd_far=1.0), 1.0, train_rmse=large_rmse * sd),
+        _bbb(_regression_row("sines_trend", sd_far=small_sd_far), 0.01, train_rmse=0.1 * sd),
+    ]
+    v = _panels(rows, "sines_trend")
+    assert v.status == status, v.measured
+    assert (
+        "underfitting at KL factor 1: training fit R^2" in v.measured
+        and "overconfidence at KL factor 0.01" in v.measured
+    )
+    assert ("(not underfit)" in v.measured) == (large_rmse < 0.5)
+    assert ("(not overconfident: it grows)" in v.measured) == (small_sd_far > 0)
+    assert _panels(rows[:1], "sines_trend").status == claims.NOT_RUN  # the small factor has not run
+
+
+def test_a_two_moons_panel_is_overconfident_when_its_entropy_far_away_is_below_rounding():
+    y = registry.load("two_moons", seed=0).y_train.numpy()
+    share = np.unique(y, return_counts=True)[1] / len(y)
+    h = float(-(share * np.log(share)).sum())
+    large = _bbb(_moons_row(False), 1.0, train_nll=0.8 * h)  # recovers a fifth of the label entropy: underfit
+    confident = _bbb(_moons_entropies(1e-9, 1e-7), 0.01, train_nll=0.01)  # p at 0 to float rounding far away
+    unsure = _bbb(_moons_row(False), 0.01, train_nll=0.01)  # entropy grows away from the data
+    assert _panels([large, confident], "two_moons").status == claims.HOLDS
+    v = _panels([large, unsure], "two_moons")
+    assert v.status == claims.FAILS and "(not overconfident: it grows)" in v.measured, v.measured

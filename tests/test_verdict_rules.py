@@ -44,7 +44,10 @@ class Cells:
         self._spread, self._grid, self._settings, self._machine = spread, grid, settings or {}, machine
 
     def cells(self, experiment, where):
-        df = self._rows.get(experiment, pd.DataFrame())
+        return self._select(self._rows.get(experiment, pd.DataFrame()), where)
+
+    @staticmethod
+    def _select(df: pd.DataFrame, where: dict) -> pd.DataFrame:
         for key, value in where.items():
             if key not in df:
                 return df.iloc[0:0]
@@ -590,3 +593,101 @@ def test_the_ranking_reading_of_an_input_mask(informative, spurious, verdict):
     if verdict == "holds":  # the threshold reading of the same mask: the spurious ones stay above 0.5, so it fails
         threshold = claims.check(ctx, "inputs_kept", {**args, "reading": "threshold", "threshold": 0.5})
         assert threshold.status == "does not hold", threshold.measured
+
+
+# -- (9) a curve-speed claim, decided per set on the sets whose evaluations resolve the crossings -----------------
+
+
+class Curves(Cells):
+    """FAKE learning curves: {experiment: rows of (method, dataset, seed, step, test_nll)}."""
+
+    def __init__(self, curves: dict, **kw):
+        super().__init__({}, **kw)
+        self._curves = {e: pd.DataFrame(rs) for e, rs in curves.items()}
+
+    def curves(self, experiment, where):
+        return self._select(self._curves.get(experiment, pd.DataFrame()), where)
+
+
+def _curve(method: str, dataset: str, crossing_step: int, steps) -> list[dict]:
+    """A FAKE test-NLL curve from 1.0 to 0.0 that drops to 0.05 (past 90 % of its improvement) at the first
+    evaluation at or after `crossing_step`, and reaches its best at the last evaluation."""
+    last = steps[-1]
+    return [
+        {
+            "method": method,
+            "dataset": dataset,
+            "seed": 0,
+            "step": s,
+            "test_nll": 1.0 if s < crossing_step else (0.0 if s == last else 0.05),
+        }
+        for s in steps
+    ]
+
+
+def _speed_args(**extra) -> dict:
+    return {
+        "experiments": ["e"],
+        "fast": {"method": "fast", "label": "FAST"},
+        "slow": [{"method": "slow", "label": "SLOW"}],
+        "ratio": 0.5,
+        **extra,
+    }
+
+
+def test_crossings_within_one_evaluation_order_nothing_and_apart_they_decide():
+    # FAKE evaluations every 10 steps: crossings are known between two evaluations, (before, at]
+    assert claims._faster((10.0, 20.0), (40.0, 50.0), 0.5) is True  # 20 / 40 <= 0.5: faster, apart by an interval
+    assert claims._faster((40.0, 50.0), (10.0, 20.0), 0.5) is False  # apart, the other way round
+    # adjacent intervals (20, 30] and (10, 20]: ordered by the intervals alone, but one evaluation is the seeds' scatter
+    assert claims._faster((20.0, 30.0), (10.0, 20.0), 0.5) == claims.UNRESOLVED
+    assert claims._faster((10.0, 20.0), (10.0, 20.0), 0.5) == claims.UNRESOLVED  # the same interval
+    assert claims._faster((0.0, 10.0), (0.0, 10.0), 0.5) == claims.UNRESOLVED  # both at the first evaluation
+    # apart, but the intervals allow both answers: (20, 30] against (40, 50] is a ratio in (0.4, 0.75)
+    assert claims._faster((20.0, 30.0), (40.0, 50.0), 0.5) == claims.UNRESOLVED
+
+
+@pytest.mark.parametrize(
+    "slow_on_b, status",
+    [
+        (20, "holds"),  # set b: both cross between steps 10 and 20: unresolved, the claim rests on set a
+        (90, "holds"),  # set b resolves and agrees: decided on both
+        (10, "does not hold"),  # set b: FAST crosses at 20, SLOW at 10 ... within one evaluation: unresolved
+    ],
+)
+def test_a_speed_claim_is_decided_on_the_sets_that_resolve_and_names_them(slow_on_b, status):
+    steps = list(range(0, 101, 10))
+    rows = _curve("fast", "a", 10, steps) + _curve("slow", "a", 60, steps)  # set a: 10 against 60, decided
+    rows += _curve("fast", "b", 20 if slow_on_b != 10 else 60, steps) + _curve("slow", "b", slow_on_b, steps)
+    v = claims.check(Curves({"e": rows}), "converges_faster", _speed_args())
+    assert v.status == status, v.measured
+    assert "a faster (FAST 0-10 vs SLOW 50-60)" in v.measured  # the sides by their labels, the crossings' intervals
+    if slow_on_b == 20:
+        assert "b not resolved" in v.measured and "within one evaluation of each other" in v.measured
+        assert v.subset.startswith("decided on a,") and v.subset.endswith("not resolved: b")
+    elif slow_on_b == 90:
+        assert "b faster" in v.measured and v.subset == ""
+    else:  # set b: FAST at 60 against SLOW at 10, apart: not faster, which one clear set is enough to fail
+        assert "b not faster" in v.measured
+
+
+def test_a_speed_claim_no_set_resolves_is_not_testable_and_a_missing_curve_is_not_run():
+    steps = list(range(0, 101, 10))
+    rows = _curve("fast", "a", 10, steps) + _curve("slow", "a", 10, steps)  # both at the first evaluation
+    v = claims.check(Curves({"e": rows}), "converges_faster", _speed_args())
+    assert v.status == "not testable" and "both at the first evaluation" in v.measured, v.measured
+    # the slow side's curves have not run: not run, naming the side by its label
+    v = claims.check(Curves({"e": _curve("fast", "a", 10, steps)}), "converges_faster", _speed_args())
+    assert v.status == "not run" and "e SLOW: no curves" in v.measured, v.measured
+
+
+def test_a_sides_label_names_it_and_never_selects_cells():
+    rows = [{"method": m, "seed": s, "test_acc": x} for m, x in (("a", 0.95), ("b", 0.90)) for s in range(3)]
+    rows = [{**r, "test_acc": r["test_acc"] + 0.001 * r["seed"]} for r in rows]
+    claim = compare_claim(a={"method": "a", "label": "BALI"}, b={"method": "b", "label": "DO"})
+    v = claims.verdict(Cells({"e": rows}, spread=fam()), claim)
+    assert v.status == "holds" and v.measured.startswith("test_acc, BALI vs DO:"), v.measured
+    # several b sides: each comparison is named by its side's label
+    claim = compare_claim(b=[{"method": "b", "label": "DO"}, {"method": "a", "label": "BALI again"}])
+    v = claims.verdict(Cells({"e": rows}, spread=fam()), claim)
+    assert "DO: " in v.measured and "BALI again: " in v.measured, v.measured

@@ -77,8 +77,66 @@ SHAPE = {
     "fit_err_max": 1.0,  # RMS error of the mean against the true f close to the data, in inferred noise sds
     "epi_near_max": 2.0,  # largest weight (epistemic) sd close to the data, in inferred noise sds (no spikes)
     "far_over_near_min": 2.0,  # predictive sd (regression) or entropy (classification) far / close
-    "entropy_far_min": 0.1,  # two moons: and at least this much entropy (nats; p ~ 0.02 / 0.98) far from the data
+    # two moons: "increased predictive uncertainty" is relative (far / close, above); the entropy far from the data
+    # must only be resolvable, above the float32 rounding of p near 0 or 1 (p = 1 - 6e-8 gives ~1e-6 nats), so that a
+    # ratio of two rounding residues cannot pass
+    "entropy_resolution": 1e-5,
+    # an absolute floor on it, a variant reading of ours (the claim bali_fig1_smooth_fit_entropy_floor): at least this
+    # much entropy (nats; p ~ 0.02 / 0.98) far from the data
+    "entropy_far_floor": 0.1,
+    # BBB's panels (App. I.2, Figs. 4-6), "underfitting": the predictive explains under this share of the training
+    # targets against the best constant prediction (:func:`explained`), where the fit at the small factor does not
+    "underfit_explained_max": 0.5,
 }
+
+
+def uncertainty_grows(shape: dict, entropy_far_min: float | None = None) -> bool:
+    """Whether a shape reading (:func:`of_cell`'s numbers) has "increased predictive uncertainty further away": the
+    predictive sd (regression) or entropy (classification) far from the data at least `far_over_near_min` x that
+    close to it; for classification the entropy far away must also reach `entropy_far_min` nats (default: only
+    resolvable, :data:`SHAPE`'s `entropy_resolution`)."""
+    if shape.get("far_over_near", 0.0) < SHAPE["far_over_near_min"]:
+        return False
+    if "entropy_far" not in shape:
+        return True
+    floor = (
+        SHAPE["entropy_resolution"] if entropy_far_min is None else max(entropy_far_min, SHAPE["entropy_resolution"])
+    )
+    return shape["entropy_far"] >= floor
+
+
+def meets(shape: dict, entropy_far_min: float | None = None) -> bool:
+    """Whether a shape reading meets every criterion of :data:`SHAPE` (regression: the fit's and the uncertainty's;
+    classification: :func:`uncertainty_grows`), decided from its numbers, so a cell's recorded numbers are read
+    under the current reading whatever `smooth` it recorded."""
+    if not shape:
+        return False
+    if "tv_ratio" in shape and not (
+        shape["tv_ratio"] <= SHAPE["tv_ratio_max"]
+        and shape["roughness"] <= SHAPE["roughness_max"]
+        and shape["fit_err"] <= SHAPE["fit_err_max"]
+        and shape["epi_near"] <= SHAPE["epi_near_max"]
+    ):
+        return False
+    return uncertainty_grows(shape, entropy_far_min)
+
+
+def explained(row) -> float | None:
+    """The share of its training targets a synthetic cell's predictive explains against the best constant
+    prediction, from what the cell recorded: regression 1 - train RMSE^2 / var(y_train) (R^2; below 0 where it does
+    worse than the targets' mean), classification 1 - train NLL / the entropy of the training labels' frequencies
+    (McFadden's pseudo-R^2; 0: no better than predicting the class shares). None where the cell recorded neither."""
+    y = floats(row.get("plot_y_train"))
+    if not len(y):
+        return None
+    shape = recorded(row)
+    if "entropy_far" in shape:  # classification
+        nll = float(row.get("train_nll", np.nan))
+        share = np.unique(y, return_counts=True)[1] / len(y)
+        h = float(-(share * np.log(share)).sum())
+        return 1.0 - nll / h if np.isfinite(nll) and h > 0 else None
+    rmse = float(row.get("train_rmse", np.nan))
+    return 1.0 - rmse**2 / float(y.var()) if np.isfinite(rmse) and y.var() > 0 else None
 
 
 def _nearest(grid: np.ndarray, train: np.ndarray) -> np.ndarray:
@@ -96,9 +154,9 @@ def of_cell(row) -> dict:
     `fit_err` (RMS of mean - f close to the data) and `epi_near` (largest weight sd close to the data), both in
     the cell's inferred noise sds, and `far_over_near` (median total sd far from the data / close to it).
     Classification: `far_over_near` of the predictive entropy of p(class 1), and `entropy_near` / `entropy_far`
-    (nats; far from the data it must also reach `entropy_far_min`, else a ratio of two near-zero entropies
-    would pass). `smooth` is True when every criterion of :data:`SHAPE` is met. Empty for a cell that did not
-    complete.
+    (nats; far from the data it must also be resolvable, `entropy_resolution`, else a ratio of two rounding
+    residues would pass). `smooth` is True when every criterion of :data:`SHAPE` is met (:func:`meets`). Empty for
+    a cell that did not complete.
     """
     if row.get("status") != "completed":
         return {}
@@ -121,25 +179,16 @@ def of_cell(row) -> dict:
             "far_over_near": float(np.median(sd[far]) / np.median(sd[near])),
             "noise": noise,
         }
-        out["smooth"] = bool(
-            out["tv_ratio"] <= SHAPE["tv_ratio_max"]
-            and out["roughness"] <= SHAPE["roughness_max"]
-            and out["fit_err"] <= SHAPE["fit_err_max"]
-            and out["epi_near"] <= SHAPE["epi_near_max"]
-            and out["far_over_near"] >= SHAPE["far_over_near_min"]
-        )
+        out["smooth"] = meets(out)
         return out
     p = np.clip(floats(row["grid_p1"]), 1e-12, 1 - 1e-12)
     entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
     e_near = float(np.median(entropy[d <= SHAPE["near_2d"]]))
     e_far = float(np.median(entropy[d >= SHAPE["far_2d"]]))
     ratio = e_far / e_near if e_near > 0 else float("inf")
-    return {
-        "entropy_near": e_near,
-        "entropy_far": e_far,
-        "far_over_near": ratio,
-        "smooth": bool(ratio >= SHAPE["far_over_near_min"] and e_far >= SHAPE["entropy_far_min"]),
-    }
+    out = {"entropy_near": e_near, "entropy_far": e_far, "far_over_near": ratio}
+    out["smooth"] = meets(out)
+    return out
 
 
 def shape_text(shape: dict) -> str:
@@ -169,8 +218,8 @@ def as_metrics(shape: dict) -> dict[str, float]:
 
 
 def recorded(row) -> dict:
-    """The reading a cell recorded (its `shape_<name>` metrics) in `of_cell`'s form; {} for a cell that did not
-    complete or recorded none."""
+    """The reading a cell recorded (its `shape_<name>` metrics) in `of_cell`'s form, `smooth` decided anew from its
+    numbers (:func:`meets`); {} for a cell that did not complete or recorded none."""
     if row.get("status") != "completed":
         return {}
     out = {}
@@ -179,5 +228,5 @@ def recorded(row) -> dict:
             out[str(key)[len(PREFIX) :]] = float(value)
     if "smooth" not in out:
         return {}
-    out["smooth"] = bool(out["smooth"])
+    out["smooth"] = meets(out)  # under the current reading, whatever the cell recorded when it ran
     return out

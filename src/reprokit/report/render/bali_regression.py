@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...shape import SHAPE, _nearest, floats, recorded_points, shape_text  # noqa: F401 (re-exported)
-from ...shape import recorded as predictive_shape  # noqa: F401 (the notebooks read the cells' recorded reading)
+from ...shape import SHAPE, _nearest, explained, floats, recorded_points, shape_text  # noqa: F401 (re-exported)
+from ...shape import recorded as predictive_shape  # the notebooks read the cells' recorded reading
 from .. import cells
 from ..stats import format_pm, mean_se
 from ..verdicts import papers
@@ -371,8 +371,11 @@ def bbb_synthetic_page(inputs, dataset: str, label: str):
         f"; {int(r['n_steps'])} Adam iterations (lr {r['lr']:g}), full batch, N(0, {r['prior_sigma']:g}^2) prior, "
         f"{likelihood}; {int(r['final_samples'])} weight samples; loss = NLL + KL factor x KL / N"
         "\nEach panel's box: the mean negative log-likelihood per training (test) point of its predictive, lower = "
-        "closer fit (the paper's claim of underfitting at a large KL factor, Figs. 4-6, is read as the training NLL "
-        "at the largest factor above that at the smallest)"
+        "closer fit; the training fit against the best constant prediction (R^2; two moons: 1 - NLL / label entropy) "
+        "and the predictive "
+        + ("sd" if regression else "entropy")
+        + " far from the data over that near it. The paper's claim, underfitting at a large KL factor and "
+        "overconfidence at a small one, is read as a fit under 0.5 at factor 1 and a ratio under 2 at 0.01"
     )
     note = style.wrap_note(fig, note)
     fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 0.92))
@@ -380,12 +383,18 @@ def bbb_synthetic_page(inputs, dataset: str, label: str):
 
 
 def nll_box(ax, row: pd.Series, loc: str = "upper right") -> None:
-    """The cell's training and test NLL in a box in a corner of its panel (what the BBB underfitting claim reads)."""
+    """The cell's training and test NLL, its training fit (reprokit.shape.explained) and its uncertainty far from
+    the data over near it in a box in a corner of its panel: what the BBB claims of Figs. 4-6 read."""
     parts = [
         f"{split} NLL {float(row[f'{split}_nll']):.3f}"
         for split in ("train", "test")
         if f"{split}_nll" in row and pd.notna(row[f"{split}_nll"])
     ]
+    fit, shape = explained(row), predictive_shape(row)
+    if fit is not None:
+        parts.append(f"train fit {fit:.2f}")
+    if shape:
+        parts.append(f"far / near {shape['far_over_near']:.3g}")
     if not parts:
         return
     x, ha = (0.98, "right") if "right" in loc else (0.02, "left")

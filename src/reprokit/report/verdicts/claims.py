@@ -33,14 +33,16 @@ kind (:data:`NOISE_RULE`, printed in the report): a two-sided Student-t interval
 
 An inconclusive outcome records which way its point estimate leans (with the paper or against it), so the
 verdict says it; a reversal is called one only outside the band. A curve-speed comparison whose evaluations
-cannot order the crossings (:func:`converges_faster`) is not testable at that scale (the evaluation grid is
-coarser than the effect), not inconclusive.
+cannot order the crossings (:func:`converges_faster`: crossings within one evaluation of each other order nothing)
+is not testable at that scale (the evaluation grid is coarser than the effect), not inconclusive; where it orders
+them on some sets only, it is decided on those and says which.
 
 A table comparison whose baseline entry is itself far from the paper's number for it (:func:`baseline_far`) is
-"not comparable" unless it clearly fails. all_have_status (statuses) and smooth_predictive (its shape reading)
-decide without a band. :func:`verdict` then applies what the claim's cells must cover before it counts as tested
-(the whole grid of its experiments at the scale, or the subset its words allow; the settings its words need) and
-labels a check true by construction as such.
+"not comparable" unless it clearly fails. all_have_status (statuses), smooth_predictive and
+underfits_and_overconfident (shape readings of single predictives) decide without a band. :func:`verdict` then
+applies what the claim's cells must cover before it counts as tested (the whole grid of its experiments at the
+scale, or the subset its words allow; the settings its words need) and labels a check true by construction as
+such.
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from ...shape import SHAPE, explained, shape_text, uncertainty_grows
+from ...shape import meets as meets_shape
 from ...shape import recorded as predictive_shape
-from ...shape import shape_text
 from ..cells import metric_values, norm
 from ..stats import correlation_ci, mean_se
 from . import noise
@@ -344,8 +347,19 @@ def _ranges(idx: list[int]) -> str:
     return ", ".join(parts)
 
 
+LABEL = "label"  # a side's name as the paper writes it ("BALI-L"), not a coordinate: never used to select cells
+
+
 def _words(where: dict) -> str:
-    return "/".join(str(v) for v in where.values())
+    """A side of a comparison in words: its `label` where it has one, else its coordinates' values."""
+    if where.get(LABEL):
+        return str(where[LABEL])
+    return "/".join(str(v) for k, v in where.items() if k != LABEL)
+
+
+def _coords(where: dict) -> dict:
+    """A side's coordinates, without its `label`."""
+    return {k: v for k, v in where.items() if k != LABEL}
 
 
 def threshold(
@@ -597,13 +611,14 @@ def compare(
     not run, e.g. "low-data vs large-data regime" needs two sizes). relation "above": gap = a - b (b - a when
     `lower_is_better`) with min_gap < gap (<= max_gap when given); "similar": |a - b| <= tol or <= z combined
     s.e. Holds when every comparison holds (at least `at_least` of them when given). A side that names its own
-    `experiment` (a key of a / b) reads that experiment's cells instead of `experiments`; `metric` may be a
-    difference of two metrics, "high - low" (e.g. "test_nll - train_nll": the overfitting gap)."""
+    `experiment` (a key of a / b) reads that experiment's cells instead of `experiments`, and its `label` (e.g.
+    "BALI-L") names it in the measured text; `metric` may be a difference of two metrics, "high - low" (e.g.
+    "test_nll - train_nll": the overfitting gap)."""
     worse = [b] if isinstance(b, dict) else list(b)
     results, parts, ns = [], [], []
 
     def side(where: dict, group: dict) -> pd.DataFrame:
-        coords = {k: v for k, v in where.items() if k != "experiment"}
+        coords = {k: v for k, v in _coords(where).items() if k != "experiment"}
         if where.get("experiment", experiments) is None:
             raise ValueError(f"compare: no experiment for the side {where} (give `experiments` or its `experiment`)")
         return _cells(ctx, where.get("experiment", experiments), {**group, **coords})
@@ -612,7 +627,10 @@ def compare(
         for w in worse:
             ra, rb = side(a, group), side(w, group)
             # the b side is named per comparison only where there are several
-            label = ", ".join(f"{k}={v}" for k, v in {**group, **(w if len(worse) > 1 else {})}.items())
+            named = [f"{k}={v}" for k, v in group.items()]
+            if len(worse) > 1:
+                named += [w[LABEL]] if w.get(LABEL) else [f"{k}={v}" for k, v in w.items()]
+            label = ", ".join(named)
             values = _axis_values(ra, rb, by, "all") if len(ra) and len(rb) else []
             if len(values) < min_values:
                 results.append(None)
@@ -857,13 +875,29 @@ def _time_to(curve: pd.Series, fraction: float, lower_is_better: bool) -> tuple[
 
 def _faster(a: tuple[float, float], b: tuple[float, float], ratio: float):
     """Is crossing a below `ratio` x crossing b, each known only between two evaluations ((before, at] steps)?
-    True / False where every pair of times in the intervals agrees, else INCONCLUSIVE (the curves' spacing
-    decides, not the methods)."""
+    Decided only where the two intervals are apart, neither overlapping nor touching: a mean curve's crossing moves
+    by an evaluation with its seeds, so crossings within one evaluation of each other (or both at the first) order
+    nothing. Then True / False where every pair of times in the intervals agrees, else UNRESOLVED (the curves'
+    spacing decides, not the methods)."""
     (pa, ta), (pb, tb) = a, b
+    if not (ta < pb or tb < pa):
+        return UNRESOLVED
     if pb > 0 and ta / pb <= ratio:  # a's latest possible time against b's earliest
         return True
     if pa / tb >= ratio:
         return False
+    return UNRESOLVED
+
+
+def _set_outcome(outcomes: list):
+    """One set's outcome over its comparisons (the fast curve against each slow one): False where one is clearly
+    not faster, True where every one is faster, None where one has not run, else UNRESOLVED."""
+    if any(o is False for o in outcomes):
+        return False
+    if outcomes and all(o is True for o in outcomes):
+        return True
+    if any(o is None for o in outcomes):
+        return None
     return UNRESOLVED
 
 
@@ -879,57 +913,89 @@ def converges_faster(
     lower_is_better: bool = True,
     fast_experiments: list[str] | None = None,
 ) -> Verdict:
-    """Per value of `by`, the mean learning curve (over seeds) of the `fast` cells makes `fraction` of its total
-    improvement in fewer than `ratio` x the iterations each `slow` one needs (curves: ctx.curves). A curve's
-    crossing is known only between two evaluations: a pair whose intervals allow both answers is inconclusive."""
-    results, parts, ns = [], [], []
+    """Per value of `by` (a set), the mean learning curve (over seeds) of the `fast` cells makes `fraction` of its
+    total improvement in fewer than `ratio` x the iterations each `slow` one needs (curves: ctx.curves). A curve's
+    crossing is known only between two evaluations, so each comparison is faster, not faster, or unresolved
+    (:func:`_faster`); a set is faster when it is against every slow side, not faster when it clearly is not
+    against one, else unresolved. The claim is decided per set on the sets the evaluations resolve, named in the
+    verdict: it does not hold where one resolved set is not faster, holds where every resolved set is, and is not
+    testable where none resolves. A side's `label` names it ("BALI-L")."""
+    sets: dict[tuple, list] = {}  # (experiment, set) -> [(outcome, text)] over the slow sides
+    missing, ns = [], []
     for i, exp in enumerate(experiments):
         f_exp = (fast_experiments or experiments)[i]
-        cf = ctx.curves(f_exp, fast)
+        cf = ctx.curves(f_exp, _coords(fast))
         for w in slow:
-            cs = ctx.curves(exp, w)
+            cs = ctx.curves(exp, _coords(w))
             keys = sorted(set(cf[by]) & set(cs[by])) if by in cf and by in cs else []
             if not keys:
-                results.append(None)
-                missing = [f"{e} {_words(c)}" for e, c, df in ((f_exp, fast, cf), (exp, w, cs)) if by not in df]
-                parts.append(
-                    f"{' and '.join(missing)}: no curves"
-                    if missing
-                    else f"{f_exp} and {exp}: no common {by} with curves"
+                sides = ((f_exp, fast, cf), (exp, w, cs))
+                absent = [f"{e} {_words(c)}" for e, c, df in sides if df.empty or by not in df]
+                missing.append(
+                    f"{' and '.join(absent)}: no curves"
+                    if absent
+                    else f"{_words(fast)} ({f_exp}) and {_words(w)} ({exp}): no common {by} with curves"
                 )
                 continue
             for k in keys:
                 a, b = _mean_curve(cf[cf[by] == k], metric), _mean_curve(cs[cs[by] == k], metric)
                 if len(a) < 2 or len(b) < 2:
-                    results.append(None)
-                    parts.append(f"{k}: too few evaluations")
+                    sets.setdefault((exp, k), []).append((None, f"{_words(w)}: too few evaluations"))
                     continue
                 (pa, ta), (pb, tb) = crossings = (
                     _time_to(a, fraction, lower_is_better),
                     _time_to(b, fraction, lower_is_better),
                 )
-                verdict = _faster(*crossings, ratio)
-                results.append(verdict)
+                outcome = _faster(*crossings, ratio)
                 seeds = [
                     int(cf[cf[by] == k]["seed"].nunique()) if "seed" in cf else 1,
                     int(cs[cs[by] == k]["seed"].nunique()) if "seed" in cs else 1,
                 ]
                 ns.append(min(seeds))
-                between = (
-                    "both at the first evaluation: below the curves' resolution"
-                    if pa == pb == 0
-                    else f"crossings between evaluations: ratio in ({pa / tb:.2g}, "
-                    f"{ta / pb if pb else float('inf'):.2g}), below the curves' resolution"
+                why = ""
+                if outcome == UNRESOLVED:
+                    why = (
+                        " (both at the first evaluation: below the curves' resolution)"
+                        if pa == pb == 0
+                        else " (within one evaluation of each other: below the curves' resolution)"
+                        if not (ta < pb or tb < pa)
+                        else f" (crossings between evaluations: ratio in ({pa / tb:.2g}, "
+                        f"{ta / pb if pb else float('inf'):.2g}), below the curves' resolution)"
+                    )
+                sets.setdefault((exp, k), []).append(
+                    (outcome, f"{_words(fast)} {pa:g}-{ta:g} vs {_words(w)} {pb:g}-{tb:g}{why}")
                 )
-                parts.append(
-                    f"{k}: {_words(fast)} {ta:g} vs {_words(w)} {tb:g} iterations"
-                    + (f" ({between})" if verdict == UNRESOLVED else "")
-                )
-    return _decide(
-        results,
-        f"iterations to {fraction:.0%} of the {metric} improvement (bound: < {ratio:g} x): " + "; ".join(parts),
-        min(ns, default=0),
+    results, parts, resolved, unresolved = [], [], [], []
+    for (_, k), found in sets.items():
+        outcome = _set_outcome([o for o, _ in found])
+        results.append(outcome)
+        word = {True: "faster", False: "not faster", UNRESOLVED: "not resolved", None: "not run"}[outcome]
+        parts.append(f"{k} {word} ({'; '.join(t for _, t in found)})")
+        if outcome is True or outcome is False:
+            resolved.append(str(k))
+        elif outcome == UNRESOLVED:
+            unresolved.append(str(k))
+    results += [None] * len(missing)
+    measured = (
+        f"iterations to {fraction:.0%} of the {metric} improvement, each crossing between the two evaluations "
+        f"given (bound: < {ratio:g} x), per set: " + "; ".join(parts + missing)
     )
+    n = min(ns, default=0)
+    if any(r is False for r in results):
+        return Verdict(FAILS, measured, n)
+    if _SUBSET_OK.get() and any(r is not None for r in results):  # decided on the sets that ran
+        results = [r for r in results if r is not None]
+    if not results or any(r is None for r in results):
+        return Verdict(NOT_RUN, measured if parts or missing else "no cell ran", n)
+    if not resolved:
+        return Verdict(NOT_TESTABLE, f"the cells cannot resolve it: {measured}", n)
+    subset = (
+        f"decided on {', '.join(resolved)}, the sets whose evaluations resolve the crossings; not resolved: "
+        + ", ".join(unresolved)
+        if unresolved
+        else ""
+    )
+    return Verdict(HOLDS, measured, n, subset=subset)
 
 
 def still_improving(
@@ -992,10 +1058,14 @@ def all_have_status(ctx, experiment: str, status: str, where: dict | None = None
     return Verdict(HOLDS if set(counts.index) == {status} else FAILS, measured, len(rows))
 
 
-def smooth_predictive(ctx, experiment: str, where: dict | None = None, by: str = "dataset") -> Verdict:
+def smooth_predictive(
+    ctx, experiment: str, where: dict | None = None, by: str = "dataset", entropy_far_min: float | None = None
+) -> Verdict:
     """Every cell's predictive meets the numeric reading of "excellent and smooth fit, small uncertainty close to
-    the data, increased further away" (reprokit.shape.SHAPE), per value of `by`: the reading each cell recorded
-    (its shape_<name> metrics); a cell that recorded none counts as not run."""
+    the data, increased further away" (reprokit.shape.SHAPE, decided by reprokit.shape.meets), per value of `by`:
+    from the numbers each cell recorded (its shape_<name> metrics); a cell that recorded none counts as not run.
+    Classification's "increased" is relative (entropy far from the data over close to it); `entropy_far_min` (nats)
+    adds an absolute floor far from the data, a reading of ours shown as a variant."""
 
     rows = ctx.cells(experiment, where or {})
     if rows.empty or by not in rows:
@@ -1007,9 +1077,64 @@ def smooth_predictive(ctx, experiment: str, where: dict | None = None, by: str =
         if not shapes:
             results.append(None)
             continue
-        results.append(all(sh["smooth"] for sh in shapes))
-        parts.append(f"{value}: " + "; ".join(shape_text(sh) for sh in shapes))
+        ok = [meets_shape(sh, entropy_far_min) for sh in shapes]
+        results.append(all(ok))
+        parts.append(
+            f"{value}: "
+            + "; ".join(shape_text(sh) + ("" if good else " (short of the reading)") for sh, good in zip(shapes, ok))
+        )
     return _decide(results, " | ".join(parts), min((len(g) for _, g in rows.groupby(by)), default=0))
+
+
+def underfits_and_overconfident(
+    ctx, experiment: str, large: dict, small: dict, where: dict | None = None, by: str = "dataset"
+) -> Verdict:
+    """Both halves of "underfitting if the KL down-weighting factor is large and overconfidence if the factor is
+    small" (BALI App. I.2), per value of `by`, from the shape numbers each cell recorded (reprokit.shape):
+    underfitting, the cells at `large` explain under SHAPE's `underfit_explained_max` of their training targets
+    against the best constant prediction (reprokit.shape.explained) where those at `small` explain at least that
+    much; overconfidence, the cells at `small` lack Fig. 1's "increased predictive uncertainty further away"
+    (reprokit.shape.uncertainty_grows: their uncertainty far from the data under 2x that close to it). A shape
+    reading of single predictives, decided on its numbers without a band, as :func:`smooth_predictive`. A side's
+    `label` names it ("KL factor 1")."""
+    bound = SHAPE["underfit_explained_max"]
+    rows = ctx.cells(experiment, where or {})
+    if rows.empty or by not in rows:
+        return Verdict(NOT_RUN, "no cell ran")
+    results, parts, ns = [], [], []
+    for value, g in rows.groupby(by, sort=True):
+        at_large = g[[_fits(dict(r), _coords(large)) for _, r in g.iterrows()]]
+        at_small = g[[_fits(dict(r), _coords(small)) for _, r in g.iterrows()]]
+        fit_large = [explained(r) for _, r in at_large.iterrows()]
+        fit_small = [explained(r) for _, r in at_small.iterrows()]
+        shapes = [predictive_shape(r) for _, r in at_small.iterrows()]
+        if not fit_large or not fit_small or any(x is None for x in fit_large + fit_small) or not all(shapes):
+            results.append(None)
+            parts.append(f"{value}: not run")
+            continue
+        ns.append(min(len(at_large), len(at_small)))
+        underfit = max(fit_large) < bound <= min(fit_small)
+        confident = not any(uncertainty_grows(sh) for sh in shapes)
+        results.append(underfit and confident)
+        classification = "entropy_far" in shapes[0]
+        what = "training fit (1 - NLL / label entropy)" if classification else "training fit R^2"
+        grows = "; ".join(
+            f"entropy far from the data {sh['entropy_far']:.3g} nats, {sh['far_over_near']:.3g}x that near it"
+            if classification
+            else f"predictive sd far from the data {sh['far_over_near']:.2f}x that near it"
+            for sh in shapes
+        )
+        limit = f"under {SHAPE['far_over_near_min']:g}x" + (
+            f", or under {SHAPE['entropy_resolution']:g} nats far away" if classification else ""
+        )
+        parts.append(
+            f"{value}: underfitting at {_words(large)}: {what} {', '.join(f'{x:.3g}' for x in fit_large)} against "
+            f"{', '.join(f'{x:.3g}' for x in fit_small)} at {_words(small)} (bound: below {bound:g} at "
+            f"{_words(large)}, at least {bound:g} at {_words(small)}){'' if underfit else ' (not underfit)'}; "
+            f"overconfidence at {_words(small)}: {grows} "
+            f"(bound: {limit}){'' if confident else ' (not overconfident: it grows)'}"
+        )
+    return _decide(results, " | ".join(parts), min(ns, default=0))
 
 
 CHECKS = {
@@ -1029,6 +1154,7 @@ CHECKS = {
         still_improving,
         all_have_status,
         smooth_predictive,
+        underfits_and_overconfident,
     )
 }
 

@@ -83,6 +83,9 @@ class Claim:
     headline: str = ""
     # One line, no typed numbers, on why it does not hold or is inconclusive (from `gist:`), for the bottom line.
     gist: str = ""
+    # Why the check reads the words the way it does, in one line (from `reading:`, e.g. "'similar': within one
+    # percentage point"): shown in the report next to the words.
+    reading: str = ""
 
 
 def load(path: str | Path) -> dict:
@@ -181,6 +184,7 @@ CLAIM_KEYS = (
     "requires",
     "headline",
     "gist",
+    "reading",
 )
 ABOUT = ("method", "baseline")
 
@@ -229,6 +233,7 @@ def claims(doc: dict) -> list[Claim]:
                 requires,
                 " ".join(str(c.get("headline") or "").split()),
                 " ".join(str(c.get("gist") or "").split()),
+                " ".join(str(c.get("reading") or "").split()),
             )
         )
     return out

@@ -47,8 +47,10 @@ GLANCE_TAG = "glance"  # the report's machine-readable summary line per paper: <
 
 
 def _words(claim) -> str:
-    """The claim's words, marked when it is re-checked under another reading (a variant, not counted)."""
-    return f"[variant, not counted: {claim.variant}] {claim.words}" if claim.variant else claim.words
+    """The claim's words, marked when it is re-checked under another reading (a variant, not counted), followed by
+    how the check reads them (its `reading`), where the paper file states it."""
+    words = f"[variant, not counted: {claim.variant}] {claim.words}" if claim.variant else claim.words
+    return f"{words} (read as: {claim.reading})" if claim.reading else words
 
 
 def _f(x: float, digits: int = 4) -> str:
@@ -531,6 +533,8 @@ def _why(scale: str, claim, verdict) -> str:
     if scale != "paper" and claim.below_paper_scale:
         return claim.below_paper_scale
     if verdict.status == claim_checks.NOT_TESTABLE:
+        if scale == "paper" and claim.at_paper_scale:  # the quick-scale note would describe other cells
+            return f"Not testable at paper scale; looked into: {claim.at_paper_scale}"
         return claim.below_paper_scale or f"Not testable at {scale} scale: {verdict.measured.split(';')[0]}."
     if verdict.status == claim_checks.BY_CONSTRUCTION:
         return f"Holds by construction, so it is no evidence: {claim.by_construction}"
