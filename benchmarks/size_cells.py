@@ -87,7 +87,7 @@ def main(argv=None) -> int:
             curve = Path(job.out) / "curve.csv"
             if rc or not curve.exists():
                 continue
-            if curve.stat().st_size == 0:  # eval_every 0: no curve rows, only the final metrics below
+            if not curve.read_text().strip():  # eval_every 0: no curve rows, only the final metrics
                 print(json.loads((Path(job.out) / "metrics.json").read_text())["metrics"], flush=True)
                 continue
             import pandas as pd
