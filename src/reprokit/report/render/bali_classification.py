@@ -66,28 +66,32 @@ def scale_of(df: pd.DataFrame) -> str:
 
 
 def provenance(df: pd.DataFrame) -> str:
-    """Scale, seeds/splits per dataset group, and the data, for captions and figure footers."""
+    """Scale, seeds/splits per dataset group, and the data ("<scale>; <counts>; data: <data>", as
+    style.source_note: a table states the data in a footnote), for captions and figure footers."""
     parts = [SCALE_NOTE.get(scale_of(df), scale_of(df))]
+    data = []
     ran = _ran(df)
     uci = ran[ran["dataset"].isin(UCI)]
     img = ran[~ran["dataset"].isin(UCI)]
     if len(uci):
-        parts.append(f"UCI: random 80/20 splits (seed = split), {_per_dataset(uci, 'split')}")
+        parts.append(f"UCI: {_per_dataset(uci, 'split')}")
+        data.append("UCI: random 80/20 splits (seed = split)")
     if len(img):
-        parts.append(f"MNIST/FashionMNIST: standard 60000/10000 split, {_per_dataset(img, 'seed')}")
+        parts.append(f"MNIST/FashionMNIST: {_per_dataset(img, 'seed')}")
+        data.append("MNIST/FashionMNIST: the standard 60000/10000 split")
     sizes = []
     for d in DATASETS:
         rows = ran[ran["dataset"] == d]
         if len(rows) and "n_train" in rows:
             sizes.append(f"{DATASETS[d]} {int(rows['n_train'].iloc[0])}/{int(rows['n_test'].iloc[0])}")
     if sizes:
-        parts.append("train/test sizes: " + ", ".join(sizes))
+        data.append("train/test sizes: " + ", ".join(sizes))
     missing = (
         sorted({DATASETS.get(d, d) for d in df.loc[df["status"] == "unavailable", "dataset"]}) if "status" in df else []
     )
     if missing:
         parts.append("n/a = dataset unavailable: " + ", ".join(missing))
-    return "; ".join(parts)
+    return "; ".join(parts) + (f"; data: {'; '.join(data)}" if data else "")
 
 
 def _per_dataset(rows: pd.DataFrame, what: str) -> str:
