@@ -440,7 +440,8 @@ def variant_figure(curves: pd.DataFrame, names: dict):
 
 def spread_text(curves: pd.DataFrame, names: dict) -> str:
     """What Fig. 7's curves are, from the seeds each variant's curves have per dataset: "one seed, no band" where
-    every curve has one, "mean ± s.e. band over 3 seeds" where every curve has the same n > 1, else both, named."""
+    every curve has one, "mean over 3 seeds, ± s.e. band" where every curve has the same n > 1, else both, the
+    one-seed curves named."""
     n = curves[curves.step > 0].groupby(["variant", "dataset"])["seed"].nunique() if "seed" in curves else None
     if n is None or n.empty:
         return "no curve"
@@ -449,6 +450,6 @@ def spread_text(curves: pd.DataFrame, names: dict) -> str:
     if n.nunique() == 1:
         return f"mean over {int(n.iloc[0])} seeds, ± s.e. band"
     one = [f"{v} {names.get(d, d)}" for (v, d), k in n.items() if k == 1]
-    return f"mean over {int(n[n > 1].min())}-{int(n.max())} seeds with a ± s.e. band" + (
-        f"; one seed, no band: {', '.join(one)}" if one else ""
-    )
+    lo, hi = int(n[n > 1].min()), int(n[n > 1].max())
+    count = str(lo) if lo == hi else f"{lo}-{hi}"
+    return f"mean over {count} seeds with a ± s.e. band" + (f"; one seed, no band: {', '.join(one)}" if one else "")
