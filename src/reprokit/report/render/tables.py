@@ -28,7 +28,7 @@ import pandas as pd
 
 from ...io import atomic_write_text
 from ..cells import SCALE_NOTE
-from .notebook import artefact_notes, artefact_statement, with_partial
+from .notebook import artefact_statement, notes_pointer, with_partial
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -676,16 +676,6 @@ def split_note(note: str) -> tuple[str, str]:
     write_table keeps the first in the caption and states the data in a footnote; ("note", "") without data."""
     head, sep, data = str(note).partition(DATA_SEP)
     return (head, data.strip()) if sep else (str(note), "")
-
-
-def notes_pointer() -> str:
-    """In an artefact build whose config entry has `notes` (how it was measured, choices, what its columns
-    mean, printed in the reproduction report's section of the artefact): the footnote that points there."""
-    art = artefact_notes()
-    if not art:
-        return ""
-    name, scale, _ = art
-    return f"How it was built (choices, what its entries mean): figures/{scale}/reproduction.md, section {name}."
 
 
 _LATEX_MARKUP = [  # (pattern on HTML-escaped LaTeX, replacement): the few commands the tables' LaTeX cells use
