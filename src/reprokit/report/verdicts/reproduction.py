@@ -126,7 +126,7 @@ def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None =
         lines.append("")
     notes = pipeline.get("notes") or []
     if notes:  # the explanation the artefact's own caption and footnotes leave to the report (they point here)
-        lines += [f"Notes on `figures/{name}.*` (its footnotes point here):", ""]
+        lines += [f"Notes on `figures/{name}.*` (the artefact points here):", ""]
         lines += [f"- {fill_numbers(ctx, ' '.join(str(note).split()))}" for note in notes] + [""]
     mine = [(c, v) for c, v in verdicts or [] if c.artefact == name]
     if mine:
