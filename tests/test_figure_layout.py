@@ -189,8 +189,24 @@ def test_bali_fig2_names_every_method_draws_each_visibly_and_uses_a_log_axis_ove
         for ln in ax.get_lines():
             styles.setdefault(ln.get_label().rsplit(" ", 1)[0], line_style(ln))
         assert len(set(styles.values())) == len(styles)  # DO and MAP (same numbers here) drawn differently
+        # ... and each shows its own markers: at alternate evaluations, so neither set hides the other's
+        marks = {ln.get_label(): ln.get_markevery() for ln in ax.get_lines()}
+        assert marks["DO test"] != marks["MAP test"] and marks["DO train"] != marks["MAP train"]
+        do, map_ = (next(ln for ln in ax.get_lines() if ln.get_label() == f"{m} test") for m in ("DO", "MAP"))
+        assert map_.get_zorder() > do.get_zorder() and map_.get_linewidth() < do.get_linewidth()  # thin over wide
     assert "log" in drawn[0].get_xlabel()
     plt.close("all")
+    # the caption says where they coincide
+    assert bc.coinciding(curves) == [
+        ("Spambase", "test"),
+        ("Spambase", "train"),
+        ("Telescope", "test"),
+        ("Telescope", "train"),
+    ]
+    text = bc.coinciding_text(curves)
+    assert "DO and MAP coincide" in text and "Spambase (test and train)" in text and "alternate evaluations" in text
+    apart = curves.assign(test_nll=np.where(curves["method"] == "map", curves["test_nll"] * 1.5, curves["test_nll"]))
+    assert bc.coinciding(apart) == [("Spambase", "train"), ("Telescope", "train")]
 
 
 def test_bali_provenance_counts_the_splits_of_each_dataset():
@@ -222,6 +238,17 @@ def test_bali_fig7_names_both_variants_and_draws_bali_w_under_bali_l(tmp_path):
     assert w.get_linewidth() > loc.get_linewidth() and w.get_zorder() < loc.get_zorder()  # wide, underneath
     assert w.get_marker() != loc.get_marker()
     assert axes[0, 0].get_xscale() == "log" and min(w.get_xdata()) > 0
+    # one seed: no band, and the footer says so; two seeds: a band, and the footer says mean +- s.e.
+    assert not axes[0, 0].collections
+    assert bc.spread_text(pd.DataFrame(rows), {"spambase": "Spambase"}).startswith("one seed per curve, no band")
+    two = pd.DataFrame(rows + [{**r, "seed": 1, "test_nll": r["test_nll"] * 1.1} for r in rows])
+    fig, axes, _ = bc.variant_figure(two, {"spambase": "Spambase"})
+    assert axes[0, 0].collections  # the +- s.e. bands
+    assert bc.spread_text(two, {"spambase": "Spambase"}) == "mean over 2 seeds, ± s.e. band"
+    mixed = pd.DataFrame(rows + [{**r, "seed": 1} for r in rows if r["variant"] == "BALI-L"])
+    assert bc.spread_text(mixed, {"spambase": "Spambase"}) == (
+        "mean over 2 seeds with a ± s.e. band; one seed, no band: BALI-W Spambase"
+    )
     plt.close("all")
 
 
@@ -381,7 +408,7 @@ def test_fig2_titles_describe_and_the_panels_are_labelled(tmp_path):
                     "seed": 0,
                     "status": "completed",
                     "note": "",
-                    obj: -abs(k - 15) - 1.0,
+                    obj: -((15 - k) ** 2) if k < 15 else -0.5 * (k - 15),  # a rise to K = 15, then flat
                     "train_acc": 0.9,
                     "test_acc": 0.9,
                     "train_ll": -0.2,
@@ -402,15 +429,31 @@ def test_fig2_titles_describe_and_the_panels_are_labelled(tmp_path):
     for ax in axes[:, 2]:  # the mask panels say which colour is which input
         labels = {t.get_text() for t in ax.get_legend().get_texts()}
         assert any("informative" in t for t in labels) and any("spurious" in t for t in labels)
-    main = axes[0, 0]
-    inset = list(main.child_axes)[0]
-    assert "1 seed" in inset.get_title()  # says what n is
-    # the inset spans the same K as the main axes: K = 15 at the same horizontal position in both
-    fig = g["fig"]
-    fig.canvas.draw()
-    x_main = main.transData.transform((15, 0))[0]
-    x_inset = inset.transData.transform((15, 0))[0]
-    assert x_inset == pytest.approx(x_main, abs=1.0)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(g["fig"])
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for main in axes[0, :2]:
+        inset = list(main.child_axes)[0]
+        assert "1 seed" in inset.get_title()  # says what n is
+        # the inset sits where the panel has no data: no point of the panel's curves (sampled along each segment)
+        # falls inside its box, and the zoom shows K = 15
+        box = inset.get_window_extent(renderer)
+        for line in main.get_lines():
+            xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            t = np.linspace(0, 1, 50)[:, None, None]
+            pts = main.transData.transform((xy[:-1] * (1 - t) + xy[1:] * t).reshape(-1, 2) if len(xy) > 1 else xy)
+            inside = (pts[:, 0] > box.x0) & (pts[:, 0] < box.x1) & (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1)
+            assert not inside.any(), f"{main.get_title()}: the inset covers {line.get_label()}"
+        assert inset.get_xlim()[0] < 15 < inset.get_xlim()[1]
+    # every legend of the K panels lies below its axes, clear of its y label (inside, it covered the peak, its
+    # star and, wider than the axes, the y label)
+    for ax in axes[:, :2].ravel():
+        legend, frame = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert legend.y1 < frame.y0, ax.get_title()
+        assert not legend.overlaps(ax.yaxis.label.get_window_extent(renderer)), ax.get_title()
 
 
 # ---------------------------------------------------------------------------------------------- BALI Figs. 4-6

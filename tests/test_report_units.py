@@ -55,7 +55,7 @@ def test_write_table_caption_scale_note_footnotes_and_escapes(tmp_path):
     lines = tex.splitlines()
     # the first line names the packages beyond booktabs (graphicx: \resizebox; xcolor: the TEST DATA mark)
     assert lines[0] == r"% needs: \usepackage{booktabs,graphicx,xcolor}"
-    assert lines[1:3] == [r"\begin{table}[t]", r"\centering"] and lines[-1] == r"\end{table}"
+    assert lines[1:3] == [r"\begin{table}[tp]", r"\centering"] and lines[-1] == r"\end{table}"
     assert lines[3] == (
         r"\caption{\textcolor{red}{\textbf{TEST DATA}} Caption with R\_0 \& 60\% "
         r"(quick\_scale; 2 seed(s))}"

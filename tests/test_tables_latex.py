@@ -1,7 +1,9 @@
 """Every committed LaTeX table (figures/quick/*.tex, figures/paper/*.tex) compiles with pdflatex in a plain
-`\\documentclass{article}` that loads only the packages its `% needs:` line names, and fits the text width: no
-LaTeX error, no overfull \\hbox wider than a few points (reprokit.report.render.tables.check_latex). Also: pure ASCII, no
-text-mode < or > (OT1 prints them as inverted punctuation), and write_table's layout rules on synthetic tables.
+`\\documentclass{article}` that loads only the packages its `% needs:` line names, and fits the page: no LaTeX
+error, no overfull \\hbox wider than a few points, no table taller than the page's text (nor LaTeX's "Float too
+large for page" warning), and a caption of a few lines, at most CAPTION_MAX_CHARS (350) printed characters with its
+provenance note (reprokit.report.render.tables.check_latex). Also: pure ASCII, no text-mode < or > (OT1 prints them
+as inverted punctuation), and write_table's layout rules on synthetic tables.
 
 Without pdflatex the compile tests skip with a reason; with REPROKIT_REQUIRE_LATEX=1 (CI, .ci/run) they fail instead.
 REPROKIT_LATEX_TABLES (glob patterns, separated by the path separator) adds tables to check, e.g. freshly built
@@ -18,9 +20,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from reprokit.report.render import notebook
 from reprokit.report.render.tables import (
+    CAPTION_MAX_CHARS,
     MIN_SHRINK,
+    TEXT_HEIGHT_PT,
     TEXT_WIDTH_PT,
+    caption_length,
     check_latex,
     latex_escape,
     n_per_entry,
@@ -85,7 +91,8 @@ def test_there_are_committed_tables():
 
 
 @pytest.mark.parametrize("path", TABLES, ids=_id)
-def test_table_compiles_in_a_plain_article_and_fits_the_text_width(path, tmp_path):
+def test_table_compiles_in_a_plain_article_and_fits_the_page(path, tmp_path):
+    """Width, height (the float measured against \\textheight, and no "Float too large") and the caption's length."""
     assert_compiles_and_fits(path, tmp_path)
 
 
@@ -210,3 +217,77 @@ def test_write_tables_compile_and_fit(tmp_path, n_cols, n_rows, min_factor):
         label="tab:t",
     )
     assert_compiles_and_fits(out, tmp_path / "build", min_factor=min_factor)
+
+
+# -- page height and caption length -----------------------------------------------------------------------------
+
+
+def long_frame(n_rows: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"Dataset": [f"set {i}" for i in range(n_rows)], "Value": [f"0.{i:03d}" for i in range(n_rows)]}
+    )
+
+
+def test_a_table_taller_than_the_page_fails_the_check(tmp_path):
+    out = tmp_path / "tall.tex"
+    write_table(long_frame(80), out, "Eighty rows", "quick", "note")
+    check = check_latex(out, tmp_path / "tall", pdflatex())
+    assert check.text_height_pt == pytest.approx(TEXT_HEIGHT_PT)
+    assert len(check.float_pt) == 1 and check.float_pt[0] > TEXT_HEIGHT_PT
+    assert check.too_large_pt and check.too_large_pt[0] == pytest.approx(check.float_pt[0] - TEXT_HEIGHT_PT, abs=0.1)
+    problems = check.problems(MAX_OVERFULL_PT, MIN_FACTOR)
+    assert any("taller than the page" in p for p in problems) and any("Float too large" in p for p in problems)
+    # the same table with fewer rows fits, and its height is measured
+    write_table(long_frame(20), out, "Twenty rows", "quick", "note")
+    check = check_latex(out, tmp_path / "short", pdflatex())
+    assert check.problems(MAX_OVERFULL_PT, MIN_FACTOR) == [] and 100 < check.float_pt[0] < TEXT_HEIGHT_PT
+
+
+def test_long_footnotes_make_a_table_too_tall_too(tmp_path):
+    out = tmp_path / "notes.tex"
+    write_table(long_frame(10), out, "Ten rows", "quick", "note", footnotes=["A long explanation. " * 60] * 6)
+    problems = check_latex(out, tmp_path / "b", pdflatex()).problems(MAX_OVERFULL_PT, MIN_FACTOR)
+    assert any("taller than the page" in p for p in problems), problems
+
+
+def test_a_caption_over_the_bound_fails_the_check(tmp_path):
+    out = tmp_path / "cap.tex"
+    note = "quick scale; 1 seed(s)"
+
+    def words(n: int) -> str:
+        return ("word " * n)[: n - 1] + "z"
+
+    write_table(long_frame(3), out, words(CAPTION_MAX_CHARS - len(note) - 3), "quick", note)  # " (" and ")"
+    check = check_latex(out, tmp_path / "a", pdflatex())
+    assert check.caption_chars == CAPTION_MAX_CHARS and check.problems(MAX_OVERFULL_PT, MIN_FACTOR) == []
+    write_table(long_frame(3), out, words(CAPTION_MAX_CHARS - len(note) - 2), "quick", note)
+    check = check_latex(out, tmp_path / "b", pdflatex())
+    assert check.problems(MAX_OVERFULL_PT, MIN_FACTOR) == [
+        f"caption {CAPTION_MAX_CHARS + 1} characters, over {CAPTION_MAX_CHARS}"
+    ]
+
+
+def test_caption_length_counts_printed_characters():
+    assert caption_length(r"\caption{A \& B (quick; 2 seed(s))}") == len("A & B (quick; 2 seed(s))")
+    assert caption_length(r"\caption{$\alpha$ \ensuremath{\pm} 1 {x}}") == len("a ± 1 x")  # a symbol: one character
+    assert caption_length(r"\caption{\textcolor{red}{\textbf{TEST DATA}} T}") == len("TEST DATA T")
+    assert caption_length("no caption") == 0
+
+
+def test_the_data_goes_to_a_footnote_and_a_long_partial_note_too(tmp_path):
+    out = tmp_path / "d.tex"
+    write_table(long_frame(2), out, "Caption", "quick", "quick scale; 2 seed(s); data: MNIST (60k train)")
+    tex = out.read_text()
+    assert r"\caption{Caption (quick scale; 2 seed(s))}" in tex and r"\footnotesize{Data: MNIST (60k train).}" in tex
+    notebook.set_partial({"fig2a": [2, 9]})
+    try:
+        write_table(long_frame(2), out, "Caption", "quick", "quick scale; 2 seed(s)")
+        assert r"\caption{Caption (quick scale; 2 seed(s); PARTIAL GRID: fig2a 2 of 9 cells)}" in out.read_text()
+        notebook.set_partial({f"experiment_{i}": [2, 9] for i in range(12)})  # too long for the caption
+        write_table(long_frame(2), out, "Caption", "quick", "quick scale; 2 seed(s)")
+        tex = out.read_text()
+        assert "PARTIAL GRID (which cells: the first footnote)" in tex
+        assert r"\footnotesize{PARTIAL GRID: experiment\_0 2 of 9 cells" in tex
+        assert check_latex(out, tmp_path / "p", pdflatex()).problems(MAX_OVERFULL_PT, MIN_FACTOR) == []
+    finally:
+        notebook.set_partial(None)

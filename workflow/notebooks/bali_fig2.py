@@ -34,7 +34,7 @@ note = (
     "evaluated (iterations): "
     + bc.eval_text(df)
     + "; x axis: iterations on a log scale from the first evaluation (iteration 0, before training, is not "
-    "drawn)"
+    "drawn); " + bc.coinciding_text(curves)
 )
 note = style.wrap_note(fig, note)
 fig.tight_layout(rect=(0, style.footer_room(fig, note), 1, 1))

@@ -10,7 +10,8 @@
 # %% [markdown]
 # # BALI Fig. 7 — BALI-W vs BALI-L (App. I.3)
 # Test (solid) and training (dashed) NLL over iterations for BALI with weight reparametrisation (BALI-W,
-# the main text's) and with local reparametrisation (BALI-L, App. F), mean ± s.e. over seeds. The paper does
+# the main text's) and with local reparametrisation (BALI-L, App. F), mean over seeds (a ± s.e. band only where more
+# than one seed ran; the footer says which). The paper does
 # not name the data of Fig. 7; we show the UCI classification sets of Fig. 2. BALI-W curves are the BALI cells
 # of the classification benchmark (bali_cls_uci), BALI-L the same settings with local reparametrisation.
 
@@ -47,7 +48,8 @@ note = (
         "diabetes), random 80/20 splits; settings of the classification benchmark (Table 5)",
     )
     + f"; seeds (splits) per dataset: BALI-W {bc.seeds_per_dataset(w)}; BALI-L {bc.seeds_per_dataset(l)}"
-    + f"; iterations: {steps}; curves: mean ± s.e. over seeds, BALI-W drawn wide and pale under BALI-L; x axis: "
+    + f"; iterations: {steps}; curves: {bc.spread_text(curves, names)}; BALI-W drawn wide and pale under BALI-L; "
+    "x axis: "
     "iterations on a log scale from the first evaluation (iteration 0, before training, is not drawn)"
 )
 note = style.wrap_note(fig, note)

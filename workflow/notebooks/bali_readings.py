@@ -69,18 +69,13 @@ else:
         "move to it (docs/choices.md, bali_uci target units)."
     )
 footnotes = [
-    "Entries: mean ± s.e. over splits (how many: in brackets); test RMSE and log-likelihood in the targets' "
-    "original units (standardised readings are scored back in them). Paper: the paper's own BALI column. "
-    "Std. y: standardised targets, U_0 = 0.01 N_eff I in every layer (Table 4); raw y: targets in their units, "
-    "the same U_0; std. y, last U_0 1e-4: standardised targets, U_0 = 1e-4 N_eff I in the last layer only.",
-    "Nearest the paper: the reading with the smallest |ours - paper| in units of the combined s.e.; rows nearest, "
-    f"per reading: {counts}. Summed distance over the rows, per reading (a count ignores how far a row is): "
+    "Entries: mean ± s.e. over splits (how many: in brackets), in the targets' original units; Paper: the paper's "
+    "own BALI column. Rows nearest the paper, per reading: "
+    + counts
+    + "; summed distance: "
     + "; ".join(f"{name}: {total:.1f} s.e. over {n} rows" for name, (total, n) in totals.items())
-    + ". More splits shrink a reading's s.e., so a reading with fewer splits looks nearer than it is.",
-    "The rule: the text first (Table 4 states one sigma_u^2 = 0.01 N_eff for every layer, so the last-layer "
-    "reading is a variant however near); where the text is silent (the targets' units), the reading nearest the "
-    "paper on most rows. " + rule,
-    "Same cells otherwise: Table 4's settings, wishart_n n_eff (where N_eff < N; the same number elsewhere).",
+    + ". "
+    + rule,
     *na.footnotes(every),
 ]
 write_table(

@@ -41,14 +41,6 @@ samples = ", ".join(
     for d in bc.DATASETS
     if d in set(ran["dataset"])
 )
-footnotes = [
-    f"Iterations: {iters or 'n/a'}. Predictive samples (BALI posterior / DO dropout masks): {samples or 'n/a'}; "
-    "MAP one deterministic pass. ECE: 15 equal-width confidence bins (not stated in the paper). AUC: score p(y=1), "
-    "binary sets only. UCI features z-scored with training statistics; images: pixels in [0, 1].",
-]
-if (ran["status"] == "diverged").any():
-    footnotes.append("NaN: a run diverged (non-finite loss or metrics).")
-footnotes += na.footnotes(df)
 # n per entry (dataset x method), from the cells that ran: one name per dataset whose methods agree
 counts = {}
 for d in bc.DATASETS:
@@ -62,16 +54,23 @@ for d in bc.DATASETS:
     else:
         counts.update({f"{bc.DATASETS[d]} {m}": n for m, n in per_method.items()})
 several = any(n > 1 for n in counts.values())
+footnotes = [
+    "Seeds: " + n_per_entry(counts) + ". No paper column: the paper's Table 2 numbers are missing from the text we "
+    "have of the paper (its PDF extraction has none).",
+    f"Iterations: {iters or 'n/a'}. Predictive samples (BALI posterior / DO dropout masks): {samples or 'n/a'}; "
+    "MAP one deterministic pass. ECE: 15 equal-width confidence bins (not stated in the paper). AUC: score p(y=1), "
+    "binary sets only. UCI features z-scored with training statistics; images: pixels in [0, 1].",
+]
+if (ran["status"] == "diverged").any():
+    footnotes.append("NaN: a run diverged (non-finite loss or metrics).")
+footnotes += na.footnotes(df)
 write_table(
     table,
     snakemake.output["tex"],
-    caption="BALI Table 2: classification accuracy (ACC), expected calibration error (ECE) and AUC (binary "
-    "sets) of our BALI, MC dropout (DO, p = 0.1) and MAP runs, 2x256 Leaky-Tanh MLP; "
-    + ("mean (± s.e. where n > 1)" if several else "one run per entry")
-    + " over seeds (UCI: seed = split), "
-    + n_per_entry(counts)
-    + ". All columns are ours: the paper's Table 2 numbers are missing from the text "
-    "we have of the paper (its PDF extraction has none), so there is no paper column",
+    caption="BALI Table 2: accuracy (ACC), calibration error (ECE) and AUC (binary sets) of our BALI, MC dropout "
+    "(DO, p = 0.1) and MAP (2x256 Leaky-Tanh MLP), "
+    + ("mean (± s.e. where n > 1) over seeds" if several else "one run per entry")
+    + "; no paper column (footnote)",
     scale=scale,
     note=bc.provenance(df),
     footnotes=footnotes,

@@ -29,9 +29,9 @@ table
 write_table(
     table,
     snakemake.output["tex"],
-    caption="BALI Table 5: hyperparameters of BALI for the classification benchmark as run: step size α, "
-    "initial update rate β, prior R_0 = σ_r² I and U_0 = σ_u² I, effective dataset size N_eff "
-    "(N = number of training points), batch size B",
+    caption="BALI Table 5: BALI's hyperparameters for classification as run: step size α, "
+    "initial update rate β, priors R_0 = σ_r² I and U_0 = σ_u² I, effective dataset size N_eff (N: training "
+    "points), batch size B",
     scale=scale,
     note=bc.provenance(df),
     footnotes=bc.table5_footnotes(df) + na.footnotes(df),

@@ -24,7 +24,7 @@ import pandas as pd
 from reprokit.report.render import bali_classification as bc
 from reprokit.report.render import bali_regression as br
 from reprokit.report.render import na, notebook, style
-from reprokit.report.render.tables import write_table
+from reprokit.report.render.tables import split_note, write_table
 from reprokit.report.stats import format_mean_se, format_pm
 
 log = notebook.start_log(snakemake)
@@ -151,25 +151,26 @@ footnotes = [
     ),
     *na.footnotes(every),
 ]
+
+
+def joined_note(*notes: str) -> str:
+    """The regression and classification notes as one: the scale once, then the counts, then "data: " both data."""
+    heads, data = zip(*(split_note(n) for n in notes if n)) if any(notes) else ((), ())
+    head = "; ".join(dict.fromkeys(part for h in heads for part in h.split("; ") if part))
+    return head + (f"; data: {'; '.join(d for d in data if d)}" if any(data) else "")
+
+
 write_table(
     table,
     snakemake.output["tex"],
-    caption="BALI wishart_n: the N in Sigma's degrees of freedom read as the number of training points (n, "
-    "Alg. 1) or as N_eff (the count the EMA statistics carry; the config's reading), on the UCI regression "
-    "and the classification sets where N_eff < N",
+    caption="BALI wishart_n: N in Sigma's degrees of freedom read as the training points n (Alg. 1) or as "
+    "N_eff (the EMA statistics' count; the config's reading), where N_eff < N",
     scale=scale,
     footnotes=footnotes,
     label="tab:bali_wishart_n",
     keys=3,  # a split table's parts repeat these
-    note="; ".join(
-        dict.fromkeys(  # both notes open with the scale: once
-            part
-            for p in (
-                br.provenance(pd.concat([n_read, neff])) if len(neff) else "",
-                bc.provenance(pd.concat([cls_n, cls_neff])) if len(cls_neff) else "",
-            )
-            for part in p.split("; ")
-            if part
-        )
+    note=joined_note(
+        br.provenance(pd.concat([n_read, neff])) if len(neff) else "",
+        bc.provenance(pd.concat([cls_n, cls_neff])) if len(cls_neff) else "",
     ),
 )

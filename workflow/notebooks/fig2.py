@@ -21,7 +21,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
-from matplotlib.transforms import blended_transform_factory
 
 from reprokit.report import cells
 from reprokit.report.render import na, notebook, style
@@ -61,16 +60,58 @@ def seeds_text(df):
     return f"mean ± s.e. over {lo if lo == hi else f'{lo}-{hi}'} seeds"
 
 
+# Where an inset may go, in axes coordinates (x0, y0, width, height), in order of preference: the first that no
+# drawn point or line segment of the axes crosses is used.
+INSET_SPOTS = [
+    (0.56, 0.07, 0.41, 0.45),  # lower right
+    (0.06, 0.07, 0.41, 0.45),  # lower left
+    (0.56, 0.48, 0.41, 0.45),  # upper right
+    (0.06, 0.48, 0.41, 0.45),  # upper left
+    (0.30, 0.07, 0.41, 0.45),  # lower centre
+]
+
+
+def _crosses(ax, box, pad: float = 0.03, title: float = 0.09) -> bool:
+    """Whether any line of `ax` (sampled along its segments) passes through `box` (axes coordinates, widened by
+    `pad` on every side and by `title` above, where the inset's title goes)."""
+    x0, y0, w, h = box
+    h += title
+    to_axes = ax.transData + ax.transAxes.inverted()
+    for line in ax.get_lines():
+        xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if len(xy) == 0:
+            continue
+        if len(xy) > 1:  # points along each segment, so a line through the box counts though no vertex is in it
+            t = np.linspace(0, 1, 20)[:, None, None]
+            xy = (xy[:-1] * (1 - t) + xy[1:] * t).reshape(-1, 2)
+        pts = to_axes.transform(xy)
+        inside = (
+            (pts[:, 0] > x0 - pad) & (pts[:, 0] < x0 + w + pad) & (pts[:, 1] > y0 - pad) & (pts[:, 1] < y0 + h + pad)
+        )
+        if inside.any():
+            return True
+    return False
+
+
+def free_spot(ax, spots=INSET_SPOTS):
+    """The first of `spots` that no line of `ax` crosses (axis limits as they are now), None if every one is."""
+    return next((box for box in spots if not _crosses(ax, box)), None)
+
+
 def zoom_on_peak(ax, k, m, s, centre, seeds, half_width: int = 5):
     """An inset of K within `half_width` of `centre`, with its own y scale: at the panel's scale the curve rises by
-    hundreds of nats and is flat there. The inset spans the same K as the main axes below it (x in the main axes'
-    data coordinates), so its K = 15 line continues the main axes' line."""
+    hundreds of nats and is flat there. It goes where the panel has no data (`free_spot`); where every spot has,
+    it is left out (the panel's curve is then all there is)."""
     lo, hi = max(centre - half_width, 1), min(centre + half_width, K_MAX)
     near = np.isfinite(m) & (k >= lo) & (k <= hi)
     if near.sum() < 3:
         return None
-    span = blended_transform_factory(ax.transData, ax.transAxes)
-    ins = ax.inset_axes([lo - 0.5, 0.08, hi - lo + 1, 0.5], transform=span)
+    spot = free_spot(ax)
+    if spot is None:
+        log.info("%s: no spot without data for the zoom inset; left out", ax.get_title())
+        return None
+    ins = ax.inset_axes(spot)
     ins.errorbar(
         k[near],
         m[near],
@@ -91,19 +132,19 @@ def zoom_on_peak(ax, k, m, s, centre, seeds, half_width: int = 5):
     return ins
 
 
-def panel(ax_obj, ax_fit, df, objective, title, obj_label, variant=None):
+def panel(ax_obj, ax_fit, df, objective, title, obj_label, variant=None, otherwise="no cell of this method has run"):
     """Top: the objective against K (its largest mean marked); bottom: train/test accuracy and log-likelihood.
     `variant`: the same cells with the label coded 2y-1, drawn in grey (objective and test accuracy)."""
     if df.empty or objective not in df:  # e.g. a paper-scale build from part of the grid
         for ax in (ax_obj, ax_fit):
-            na.panel(ax, df, title=title, otherwise="no cell of this method has run")
+            na.panel(ax, df, title=title, otherwise=otherwise)
         return np.nan
     k, m, s = by_inputs(df, objective)
     seeds = seeds_text(df)
     ax_obj.plot(k, m, color="k", marker="o", ms=2.5, label=obj_label)
     ax_obj.fill_between(k, m - s, m + s, color="k", alpha=0.2)
     best = k[np.nanargmax(m)] if np.isfinite(m).any() else np.nan
-    ax_obj.axvline(INFORMATIVE, color="tab:blue", ls=":", lw=1, label=f"K = {INFORMATIVE}: the informative inputs")
+    ax_obj.axvline(INFORMATIVE, color="tab:blue", ls=":", lw=1, label=f"K = {INFORMATIVE} (the informative inputs)")
     if np.isfinite(best):
         ax_obj.plot(
             [best],
@@ -117,12 +158,14 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label, variant=None):
         )
     if variant is not None and not variant.empty and objective in variant:
         kv, mv, _ = by_inputs(variant, objective)
-        ax_obj.plot(kv, mv, color="0.6", ls="--", lw=1, label=f"{obj_label}, {PM1}")
+        ax_obj.plot(kv, mv, color="0.6", ls="--", lw=1, label=f"the same, {PM1}")
     ax_obj.set_xlim(0, K_MAX + 1)
     ax_obj.set_title(f"{title}: {obj_label} vs. inputs kept")  # what is drawn, not what it shows
     ax_obj.set_xlabel("Num. inputs K (the first K kept)")
     ax_obj.set_ylabel(obj_label)
-    ax_obj.legend(loc="upper right", bbox_to_anchor=(1, 0.94), fontsize=7)  # below the flat top, above the inset
+    # the legend below the axes (it covered the curve's flat top, its largest mean and K = 15), the inset where
+    # the panel has no data
+    ax_obj.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=6.5, frameon=False)
     zoom_on_peak(ax_obj, k, m, s, INFORMATIVE, seeds)
     for split, ls in (("train", "--"), ("test", "-")):
         for metric, color in (("acc", "tab:blue"), ("ll", "tab:orange")):
@@ -139,11 +182,12 @@ def panel(ax_obj, ax_fit, df, objective, title, obj_label, variant=None):
     ax_fit.set_title(f"{title}: train / test fit ({seeds})")
     ax_fit.set_xlabel("Num. inputs K (the first K kept)")
     ax_fit.set_ylabel("accuracy / avg. log-likelihood")
-    ax_fit.legend(loc="lower right", ncol=2)
+    # below the axes: inside, it was wider than the axes and covered the curves and the y label
+    ax_fit.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=6.5, frameon=False)
     return best
 
 
-fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+fig, axes = plt.subplots(2, 3, figsize=(13, 9))  # room for the legends below the panels
 part = a[(a.method == "partitioned") & (a.status == "completed")]
 lap = a[(a.method == "laplace") & (a.status == "completed")]
 
@@ -154,7 +198,15 @@ def of(df, method):
 
 peak_part = panel(axes[0, 0], axes[1, 0], part, "lml", "(a) Partitioned", "LML estimate", of(a_pm1, "partitioned"))
 peak_lap = panel(
-    axes[0, 1], axes[1, 1], lap, "laplace_lml", "(a) Diag. Laplace", "log marginal likelihood", of(a_pm1, "laplace")
+    axes[0, 1],
+    axes[1, 1],
+    lap,
+    "laplace_lml",
+    "(a) Diag. Laplace",
+    "log marginal likelihood",
+    of(a_pm1, "laplace"),
+    otherwise="no Laplace cell early-stopped on its LML (App. I.4) has run yet; the cells before 2026-12-07 "
+    "reported the end of training and were dropped (docs/choices.md, Fig. 2a Laplace)",
 )
 
 # %% [markdown]
@@ -194,7 +246,7 @@ mask_key = [
 ]
 bar_key = mask_key + list(axes[1, 2].get_legend_handles_labels()[0])
 axes[0, 2].legend(handles=mask_key, loc="best", fontsize=7)  # where the curves are not
-axes[1, 2].set_ylim(0, 1.2)  # room above the bars
+axes[1, 2].set_ylim(0, 1.35)  # room above the bars for the legend
 axes[1, 2].legend(handles=bar_key, loc="upper center", ncol=2, fontsize=7)
 
 
@@ -215,8 +267,11 @@ note = (
         f"synthetic input selection (Lyle et al. 2020): {int(a['n_train'].iloc[0])} train / "
         f"{int(a['n_test'].iloc[0])} test, 30 inputs, " + coding("fig2a"),
     )
-    + f"; (a) post-hoc diagonal Laplace: Immer et al. (2021); K of the largest mean objective: LML {peak_part:g}, "
-    f"Laplace {peak_lap:g}"
+    + "; (a) post-hoc diagonal Laplace (Immer et al. 2021), each cell at its evaluation of largest Laplace LML "
+    "(early stopping, App. I.4); K of the largest mean objective: "
+    + ", ".join(
+        f"{name} {'n/a' if np.isnan(k) else f'{k:g}'}" for name, k in (("LML", peak_part), ("Laplace", peak_lap))
+    )
     + (f"; grey dashed / black ticks: the same cells with the {PM1}" if not a_pm1.empty or not b_pm1.empty else "")
     + "; (b) inputs kept (keep probability > 0.5) in any seed: "
     + (f"{kept[0]}..{kept[-1]} ({len(kept)} inputs)" if kept else "none")

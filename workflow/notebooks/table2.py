@@ -70,18 +70,16 @@ net = (
     if "table2_valopt" in cfg.get("experiments", {})
     else "fixup_resnet14"
 )
-net = net.replace("fixup_resnet", "fixup ResNet-") + (
-    "" if net == "fixup_resnet14" else " (a smaller network at this scale; the paper: fixup ResNet-14)"
-)
+smaller = net != "fixup_resnet14"
+net = net.replace("fixup_resnet", "fixup ResNet-")
 paper_n = 20000  # Sec. 5 / App. I.4: a 20k-example subset of CIFAR-10
 ours_n = "/".join(map(str, n_train))
+differs = ["fixup ResNet-14" if smaller else "", f"{paper_n // 1000}k" if ours_n != str(paper_n) else ""]
 caption = (
-    f"Learning affine augmentations with {net} on a subset of CIFAR-10 ({ours_n} examples"
-    + ("" if ours_n == str(paper_n) else f" at this scale; the paper: {paper_n // 1000}k")
-    + "): test accuracy "
-    "(%), mean ± s.e. over seeds (no ± where one seed ran), per [train, validation] chunk proportions; NaN "
-    "denotes that a run crashed (diverged). Each 'ours' row is followed by the paper's numbers "
-    f"('paper (cited)', {cited_from['source']}, Table 2; quoted, not ours)"
+    f"Learning affine augmentations with {net} on {ours_n} CIFAR-10 examples"
+    + (f" (the paper: {', '.join(d for d in differs if d)})" if any(differs) else "")
+    + ": test accuracy (%), mean ± s.e. over seeds, per [train, validation] chunk proportions; each row of ours "
+    "is followed by the paper's (Table 2; quoted, not ours)"
 )
 note = style.source_note(
     cells, f"CIFAR-10 (a fixed random training subset per seed; test examples: {inv.n_test_text(cells)})"
@@ -98,7 +96,8 @@ footnotes = [
         "CHOICE (the paper is silent): the finetune phase decays its learning rate by the same cosine (100x) over its "
         "own steps; seeds as stated; a cell whose finetune phase diverges is NaN in both of its rows."
     ),
-    "n/a: no cell (" + (inv.unavailable_text(cells) or "proportions not in this scale's grid") + ")",
+    "n/a: no cell (" + (inv.unavailable_text(cells) or "proportions not in this scale's grid") + "); NaN: a run "
+    "diverged.",
 ]
 if notes:
     footnotes.append("Outcomes: " + "; ".join(notes) + ".")

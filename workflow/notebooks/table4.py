@@ -87,7 +87,10 @@ for exp, dataset, blabel, key, rotated in BLOCKS:
             )
         ours["Upload %"] = upload_pct(t[t["rotated"] == rotated], method)
         cited["Upload %"] = inv.paper_entry(papers.entry(paper_all, "table4", f"upload_pct_{dataset}", label))
-        rows += [ours, cited]
+        if (t["rotated"] == rotated).any():
+            rows += [ours, cited]
+        else:  # not in this scale's grid (quick: RotCIFAR10): the paper's row only, named (a footnote says so)
+            rows.append({**cited, "Data": blabel, "Method": label})
 for exp, dataset in (("table4_mnist", "mnist"), ("table4_cifar", "cifar10")):
     t = tables[exp]
     ok = inv.completed(t)
@@ -95,20 +98,22 @@ for exp, dataset in (("table4_mnist", "mnist"), ("table4_cifar", "cifar10")):
         facts.append(
             f"{dataset}: rounds {inv.steps_text(t, 'rounds')}, "
             f"{int(ok['clients_per_round'].iloc[0])} of {int(ok['n_clients'].iloc[0])} clients per round, "
-            f"{int(ok['n_val'].iloc[0])} validation examples evaluated, entry = mean of the last "
+            f"{int(ok['n_val'].iloc[0])} validation examples, entry = mean of the last "
             f"{int(ok['n_evaluations_last'].max())} evaluations"
         )
     else:
         facts.append(f"{dataset}: no cell ran ({inv.unavailable_text(t) or 'not in this scale grid'})")
 table = pd.DataFrame(rows).fillna("n/a")
 # The Sizes column only where some block's sizes are not the first of the paper's (else the footnote lists them), so
-# the table fits the page; "FedAvg + ..." on two lines in the .tex.
+# the table fits the page; "FedAvg + Augerino" printed "+ Augerino" under FedAvg's row, one line a row, so it fits
+# the page in height too.
 ours_sizes = {
-    blabel: sorted(int(n) for n in tables[exp]["n_train"].dropna().unique()) for exp, _, blabel, _, _ in BLOCKS
+    blabel: sorted(int(n) for n in tables[exp].loc[tables[exp]["rotated"] == rot, "n_train"].dropna().unique())
+    for exp, _, blabel, _, rot in BLOCKS
 }
 paper_prefix = all(s == paper["sizes"][d][: len(s)] for (_, d, *_), s in zip(BLOCKS, ours_sizes.values()))
 shown = table.drop(columns="Sizes") if paper_prefix else table.copy()
-shown["Method"] = shown["Method"].str.replace(" + ", " +\n", regex=False)
+shown["Method"] = shown["Method"].str.replace("FedAvg + ", "+ ", regex=False)  # "+ Augerino": FedAvg + Augerino
 log.info("table:\n%s", table.to_string())
 
 # %%
@@ -121,55 +126,31 @@ for col in ("aug_rotation", "dropout_p1"):
             f"{col}: " + ", ".join(f"{'Rot' if r else ''}{e.split('_')[1]} {v:.3g}" for (e, r), v in vals.items())
         )
 caption = (
-    "Federated validation accuracy (%) averaged over each run's last evaluations, mean ± s.e. over seeds, "
-    "and the measured upload cost relative to FedAvg; each 'ours' row is followed by the paper's numbers "
-    f"('paper (cited)', {paper_all['source']}, Table 4; "
-    "quoted, not ours)"
+    "Federated validation accuracy (%), each run's mean over its last evaluations, mean ± s.e. over seeds, and the "
+    "upload as % of FedAvg's; each row of ours is followed by the paper's ('paper (cited)', Table 4; quoted)"
 )
 note = style.source_note(
     whole,
-    "MNIST (60k train: 10k validation hold-out, subsets of the other 50k) and CIFAR-10 "
-    "(5k validation hold-out, subsets of the other 45k), 100 clients, Dirichlet label skew (MNIST "
-    "0.1, CIFAR 1.0; Rot*: 0.1 over 10 rotation bins); Rot* = each image rotated once by U[-pi, pi]",
+    "MNIST (10k validation hold-out) and CIFAR-10 (5k), 100 clients with Dirichlet label skew; Rot* = each image "
+    "rotated once by U[-pi, pi]",
 )
 footnotes = [
     "Our runs: "
     + "; ".join(facts)
-    + ". Columns 1.25k/5k/full are the paper's sizes ("
-    + ", ".join(f"{d} {'/'.join(map(size_label, s))}" for d, s in paper["sizes"].items())
-    + "); "
+    + ". Columns 1.25k/5k/full: the paper's sizes; "
     + (
-        "our rows ran the first of them: "
+        "ours ran the first of them: "
         + ", ".join(f"{b} {'/'.join(map(size_label, s)) or 'none'}" for b, s in ours_sizes.items())
         + "."
         if paper_prefix
         else "our rows put our sizes (column Sizes) in that order."
     ),
-    (
-        "Upload %: bytes the clients uploaded (tensors actually sent: FedAvg every weight, Augerino + its 6 augmentation "
-        "parameters, Partitioned only the entries of partitions k..C plus the psi gradients) over the bytes the same "
-        "clients would have uploaded with every weight (FedAvg's upload), per cell, averaged over sizes and seeds. Paper: 77% (MNIST), 91% (CIFAR10), i.e. the expectation 0.7 + 0.2 x 0.3 + 0.1 x 0.1 "
-        "and 0.9 + 0.1 x 0.1."
-    ),
-    (
-        "CHOICE (the paper is silent; config/experiments/federated.yaml): 10 clients per round, unweighted "
-        "mean of the deltas, psi gradients from clients of chunks k >= 2, Augerino's psi trained locally and averaged, "
-        "no augmentation for FedAvg. Clients of a round run one after another on a CPU and batched by torch.func.vmap "
-        "on a GPU (client_batching auto; the same weights to rounding, each client's draws its own)."
-    ),
 ]
 absent = [blabel for exp, _, blabel, _, rot in BLOCKS if not (tables[exp]["rotated"] == rot).any()]
 if absent:  # quick: RotCIFAR10 (config/experiments/federated.yaml)
-    footnotes.append("Paper scale only (n/a here, not in this scale's grid): " + ", ".join(absent) + ".")
-if scale != "paper":
-    footnotes.append(
-        "Not paper scale: Partitioned learns more slowly in early rounds than FedAvg (each partition is "
-        "trained by a share of the clients only), so with this scale's few rounds it can trail FedAvg; "
-        "measured MNIST 1.25k curves to 160 rounds, where the gap nearly closes, are in "
-        "config/experiments/federated.yaml. The paper ran 2,000 (MNIST) and 5,000 (CIFAR) rounds."
-    )
+    footnotes[-1] += " Paper scale only (not in this scale's grid; the paper's rows alone): " + ", ".join(absent) + "."
 if ranges:
-    footnotes.append("Learned by Partitioned (mean over cells): " + "; ".join(ranges) + ".")
+    log.info("learned by Partitioned (mean over cells): %s", "; ".join(ranges))
 if notes:
     footnotes.append("Outcomes: " + "; ".join(dict.fromkeys(notes)) + ".")
 footnotes += na.footnotes(whole, notes=False)  # how to get a missing dataset (the n/a footnote quotes why)

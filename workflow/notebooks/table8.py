@@ -108,7 +108,8 @@ paper_rows = {
 
 def fmt_ratio(stats) -> str:
     med, lo, hi, n = stats
-    return "n/a" if n == 0 or not np.isfinite(med) else f"{med:.2f} [{lo:.2f}, {hi:.2f}]"
+    # the interval under the median (one column per model and source fits the page in width and height)
+    return "n/a" if n == 0 or not np.isfinite(med) else f"{med:.2f}\n[{lo:.2f}, {hi:.2f}]"
 
 
 def fmt_measured(model: str, key: str) -> str:
@@ -132,13 +133,14 @@ def fmt_paper(value, method: str, model: str) -> str:
 
 
 table_rows = []
-std_row = {("", "Method"): "Standard (reference)", ("", "Update"): "Param., time per update"}
+# one key column, method over update (each row is two lines, the measured interval under its median)
+std_row = {("", "Update"): "Standard param.\n(reference)"}
 for m in models:
-    std_row[(LABELS.get(m, m), MEASURED)] = f"1 (= {standard_ms(m):.0f} ms)" if np.isfinite(standard_ms(m)) else "n/a"
+    std_row[(LABELS.get(m, m), MEASURED)] = f"1\n(= {standard_ms(m):.0f} ms)" if np.isfinite(standard_ms(m)) else "n/a"
     std_row[(LABELS.get(m, m), PAPER)] = "1"
 table_rows.append(std_row)
 for key, (method, update) in UPDATE.items():
-    row = {("", "Method"): method, ("", "Update"): update}
+    row = {("", "Update"): f"{method}\n{update}"}
     for m in models:
         row[(LABELS.get(m, m), MEASURED)] = fmt_measured(m, key)
         row[(LABELS.get(m, m), PAPER)] = fmt_paper(paper_rows.get((method, update), {}).get(m), method, m)
@@ -160,8 +162,8 @@ def our_batch(model: str) -> str:
 
 def _header(model: str, which: str) -> str:
     if which == PAPER:
-        return f"paper, quoted ({paper['device'].replace('NVIDIA ', '')}, batch {PAPER_BATCH.get(model, '?')})"
-    return f"measured ({our_device or 'n/a'}, batch {our_batch(model)})"
+        return f"paper\n({paper['device'].replace('NVIDIA ', '').split('-')[0]},\nbatch {PAPER_BATCH.get(model, '?')})"
+    return f"measured\n({our_device or 'n/a'},\nbatch {our_batch(model)})"
 
 
 table.columns = pd.MultiIndex.from_tuples(
@@ -185,52 +187,27 @@ n_dl = {LABELS.get(m, m): measured[(m, "dl_hyper")][3] for m in models}
 backward = sorted(set(done["backward"].dropna())) if "backward" in done else []
 clock = {"cpu": "process CPU time", "wall": "wall-clock time (after device synchronisation)"}
 caption = (
-    "Time per update relative to a standard parameter update (Table 8 of the paper). measured (this run): on "
-    f"{' / '.join(devices) or 'n/a'} (torch.set_num_threads({', '.join(map(str, threads))})), "
-    f"{', '.join(clock.get(t, t) for t in timers)}; median over timed repetitions of the per-repetition ratio "
-    "(update / standard update of the same repetition), 95% bootstrap confidence interval of the median in "
-    "brackets; repetitions: "
-    + ", ".join(f"{k} {v}" for k, v in n_reps.items())
-    + " (Diff. Laplace hyperparam.: "
-    + ", ".join(f"{k} {v}" for k, v in n_dl.items())
-    + ")"
-    + f"; batch size {batches} images x {', '.join(map(str, samples))} augmentation samples. "
-    f"paper, quoted: cited literature, {paper_all['source']}, App. D.2, Table 8 ({paper['device']}), batch size as "
-    f"App. D.2 states it, {paper_batches}, x 20 augmentation samples; quoted, not re-measured"
+    "Time per update relative to a standard parameter update: measured (this run; median of the per-repetition "
+    "ratio, 95% bootstrap confidence interval in brackets) and the paper's, quoted "
+    f"({paper_all['source']}, App. D.2, Table 8; not re-measured)"
 )
 note = style.source_note(cells, "synthetic N(0,1) images of MNIST (1x28x28) / CIFAR-10 (3x32x32) shape, random labels")
 oom_cells = done[done["dl_hyper_outcome"].astype(str) == "oom"] if "dl_hyper_outcome" in done else done.iloc[0:0]
-oom_text = (
-    "; ".join(f"{LABELS.get(r.model, r.model)} seed {r.seed}: {r.dl_hyper_error}" for r in oom_cells.itertuples())
-    if not oom_cells.empty
-    else "none in this run"
-)
 footnotes = [
-    "Updates (App. I.1): Standard = unpartitioned network, augmentation held fixed, torch Adam (MNIST) / SGD with "
-    "momentum (CIFAR). Partitioned Param. = k ~ Cat(u) with u = chunk sizes [0.8, 0.1, 0.1], subnetwork k, "
-    "PartitionedAdam/SGD.step(k). Partitioned Hyperparam. = k ~ Cat(u_2..u_C), subnetwork k-1, Adam step on the "
-    "augmentation parameters; backward mode: "
-    + ", ".join(backward)
-    + " (minimal: each update differentiates only what it updates; full: loss.backward() w.r.t. everything). "
-    "Augerino = NLL + augerino.reg (0.01) x the safe width regulariser, one backward, weights and augmentation stepped. "
-    "Diff. Laplace Param. = the MAP loss (NLL + layerwise Gaussian prior / N) step; Hyperparam. = one Adam step "
-    "on (augmentation, log prior precision) of the KFAC-GGN Laplace marginal likelihood (exact diagonal GGN "
-    "for the FixUp scalars), differentiated through the curvature, same batch and augmentation samples "
-    "(methods/diff_laplace.py; timed in fewer repetitions). Standard and partitioned networks start from the "
-    "same weights; all updates of a repetition use one fixed batch.",
-    (
-        "[a] Cited by the paper itself: its Diff. Laplace values for fixup ResNet-8 are taken from Immer et al. "
-        "(2022, App. D.4); on fixup ResNet-14 the paper reports an out-of-memory error (printed '-') with the "
-        "official code base on the 10 GB RTX 3080. Like every entry of the paper column, quoted, not measured by us."
-    ),
-    (
-        "[b] Measured out of memory: torch.OutOfMemoryError raised on the device during the Diff. Laplace "
-        f"hyperparameter update (caught around that update only): {oom_text}."
-    ),
-    (
-        "Batch size: App. D.2 says 250 (MNIST) / 200 (CIFAR10) 'just like in our main experiments', whose batch "
-        "sizes are 200 (MNIST) and 250 (CIFAR10, App. I.4); the paper columns give App. D.2's sizes, our paper scale "
-        "follows the main experiments."
-    ),
+    f"Measured on {' / '.join(devices) or 'n/a'} (torch.set_num_threads({', '.join(map(str, threads))})), "
+    f"{', '.join(clock.get(t, t) for t in timers)}; repetitions: "
+    + ", ".join(f"{k} {v}" for k, v in n_reps.items())
+    + " (Diff. Laplace hyperparam.: "
+    + ", ".join(f"{k} {v}" for k, v in n_dl.items())
+    + f"); batch {batches} images x {', '.join(map(str, samples))} augmentation samples (the paper: {paper_batches} "
+    f"x 20, as App. D.2 states it); backward mode {', '.join(backward) or 'n/a'}.",
+    "[a] Quoted by the paper itself from Immer et al. (2022, App. D.4); its '-' on fixup ResNet-14: out of memory "
+    "on the 10 GB RTX 3080.",
 ]
+if not oom_cells.empty:
+    footnotes.append(
+        "[b] Measured out of memory (torch.OutOfMemoryError in the Diff. Laplace hyperparameter update): "
+        + "; ".join(f"{LABELS.get(r.model, r.model)} seed {r.seed}" for r in oom_cells.itertuples())
+        + "."
+    )
 write_table(table, snakemake.output["tex"], caption, scale, note, footnotes=footnotes, label="tab:table8")

@@ -47,7 +47,9 @@ def build(cell, ctx: CellContext) -> Run:
     n_steps = int(st.n_steps)
     if method == "laplace":
         net = rt.model(nn.Sequential(mask, mlp))
-        m = PosthocDiagLaplace(net, data, optim, n_steps, seed, marglik_steps=st.laplace_prior_steps)
+        m = PosthocDiagLaplace(
+            net, data, optim, n_steps, seed, marglik_steps=st.laplace_prior_steps, select=st.laplace_select
+        )
     else:
         chunk_ids = torch.as_tensor(variants.load_variant(ctx.variant("chunks"))["chunks"]).long().to(rt.device)
         pmodel = partition(

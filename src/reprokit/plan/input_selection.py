@@ -25,9 +25,10 @@ _PARTITIONED = (
     "hyper_lr",
     "early_stopping",
 )
+ONLY_FOR = {"laplace_select": "laplace"}  # a setting that only this method's cells resolve (`other_methods_keys`)
 NEEDS = {  # the optional settings each method requires
     "partitioned": ("n_inputs", *_PARTITIONED),
-    "laplace": ("n_inputs", "laplace_prior_steps"),
+    "laplace": ("n_inputs", "laplace_prior_steps", "laplace_select"),
     "partitioned_mask": (*_PARTITIONED, "mask_init_keep", "mask_temperature"),
 }
 
@@ -59,6 +60,12 @@ class InputSelectionSettings(Settings):
     early_stopping: bool | None = None
     # laplace
     laplace_prior_steps: int | None = Field(None, ge=1)
+    laplace_select: Literal["last", "best_lml"] | None = Field(
+        None,
+        description="which evaluation the Laplace baseline reports: last (the end of training) or best_lml (the "
+        "largest Laplace log marginal likelihood over the evaluations: early stopping on it, App. I.4); "
+        "methods/laplace_posthoc.py",
+    )
     # partitioned_mask
     mask_init_keep: float | None = Field(None, gt=0, lt=1)
     mask_temperature: float | None = Field(None, gt=0)
@@ -78,6 +85,11 @@ class InputSelectionPlan(KindPlan):
 
     def needs(self, st) -> tuple:
         return NEEDS[st.method]
+
+    def other_methods_keys(self, cell, resolved: dict) -> set:
+        """laplace_select only for the Laplace cells: the other methods' resolved settings (and so their archived
+        lines and fingerprints) stay as they were before it existed."""
+        return super().other_methods_keys(cell, resolved) | {k for k, m in ONLY_FOR.items() if m != resolved["method"]}
 
     build_target = "reprokit.builders.input_selection:build"
 

@@ -66,28 +66,32 @@ def scale_of(df: pd.DataFrame) -> str:
 
 
 def provenance(df: pd.DataFrame) -> str:
-    """Scale, seeds/splits per dataset group, and the data, for captions and figure footers."""
+    """Scale, seeds/splits per dataset group, and the data ("<scale>; <counts>; data: <data>", as
+    style.source_note: a table states the data in a footnote), for captions and figure footers."""
     parts = [SCALE_NOTE.get(scale_of(df), scale_of(df))]
+    data = []
     ran = _ran(df)
     uci = ran[ran["dataset"].isin(UCI)]
     img = ran[~ran["dataset"].isin(UCI)]
     if len(uci):
-        parts.append(f"UCI: random 80/20 splits (seed = split), {_per_dataset(uci, 'split')}")
+        parts.append(f"UCI: {_per_dataset(uci, 'split')}")
+        data.append("UCI: random 80/20 splits (seed = split)")
     if len(img):
-        parts.append(f"MNIST/FashionMNIST: standard 60000/10000 split, {_per_dataset(img, 'seed')}")
+        parts.append(f"MNIST/FashionMNIST: {_per_dataset(img, 'seed')}")
+        data.append("MNIST/FashionMNIST: the standard 60000/10000 split")
     sizes = []
     for d in DATASETS:
         rows = ran[ran["dataset"] == d]
         if len(rows) and "n_train" in rows:
             sizes.append(f"{DATASETS[d]} {int(rows['n_train'].iloc[0])}/{int(rows['n_test'].iloc[0])}")
     if sizes:
-        parts.append("train/test sizes: " + ", ".join(sizes))
+        data.append("train/test sizes: " + ", ".join(sizes))
     missing = (
         sorted({DATASETS.get(d, d) for d in df.loc[df["status"] == "unavailable", "dataset"]}) if "status" in df else []
     )
     if missing:
         parts.append("n/a = dataset unavailable: " + ", ".join(missing))
-    return "; ".join(parts)
+    return "; ".join(parts) + (f"; data: {'; '.join(data)}" if data else "")
 
 
 def _per_dataset(rows: pd.DataFrame, what: str) -> str:
@@ -270,9 +274,19 @@ SPLIT_LS = {"test": "-", "train": "--"}
 FIG2_ORDER = ["mnist", "fashion_mnist", "spambase", "cdc_diabetes", "magic"]
 
 
-def _markevery(n: int):
-    """Every evaluation marked when there are few (so their spacing shows), else evenly along the log axis."""
+def _markevery(n: int, offset: int = 0, of: int = 1):
+    """Every evaluation marked when there are few (so their spacing shows), else evenly along the log axis. With
+    `of` > 1, every `of`-th evaluation from `offset` (the `offset`-th of `of` staggered marker sets), so that two
+    methods whose curves coincide each show their own markers."""
+    if of > 1:
+        return (offset, of) if n <= 40 else (0.04 * offset, 0.08 * of / 2)
     return None if n <= 40 else 0.08
+
+
+# Methods drawn with staggered markers (DO and MAP, whose curves can coincide: MAP is DO without dropout): the
+# position of each method's marker set among them
+STAGGER = {"dropout": 0, "map": 1}
+COINCIDE_REL = 0.02  # two curves "coincide" where they differ by less than this fraction at every evaluation
 
 
 def nll_figure(df: pd.DataFrame, curves: pd.DataFrame, order=FIG2_ORDER):
@@ -304,7 +318,7 @@ def nll_figure(df: pd.DataFrame, curves: pd.DataFrame, order=FIG2_ORDER):
                     color=COLORS[m],
                     ls=SPLIT_LS[split],
                     ms=3,
-                    markevery=_markevery(len(c)),
+                    markevery=_markevery(len(c), STAGGER.get(m, 0), 2 if m in STAGGER else 1),
                     label=f"{METHODS[m]} {split}",
                     **LINE[m],
                 )
@@ -316,6 +330,39 @@ def nll_figure(df: pd.DataFrame, curves: pd.DataFrame, order=FIG2_ORDER):
             break
     style.figure_legend(fig, axes, ncol=6, frameon=True, bbox_to_anchor=(0.5, 1.06))  # every plotted method
     return fig, axes
+
+
+def coinciding(curves: pd.DataFrame, a: str = "dropout", b: str = "map", rel: float = COINCIDE_REL, order=FIG2_ORDER):
+    """Where methods `a` and `b`'s mean NLL curves coincide: [(dataset label, split)] where they differ by less
+    than `rel` of their value at every evaluation both have (iteration > 0), in `order`."""
+    out = []
+    for d in order:
+        ca, cb = (nll_curves(curves, d, m) if len(curves) else None for m in (a, b))
+        if ca is None or cb is None or ca.empty or cb.empty:
+            continue
+        both = ca[ca["step"] > 0].merge(cb[cb["step"] > 0], on="step", suffixes=("_a", "_b"))
+        for split in ("test", "train"):
+            x, y = both[f"{split}_nll_a"].to_numpy(float), both[f"{split}_nll_b"].to_numpy(float)
+            ok = np.isfinite(x) & np.isfinite(y)
+            if ok.any() and (np.abs(x[ok] - y[ok]) <= rel * np.maximum(np.abs(x[ok]), np.abs(y[ok]))).all():
+                out.append((DATASETS.get(d, d), split))
+    return out
+
+
+def coinciding_text(curves: pd.DataFrame, a: str = "dropout", b: str = "map", rel: float = COINCIDE_REL) -> str:
+    """The figure's words for `coinciding`: where DO and MAP coincide and how both are drawn there."""
+    found = coinciding(curves, a, b, rel)
+    how = f"{METHODS[b]} drawn thin over {METHODS[a]}'s wide pale line, their markers at alternate evaluations"
+    if not found:
+        return f"{METHODS[a]} and {METHODS[b]}: {how}"
+    where: dict[str, list[str]] = {}
+    for d, split in found:
+        where.setdefault(d, []).append(split)
+    return (
+        f"{METHODS[a]} and {METHODS[b]} coincide (within {rel:.0%} at every evaluation) on "
+        + ", ".join(f"{d} ({' and '.join(s)})" for d, s in where.items())
+        + f": {how}"
+    )
 
 
 def eval_text(df: pd.DataFrame, order=FIG2_ORDER) -> str:
@@ -351,8 +398,9 @@ VARIANT_LINE = {
 
 def variant_figure(curves: pd.DataFrame, names: dict):
     """BALI Fig. 7: train (dashed) and test (solid) NLL of BALI-W and BALI-L (`variant` column of `curves`) per
-    dataset, mean ± s.e. over seeds, on a log x axis over the positive iterations. BALI-W is drawn wide and pale
-    under BALI-L so that neither hides the other. Returns (fig, axes, datasets drawn)."""
+    dataset, mean over seeds with a ± s.e. band where more than one seed ran (`spread_text` says which), on a log x
+    axis over the positive iterations. BALI-W is drawn wide and pale under BALI-L so that neither hides the other.
+    Returns (fig, axes, datasets drawn)."""
     import matplotlib.pyplot as plt
 
     datasets = [d for d in names if d in set(curves.get("dataset", []))]
@@ -379,7 +427,8 @@ def variant_figure(curves: pd.DataFrame, names: dict):
                     label=f"{variant} {split}",
                     **line,
                 )
-                ax.fill_between(m.index, m - se, m + se, color=line["color"], alpha=0.15, lw=0)
+                if "seed" in c and c["seed"].nunique() > 1:  # one seed: no band (it has no s.e.)
+                    ax.fill_between(m.index, m - se, m + se, color=line["color"], alpha=0.15, lw=0)
         ax.set_title(names[d])
         ax.set_ylabel("NLL (log scale)")
         ax.set_yscale("log")
@@ -387,3 +436,20 @@ def variant_figure(curves: pd.DataFrame, names: dict):
     if datasets:
         style.figure_legend(fig, axes, ncol=4, frameon=True, bbox_to_anchor=(0.5, 1.08))
     return fig, axes, datasets
+
+
+def spread_text(curves: pd.DataFrame, names: dict) -> str:
+    """What Fig. 7's curves are, from the seeds each variant's curves have per dataset: "one seed, no band" where
+    every curve has one, "mean over 3 seeds, ± s.e. band" where every curve has the same n > 1, else both, the
+    one-seed curves named."""
+    n = curves[curves.step > 0].groupby(["variant", "dataset"])["seed"].nunique() if "seed" in curves else None
+    if n is None or n.empty:
+        return "no curve"
+    if (n == 1).all():
+        return "one seed per curve, no band (no s.e. with one seed)"
+    if n.nunique() == 1:
+        return f"mean over {int(n.iloc[0])} seeds, ± s.e. band"
+    one = [f"{v} {names.get(d, d)}" for (v, d), k in n.items() if k == 1]
+    lo, hi = int(n[n > 1].min()), int(n[n > 1].max())
+    count = str(lo) if lo == hi else f"{lo}-{hi}"
+    return f"mean over {count} seeds with a ± s.e. band" + (f"; one seed, no band: {', '.join(one)}" if one else "")

@@ -84,6 +84,23 @@ def artefact_statement():
     return _ARTEFACT["statement"]
 
 
+def artefact_notes() -> tuple[str, str, list[str]] | None:
+    """(name, scale, notes) of the artefact being built where its config entry has `notes` (the explanation the
+    reproduction report prints in its section), None otherwise."""
+    notes = (_ARTEFACT.get("spec") or {}).get("notes")
+    return (_ARTEFACT["name"], _ARTEFACT["scale"], list(notes)) if notes else None
+
+
+def notes_pointer() -> str:
+    """In an artefact build whose config entry has `notes` (how it was built, choices, what its entries mean,
+    printed in the reproduction report's section of the artefact): the line that points there ("" otherwise)."""
+    art = artefact_notes()
+    if not art:
+        return ""
+    name, scale, _ = art
+    return f"How it was built (choices, what its entries mean): figures/{scale}/reproduction.md, section {name}."
+
+
 def start_log(smk) -> logging.Logger:
     """Log a notebook's run to its rule's `log:` file, `smk.log[0]` (stderr when the rule has none, as in
     tests), as the snakemake workflow template's scripts do: the rule, scale, inputs with their sizes and

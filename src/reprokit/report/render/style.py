@@ -21,7 +21,7 @@ import seaborn as sns
 from ...io import atomic_write_bytes
 from ..cells import SCALE_NOTE
 from . import na
-from .notebook import artefact_statement, with_partial
+from .notebook import artefact_statement, notes_pointer, with_partial
 
 
 def setup() -> None:
@@ -82,12 +82,14 @@ def footer_room(fig, note: str, fontsize: float = FOOTER_PT, extra_lines: int = 
 
 
 def statement_block(fig) -> None:
-    """Below the figure's footer: the paper artefact it rebuilds and each claim about it with its verdict."""
+    """Below the figure's footer: where the report explains it (its config entry's `notes`, if any), the paper
+    artefact it rebuilds and each claim about it with its verdict."""
     st = artefact_statement()
     if st is None:
         return
     width = max(80, int(fig.get_figwidth() * 19))
-    text = "\n".join(textwrap.fill(line, width) for line in st.lines())
+    lines = [notes_pointer()] + st.lines()  # where the report explains it, when its config entry has notes
+    text = "\n".join(textwrap.fill(line, width) for line in lines if line)
     fig.text(0.01, -0.01, text, fontsize=7, color="0.1", ha="left", va="top", gid="reprokit-statement")
 
 

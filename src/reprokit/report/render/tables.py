@@ -9,8 +9,11 @@ Next to each `<name>.tex` it writes `<name>.html`, the same table, caption and f
 the rendering Snakemake's report shows beside the figures (workflow/rules/artefacts.smk declares it).
 Each .tex compiles in a plain `\\documentclass{article}` with the packages its first line names
 (`% needs: \\usepackage{booktabs,graphicx,...}`) and fits its text width (`table_layout`: smaller type, tighter
-columns, column parts, and \\resizebox as the last resort); `check_latex` (and `python -m reprokit.report.render.tables
-FILE.tex ...`) compiles one with pdflatex and reports errors, overfull boxes and shrinking (tests/test_tables_latex.py).
+columns, column parts, and \\resizebox as the last resort) and the page's height, with a caption of a few lines
+(CAPTION_MAX_CHARS; the data in a footnote, a long explanation in the artefact's `notes`, printed by the
+reproduction report); `check_latex` (and `python -m reprokit.report.render.tables FILE.tex ...`) compiles one with
+pdflatex and reports errors, overfull boxes, shrinking, a table taller than the page and a caption over the bound
+(tests/test_tables_latex.py).
 """
 
 from __future__ import annotations
@@ -18,14 +21,14 @@ from __future__ import annotations
 import html
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from ...io import atomic_write_text
 from ..cells import SCALE_NOTE
-from .notebook import artefact_statement, with_partial
+from .notebook import artefact_statement, notes_pointer, with_partial
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -134,6 +137,7 @@ def n_per_entry(counts: dict, unit: str = "seed") -> str:
 # says (graphicx). The packages a table needs are named on its first line: `% needs: \usepackage{...}`.
 
 TEXT_WIDTH_PT = 345.0  # \textwidth of \documentclass{article} at 10pt
+TEXT_HEIGHT_PT = 550.0  # \textheight of \documentclass{article} at 10pt (US letter, TeX Live's default paper)
 COLSEP_PT = 6.0  # \tabcolsep (LaTeX's default)
 # The sizes write_table sets a table in, and the width of their text relative to 10pt (cmr9 and cmr8 are wider
 # than scaled cmr10; measured on this pipeline's tables); \tabcolsep does not scale.
@@ -146,6 +150,16 @@ MAX_SPLIT_ROWS = 30  # a split table repeats its rows in every part: no more tha
 # A column whose text wraps onto lines, ragged right, {} of the line wide (needs array): for column_format
 PARAGRAPH_COLUMN = r">{{\raggedright\arraybackslash}}p{{{:.2f}\linewidth}}"
 NEEDS_PREFIX = "% needs: "
+# -- Page height and caption --------------------------------------------------------------------------------
+# A table (caption, tabulars and footnotes) is no taller than the page's text (TEXT_HEIGHT_PT: check_latex
+# measures every float and reads LaTeX's "Float too large for page" warning), and it may go on a page of floats
+# of its own (p) where it is too tall for the top of a text page. Its caption is a few lines: at most
+# CAPTION_MAX_CHARS printed characters (about four and a half lines of the text width), the provenance note
+# included; the data a table comes from is a footnote, and a long explanation goes to the artefact's `notes`
+# (its config entry), which the reproduction report prints in the artefact's section (the table points there).
+PLACEMENT = "tp"
+CAPTION_MAX_CHARS = 350
+DATA_SEP = "; data: "  # style.source_note's note: "<scale>; <n> seed(s); data: <data>"
 
 # Computer Modern Roman 10pt widths (pt) of the characters tables hold; anything else counts 5pt.
 _CHAR_PT = dict(
@@ -354,7 +368,9 @@ def _stacked(latex: str, align: str, pos: str) -> str:
     """A cell of several lines ("\\n"): a borderless nested tabular, aligned `align` (l/c/r) at `pos` (t/b)."""
     if "\n" not in latex:
         return latex
-    return rf"\begin{{tabular}}[{pos}]{{@{{}}{align}@{{}}}}" + r" \\ ".join(latex.split("\n")) + r"\end{tabular}"
+    # a line starting with "[" would be read as the optional argument of the \\ before it: an empty group first
+    lines = [("{}" + line if i and line.startswith("[") else line) for i, line in enumerate(latex.split("\n"))]
+    return rf"\begin{{tabular}}[{pos}]{{@{{}}{align}@{{}}}}" + r" \\ ".join(lines) + r"\end{tabular}"
 
 
 @dataclass
@@ -544,14 +560,30 @@ def write_table(
     The table fits the text width (`table_layout`): `size` ("auto", None or a key of SIZES) and `parts` (lists of
     column labels, key columns excluded) override its choices; `keys`: the leading columns each part repeats
     (default: the leading columns of an empty group header, else 1). The first line names the packages it needs
-    (`latex_needs`). In an artefact build (notebook.start_log), the artefact's statement (report/verdicts/statement.py: the paper
-    artefact it rebuilds, its claims' verdicts) ends the footnotes. Also writes the HTML rendering `path` with suffix
-    .html (`write_table_html`). Returns the layout.
+    (`latex_needs`). The data part of the provenance note ("...; data: <data>", `split_note`) is the first footnote.
+    In an artefact build (notebook.start_log), a last footnote names the report's section that holds the
+    artefact's notes (its config entry's `notes`, if any), the paper artefact it rebuilds and its claims' words and
+    verdicts (report/verdicts/statement.py; what each measured is in the report). The caption should stay within
+    CAPTION_MAX_CHARS (a warning in the log otherwise; check_latex fails it). Also writes the HTML rendering `path`
+    with suffix .html (`write_table_html`). Returns the layout.
     """
-    note = with_partial(note)
-    statement = artefact_statement()  # in an artefact build: what it rebuilds and its claims' verdicts, as footnotes
-    if statement is not None:
-        footnotes = list(footnotes or []) + [line if escape else latex_escape(line) for line in statement.lines()]
+    note, data = split_note(note)
+    data_line = f"Data: {data if escape else latex_escape(data)}."
+    footnotes = ([data_line] if data else []) + list(footnotes or [])
+    partial = with_partial("").removeprefix("; ")  # built from part of its grid: which cells, in the caption
+    cap = caption if not escape else latex_escape(caption)
+    with_cells = rf"\caption{{{cap} ({latex_escape(note)}; {latex_escape(partial)})}}"
+    if partial and caption_length(with_cells) > CAPTION_MAX_CHARS:
+        footnotes.insert(0, f"{partial}." if escape else f"{latex_escape(partial)}.")  # too long there: a footnote
+        partial = "PARTIAL GRID (which cells: the first footnote)"
+    note = f"{note}; {partial}" if partial else note
+    # In an artefact build: where the report has the notes of its config entry, what it rebuilds and its claims'
+    # words and verdicts (what was measured is in the report, which the first line names), as one last footnote
+    statement = artefact_statement()
+    last = [notes_pointer()] + (statement.lines(measured_chars=0) if statement is not None else [])
+    if any(last):
+        text = " ".join(line for line in last if line)
+        footnotes.append(text if escape else latex_escape(text))
     multicol = isinstance(df.columns, pd.MultiIndex)
     esc = latex_escape if escape else str
     cells = df.copy()
@@ -580,8 +612,7 @@ def write_table(
         else headers
     )
     mark = r"\textcolor{red}{\textbf{TEST DATA}} " if scale == "test" else ""
-    cap = caption if not escape else latex_escape(caption)
-    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{mark}{cap} ({latex_escape(note)})}}"]
+    lines = [rf"\begin{{table}}[{PLACEMENT}]", r"\centering", rf"\caption{{{mark}{cap} ({latex_escape(note)})}}"]
     if label:
         lines.append(rf"\label{{{label}}}")
     if layout.size:
@@ -612,8 +643,39 @@ def write_table(
         layout.width_pt,
         TEXT_WIDTH_PT,
     )
+    caption_chars = caption_length(lines[2])
+    if caption_chars > CAPTION_MAX_CHARS:
+        logging.getLogger("reprokit.artefact").warning(
+            "%s: caption %d characters, over %d: move its explanation to the footnotes or the artefact's notes",
+            Path(path).name,
+            caption_chars,
+            CAPTION_MAX_CHARS,
+        )
     write_table_html(df, Path(path).with_suffix(".html"), caption, scale, note, footnotes, latex=not escape)
     return layout
+
+
+def caption_length(tex: str) -> int:
+    """The printed characters (roughly: `_visible`) of the first \\caption{...} in `tex`; 0 without one."""
+    start = tex.find("\\caption{")
+    if start < 0:
+        return 0
+    i, depth = start + len("\\caption{"), 1
+    begin = i
+    while i < len(tex) and depth:
+        if tex[i] == "\\":
+            i += 2
+            continue
+        depth += {"{": 1, "}": -1}.get(tex[i], 0)
+        i += 1
+    return len(_visible(tex[begin : i - 1]))
+
+
+def split_note(note: str) -> tuple[str, str]:
+    """(scale and seeds, data) of a provenance note (`style.source_note`: "<scale>; <n> seed(s); data: <data>"):
+    write_table keeps the first in the caption and states the data in a footnote; ("note", "") without data."""
+    head, sep, data = str(note).partition(DATA_SEP)
+    return (head, data.strip()) if sep else (str(note), "")
 
 
 _LATEX_MARKUP = [  # (pattern on HTML-escaped LaTeX, replacement): the few commands the tables' LaTeX cells use
@@ -740,17 +802,33 @@ def write_complexity_table(paper_path: str | Path, name: str, out_path: str | Pa
 @dataclass
 class LatexCheck:
     """`check_latex`'s reading of one table: pdflatex's errors, the overfull \\hbox widths (pt), the factor by which
-    \\resizebox shrank each tabular, and the log."""
+    \\resizebox shrank each tabular, the height (pt) of each float (table) and the text height it must fit, the
+    excess of each float LaTeX found too large for the page ("Float too large for page by ..."), the log, and the
+    printed length of the table's caption (`caption_length`)."""
 
     errors: list[str]
     overfull_pt: list[float]
     shrink: list[float]
     log: str
+    float_pt: list[float] = field(default_factory=list)
+    text_height_pt: float = TEXT_HEIGHT_PT
+    too_large_pt: list[float] = field(default_factory=list)
+    caption_chars: int = 0
 
-    def problems(self, max_overfull_pt: float = 3.0, min_shrink: float = 0.0) -> list[str]:
+    def problems(
+        self, max_overfull_pt: float = 3.0, min_shrink: float = 0.0, max_caption_chars: int = CAPTION_MAX_CHARS
+    ) -> list[str]:
         out = list(self.errors)
+        if self.caption_chars > max_caption_chars:
+            out.append(f"caption {self.caption_chars} characters, over {max_caption_chars}")
         out += [f"overfull \\hbox {w:g}pt too wide" for w in self.overfull_pt if w > max_overfull_pt]
         out += [f"tabular shrunk to {s:.2f} of its width (below {min_shrink:g})" for s in self.shrink if s < min_shrink]
+        out += [
+            f"table {h:g}pt tall, taller than the page's text ({self.text_height_pt:g}pt)"
+            for h in self.float_pt
+            if h > self.text_height_pt
+        ]
+        out += [f"LaTeX: Float too large for page by {w:g}pt" for w in self.too_large_pt]
         return out
 
 
@@ -765,8 +843,9 @@ def needs_of(tex: str) -> list[str]:
 
 def check_latex(path: str | Path, workdir: str | Path, pdflatex: str = "pdflatex", timeout: float = 120) -> LatexCheck:
     """Compile table `path` with `pdflatex` in a plain `\\documentclass{article}` that loads the packages its
-    `% needs:` line names (`needs_of`), in `workdir`, and read the log: errors ("! ..."), overfull \\hbox widths
-    and, for each \\resizebox, the factor it shrank by."""
+    `% needs:` line names (`needs_of`), in `workdir`, and read the log: errors ("! ..."), overfull \\hbox widths,
+    for each \\resizebox the factor it shrank by, each float's height and LaTeX's "Float too large" warnings; and
+    the caption's printed length from the source."""
     import subprocess
 
     path, workdir = Path(path).resolve(), Path(workdir)
@@ -780,6 +859,9 @@ def check_latex(path: str | Path, workdir: str | Path, pdflatex: str = "pdflatex
             r"\makeatletter\@ifpackageloaded{graphicx}{\let\reprokitResize\resizebox"
             r"\renewcommand{\resizebox}[3]{\sbox2{#3}\typeout{reprokit-resize: \the\wd2\space to \the\linewidth}"
             r"\reprokitResize{#1}{#2}{\usebox2}}}{}\makeatother",
+            # each float logs its height before LaTeX checks it against the page ("Float too large for page by ...")
+            r"\makeatletter\let\reprokitFloatCheck\@largefloatcheck\def\@largefloatcheck{%",
+            r"\typeout{reprokit-float: \the\ht\@currbox\space of \the\textheight}\reprokitFloatCheck}\makeatother",
             r"\input{" + path.as_posix() + "}",
             r"\end{document}",
             "",
@@ -801,7 +883,18 @@ def check_latex(path: str | Path, workdir: str | Path, pdflatex: str = "pdflatex
         errors = [f"pdflatex exited {res.returncode}"]
     overfull = [float(w) for w in re.findall(r"Overfull \\hbox \(([0-9.]+)pt too wide\)", log)]
     shrink = [float(to) / float(wd) for wd, to in re.findall(r"reprokit-resize: ([0-9.]+)pt ?to ([0-9.]+)pt", log)]
-    return LatexCheck(errors, overfull, shrink, log)
+    floats = re.findall(r"reprokit-float: ([0-9.]+)pt of ([0-9.]+)pt", log)
+    too_large = [float(w) for w in re.findall(r"Float too large for page by ([0-9.]+)pt", log)]
+    return LatexCheck(
+        errors,
+        overfull,
+        shrink,
+        log,
+        [float(h) for h, _ in floats],
+        float(floats[0][1]) if floats else TEXT_HEIGHT_PT,
+        too_large,
+        caption_length(path.read_text(encoding="ascii", errors="replace")),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -819,7 +912,11 @@ def main(argv: list[str] | None = None) -> int:
             check = check_latex(tex, tmp)
         problems = check.problems(args.max_overfull)
         shrink = ", ".join(f"{s:.2f}" for s in check.shrink) or "none"
-        print(f"{tex}: {'; '.join(problems) if problems else 'ok'} (shrunk: {shrink})")
+        height = ", ".join(f"{h:.0f}pt" for h in check.float_pt) or "n/a"
+        print(
+            f"{tex}: {'; '.join(problems) if problems else 'ok'} (shrunk: {shrink}; height {height} of "
+            f"{check.text_height_pt:.0f}pt; caption {check.caption_chars} characters)"
+        )
         bad += bool(problems)
     return 1 if bad else 0
 

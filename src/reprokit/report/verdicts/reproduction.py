@@ -62,9 +62,10 @@ def _cell(text: str) -> str:
 
 
 def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None = None) -> list[str]:
-    """One artefact: the paper's numbers next to ours, then its claims' verdicts. An artefact the paper file
-    does not list (or lists without numbers) still gets its section: the pipeline's experiments for it and
-    "the paper prints no number"."""
+    """One artefact: the paper's numbers next to ours, the notes of its config entry (`artefacts.<name>.notes`:
+    how it was built, the choices and what its entries mean, which its table's footnotes point to), then its
+    claims' verdicts. An artefact the paper file does not list (or lists without numbers) still gets its section:
+    the pipeline's experiments for it and "the paper prints no number"."""
     spec = doc["artefacts"].get(name) or {}
     pipeline = ctx.artefacts.get(name) or {}
     rows, cols = spec.get("rows") or {}, spec.get("columns") or {}
@@ -125,6 +126,10 @@ def artefact_section(ctx: Context, doc: dict, name: str, verdicts: list | None =
                     for col in extra
                 ]
         lines.append("")
+    notes = pipeline.get("notes") or []
+    if notes:  # the explanation the artefact's own caption and footnotes leave to the report (they point here)
+        lines += [f"Notes on `figures/{name}.*` (the artefact points here):", ""]
+        lines += [f"- {fill_numbers(ctx, ' '.join(str(note).split()))}" for note in notes] + [""]
     mine = [(c, v) for c, v in verdicts or [] if c.artefact == name]
     if mine:
         lines += [

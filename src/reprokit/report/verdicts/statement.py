@@ -57,7 +57,7 @@ class Statement:
 
     def claim_lines(self, measured_chars: int = 240) -> list[str]:
         """One line per claim: the paper's words, the verdict at this scale and what was measured (cut at
-        `measured_chars`; the report has it whole)."""
+        `measured_chars`; the report has it whole; 0: left to the report, as a table prints it)."""
         out = []
         for claim, v in self.verdicts:
             measured = (
@@ -66,12 +66,14 @@ class Statement:
             n = f"n = {v.n}" if v.n else "n = 0"
             head = f"Variant ({claim.variant}), claim" if claim.variant else "Claim"
             head += " about a baseline" if claim.about == "baseline" else ""
-            subset = f"; on a subset: {v.subset}" if v.subset else ""
-            out.append(f'{head} "{claim.words}": {v.label.upper()} at {self.scale} scale ({n}{subset}; {measured}).')
+            subset = f"; on a subset: {v.subset}" if v.subset and measured_chars else ""
+            shown = f"; {measured}" if measured_chars else ""
+            out.append(f'{head} "{claim.words}": {v.label.upper()} at {self.scale} scale ({n}{subset}{shown}).')
         return out
 
-    def lines(self) -> list[str]:
-        """The source line, then a line per claim (or that the paper makes no claim we check about it)."""
+    def lines(self, measured_chars: int = 240) -> list[str]:
+        """The source line, then a line per claim (or that the paper makes no claim we check about it);
+        `measured_chars` as in `claim_lines`."""
         head = f"Rebuilds {self.source}."
         if not self.verdicts:
             return [head + " The paper makes no claim in words about it that we check."]
@@ -80,7 +82,7 @@ class Statement:
         tally = ", ".join(f"{n} {plural.get(s, s) if n > 1 else s}" for s, n in counts.items() if n)
         return [
             f"{head} Its claims at {self.scale} scale: {tally} (full reasons: figures/{self.scale}/reproduction.md)."
-        ] + self.claim_lines()
+        ] + self.claim_lines(measured_chars)
 
     def wrapped(self, width: int = 150) -> str:
         return "\n".join(textwrap.fill(line, width) for line in self.lines())
