@@ -122,7 +122,7 @@ def _ctx(shared_data):
     return CellContext(mirrors=[shared_data], cache_dir=None, variants_dir="unused")
 
 
-@pytest.mark.parametrize("method", ["bali", "bali_yraw", "dropout"])
+@pytest.mark.parametrize("method", ["bali", "bali_yraw", "dropout", "vadam"])
 def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method):
     cell = _cell(config, "bali_uci", "test", method=method, dataset="uci_yacht", seed=0)
     if method == "dropout":  # the learned-noise variant (Gal's protocol: test_gal_dropout_cell_... below)
@@ -158,6 +158,25 @@ def test_uci_cell_reports_metrics_in_original_units(config, shared_data, method)
     ll = float((torch.logsumexp(logp, 0) - math.log(logp.shape[0])).mean())
     assert metrics["test_ll"] == pytest.approx(ll, rel=1e-6, abs=1e-9)
     assert metrics["noise_sd"] == pytest.approx(float(var.sqrt()), rel=1e-5)
+
+
+def test_pbp_cell_reports_its_gaussian_predictive_in_original_units(config, shared_data):
+    """PBP trains on z-scored rows; its test RMSE / LL are those of N(y | m, v + noise) mapped back to the raw
+    targets (no Monte Carlo)."""
+    cell = _cell(config, "bali_uci", "test", method="pbp", dataset="uci_yacht", seed=0)
+    run = uci_regression.build(cell, _ctx(shared_data))
+    run_loop(run.method, LoopConfig(n_steps=run.n_steps, eval_every=0))
+    raw = registry.load("uci_yacht", [shared_data], split=0)
+    _, stats = registry.standardize(raw)
+    ym, ys = float(stats["y_mean"]), float(stats["y_std"])
+    mean, var = run.method.predictive(run.method.x_test)
+    pred, sd = mean * ys + ym, np.sqrt(var) * ys
+    y = raw.y_test.double().numpy().ravel()
+    metrics = run.evaluation.final()
+    assert metrics["test_rmse"] == pytest.approx(float(np.sqrt(np.mean((pred - y) ** 2))), rel=1e-6)
+    ll = float(np.mean(-0.5 * np.log(2 * np.pi * sd**2) - 0.5 * ((y - pred) / sd) ** 2))
+    assert metrics["test_ll"] == pytest.approx(ll, rel=1e-6)
+    assert run.info["epochs"] == run.n_steps == cell.settings["pbp"]["epochs"]
 
 
 def test_gal_dropout_cell_reports_metrics_in_original_units(config, shared_data):
@@ -234,6 +253,9 @@ def test_uci_table_formats_mean_se_and_labels_sources():
             }
         )
     rows.append({"scale": "paper", "method": "bbb", "dataset": "uci_yacht", "seed": 0, "status": "unavailable"})
+    for seed, r in enumerate((0.9, 1.1)):  # our PBP, beside the PBP value the paper quotes
+        rows.append({"scale": "paper", "method": "pbp", "dataset": "uci_yacht", "seed": seed, "status": "completed"})
+        rows[-1].update({"test_rmse": r, "test_ll": -1.6})
     df = pd.DataFrame(rows)
     paper = br.paper_values(REPO / "config" / "papers" / "bali.yaml")
     table, notes = br.uci_table(df, paper, "rmse")
@@ -242,9 +264,13 @@ def test_uci_table_formats_mean_se_and_labels_sources():
     assert row["DO (ours)"] == "NaN" and row["BBB (ours)"] == "n/a"
     assert row["BALI (paper)"] == "0.642 ± 0.042" and row["BBB (quoted)"] == "1.174 ± 0.086"
     assert row["splits"] == "2" and any("diverged" in n for n in notes)
+    assert row["PBP (ours)"] == "1.000 ± 0.100" and row["PBP (quoted)"] == "1.015 ± 0.054"
+    assert "VADAM (ours)" not in table and row["VADAM (quoted)"] == "1.320 ± 0.100"  # no cell: no column of ours
     check = br.within_two_se(df, paper, "ll")
     b = check[check.method == "BALI"].iloc[0]
     assert b["z_paper_se"] == pytest.approx((-0.8 + 0.745) / 0.033) and b["within_2se"]  # -1.67 s.e.
+    p = check[check.method == "PBP"].iloc[0]  # compared with the quoted PBP
+    assert p["z_paper_se"] == pytest.approx((-1.6 + 1.634) / 0.016)
     d = check[check.method == "DO"].iloc[0]
     assert d["z_paper_se"] == pytest.approx((-1.0 + 1.250) / 0.015) and not d["within_2se"]
 

@@ -1,7 +1,7 @@
 """No library default reaches a pipeline cell where the cell has a setting for it: each builder passes every
 argument of the library call below from the cell's settings (intercepted before anything trains), and what it
 passes is what the cell records (`KindPlan.cell_settings`). The calls: BALI's `BaliConfig` in the three BALI
-kinds, Bayes by Backprop (its likelihood noise), Augerino's regulariser and the last-layer GP's
+kinds, Bayes by Backprop (its likelihood noise), PBP's Gamma priors, Vadam's rates and selection, Augerino's regulariser and the last-layer GP's
 initialisation. What a builder may leave to the library is listed per call with the reason."""
 
 import dataclasses
@@ -29,6 +29,8 @@ CASES = [  # (experiment, method, module, name, left to the library, the cell's 
     ("bali_cls_uci", "bali", "reprokit.builders.bali_classification", "BaliConfig", BALI_DERIVED, "bali"),
     ("bali_synthetic", "bali", "reprokit.builders.synthetic_predictive", "BaliConfig", BALI_DERIVED, "bali"),
     ("bali_uci", "bbb", "reprokit.builders.uci_regression", "BBBMethod", BBB_LEFT, "bbb"),
+    ("bali_uci", "pbp", "reprokit.builders.uci_regression", "PBPMethod", {"self"}, "pbp"),
+    ("bali_uci", "vadam", "reprokit.builders.uci_regression", "VadamProtocol", BBB_LEFT, "vadam"),
     (
         "bali_bbb_synthetic",
         "bbb",
@@ -97,6 +99,11 @@ def test_builders_pass_every_library_argument_from_the_cells_settings(
         assert seen["beta_decay"] == recorded["beta_decay"]
     elif attr == "BBBMethod":
         assert (seen["noise_std"], seen["init_noise_std"]) == (recorded["noise_std"], recorded["init_noise_std"])
+    elif attr == "PBPMethod":
+        assert (seen["prior_a"], seen["prior_b"]) == (recorded["prior_a"], recorded["prior_b"])
+    elif attr == "VadamProtocol":
+        assert seen["betas"] == (recorded["beta1"], recorded["beta2"])
+        assert (seen["folds"], seen["val_samples"]) == (recorded["folds"], recorded["val_samples"])
     elif attr == "AugerinoTraining":
         assert seen["reg_threshold"] == recorded["reg_threshold"]
     else:

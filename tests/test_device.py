@@ -77,6 +77,8 @@ CASES = [
     ("bali_uci", "bali"),
     ("bali_uci", "dropout"),
     ("bali_uci", "bbb"),
+    ("bali_uci", "pbp"),
+    ("bali_uci", "vadam"),
     ("bali_cls_uci", "bali"),
     ("bali_cls_uci", "dropout"),
     ("bali_cls_uci", "map"),

@@ -70,10 +70,10 @@ def test_a_little_work_is_one_job_and_a_single_short_cell_runs_alone():
     assert len(jobs) == 1 and len(jobs[0].cells) == 5 and jobs[0].wall_s < 30 * 60
 
 
-def test_paper_scale_plans_at_most_400_jobs_none_short_unless_a_single_long_cell():
+def test_paper_scale_plans_at_most_450_jobs_none_short_unless_a_single_long_cell():
     config = load_pipeline_config(REPO, {"scale": "paper"})
     jobs, costs = slurm_plan(config)
-    assert len(costs) > 2000 and len(jobs) <= 400, len(jobs)
+    assert len(costs) > 2000 and len(jobs) <= 450, len(jobs)  # 400 before BALI Tables 1 / 7 gained VADAM and PBP
     for j in jobs:
         if j.alone:
             continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,14 @@ def test_a_cell_reading_upstream_cells_waits_for_them_then_runs(run_cells, tmp_p
     assert (
         cells and all(c.startswith("test/retrain_mnist_c2/") for c in cells) and head.startswith(f"{len(cells)} cells")
     )
+
+
+def test_the_quoted_baselines_run_end_to_end_at_test_scale(run_cells, tmp_path, capsys):
+    """VADAM and PBP (BALI Tables 1 / 7) through `python -m reprokit.cell`, as the pipeline runs them."""
+    args = ["--experiment", "bali_uci", "--scale", "test", "--where", "method=pbp,vadam", "dataset=uci_yacht"]
+    assert run_cells.main([*args, "--threads", "1"]) == 0
+    for method in ("pbp", "vadam"):
+        out = tmp_path / "results" / "test" / "bali_uci" / f"method~{method}" / "dataset~uci_yacht" / "seed~0"
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["status"] == "completed", metrics
+        assert all(math.isfinite(metrics["metrics"][k]) for k in ("test_rmse", "test_ll", "noise_sd"))

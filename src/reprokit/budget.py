@@ -64,6 +64,9 @@ LILA_HYPER_FACTOR = 25.0  # Diff. Laplace hyper step: 10 class backward passes w
 LLML_FACTOR = 2.7  # Last-layer ML step (~11 s at batch 200, orbit 20, 1200 inducing points on the CPU profile)
 GPU_PROFILE, CPU_PROFILE = "h100", "cpu"  # the two kinds of SLURM node a cell can ask for
 GPU_MIN_SPEEDUP = 4.0  # a cell asks for a GPU only where its steps run at least this much faster there than on a core
+# steps that run on the host whatever the cell's device (PBP: sequential float64 numpy updates): a cell with one
+# asks for a CPU, and another profile prices them with the cpu row as is
+HOST_STEPS = frozenset({"pbp"})
 
 
 @dataclass
@@ -144,7 +147,7 @@ class CostTable:
                 if prec != precision:
                     notes.append(f"{model} {step}: no {precision} row, fp32 used")
                 if prof != self.profile:
-                    factor = 1.0 if step == "startup" else self.device_factor(prof, model)
+                    factor = 1.0 if step == "startup" or step in HOST_STEPS else self.device_factor(prof, model)
                     how = (
                         f"scaled x{factor:.3g} (median per-image time ratio of the models measured on both)"
                         if factor != 1.0
@@ -334,7 +337,8 @@ def cell_costs(
         on_gpu, on_cpu = estimate(cell, gpu, precision, work), estimate(cell, cpu, precision, work)
         g, c = step_seconds(work, gpu, precision, floor), step_seconds(work, cpu, precision)
         speedup = c / g if g and c is not None else math.inf  # no cost model: a GPU, as before
-        device = "gpu" if speedup >= GPU_MIN_SPEEDUP else "cpu"
+        host = work is not None and any(part.step in HOST_STEPS for part in work.parts)
+        device = "gpu" if speedup >= GPU_MIN_SPEEDUP and not host else "cpu"
         sharing = {}
         for k in shared if work is not None and device == "gpu" else ():
             ms = [gpu.shared_ms(part, precision, k) for part in work.parts]

@@ -11,7 +11,7 @@
 # # BALI Table 1 — UCI regression, test RMSE (lower is better)
 # Mean ± standard error over the standard splits (20; protein 5) of our BALI (standardised targets, the reading
 # nearer the paper's numbers on more rows, and 'BALI raw-y' with targets in original units: the paper does not
-# say, and its numbers need each on some datasets; the bali_readings table), MC dropout (DO) and Bayes-by-Backprop (BBB) runs, next to the paper's numbers: the paper's
+# say, and its numbers need each on some datasets; the bali_readings table), MC dropout (DO), Bayes-by-Backprop (BBB), VADAM and PBP runs, next to the paper's numbers: the paper's
 # own BALI and DO runs ("paper") and the literature values the paper quotes for BBB, NNG-MVG, VADAM and PBP ("quoted"), transcribed in
 # config/papers/bali.yaml. Metrics in the targets' original units.
 

@@ -1,6 +1,6 @@
 """BALI paper Sec. 5.2 / App. H.2: UCI regression benchmark (Tables 1, 4, 7).
 
-Grid axes: `method` (bali | bali_yraw | dropout | bbb), `dataset` (uci_*), `seed` = the index of the standard
+Grid axes: `method` (bali | bali_yraw | dropout | bbb | pbp | vadam), `dataset` (uci_*), `seed` = the index of the standard
 Hernandez-Lobato & Adams 90/10 split (0..19, protein 0..4); it also seeds initialisation and minibatches.
 
 Data scaling (`standardize_x`, `standardize_y`, per method block): z-scores with training-split
@@ -27,7 +27,9 @@ from ..methods.bali import BaliMethod
 from ..methods.bbb import BBBMethod
 from ..methods.gal_dropout import GalDropoutProtocol
 from ..methods.mc_dropout import MCDropout
+from ..methods.pbp import PBPMethod
 from ..methods.standard import OptimConfig
+from ..methods.vadam import VadamProtocol
 from ..plan.uci_regression import BALI_METHODS, PLAN, batch_size_of
 from . import CellContext, Evaluation, Run
 
@@ -60,6 +62,10 @@ def build(cell, ctx: CellContext) -> Run:
     m = st.block
     if method == "dropout" and m.protocol == "gal":
         return build_gal_dropout(st, ctx)
+    if method == "pbp":
+        return build_pbp(st, ctx)
+    if method == "vadam":
+        return build_vadam(st, ctx)
     data, y_std, info = load_task(dataset, seed, bool(m.standardize_x), bool(m.standardize_y), ctx)
     data = ctx.runtime.to(data)  # once; methods build their models and generators on data.device
     hidden, activation = list(st.hidden), st.activation
@@ -199,3 +205,90 @@ def build_gal_dropout(st, ctx: CellContext) -> Run:
     )  # per phase, with its own training rows
     # a curve row after every grid point (its validation scores), then during the retraining (test metrics)
     return Run(inner, inner.n_steps, inner.inner_steps, info=info)
+
+
+def relu_net_info(st, n_steps: int) -> dict:
+    """The network facts a PBP / VADAM cell records; both are written for ReLU networks (their papers' UCI runs)."""
+    if st.activation != "relu":
+        raise ValueError(f"{st.method}: written for ReLU networks (its paper's UCI runs), not {st.activation}")
+    return {
+        "dataset_name": str(st.dataset),
+        "hidden": "x".join(map(str, st.hidden)),
+        "activation": "relu",
+        "n_steps": n_steps,
+    }
+
+
+def build_pbp(st, ctx: CellContext) -> Run:
+    """`pbp`: probabilistic backpropagation (methods/pbp.py); a step is one epoch (ADF pass + EP prior sweep),
+    the predictive the moment-propagated Gaussian (no Monte Carlo: the sample counts are not used)."""
+
+    m = st.block
+    data, y_std, info = load_task(str(st.dataset), int(st.seed), bool(m.standardize_x), bool(m.standardize_y), ctx)
+    inner = PBPMethod(
+        data,
+        list(st.hidden),
+        int(st.seed),
+        prior_a=float(m.prior_a),
+        prior_b=float(m.prior_b),
+        y_std=y_std,
+        train_eval_size=st.train_eval_size,
+    )
+    epochs = int(m.epochs)
+    info.update(relu_net_info(st, epochs))
+    info.update({"epochs": epochs, "batch_size": 1, "prior_a": float(m.prior_a), "prior_b": float(m.prior_b)})
+    eval_every = int(st.eval_every) if st.eval_every else max(1, epochs // int(st.n_evals))
+    info["eval_every"] = eval_every
+    return Run(inner, epochs, eval_every, info=info)
+
+
+def build_vadam(st, ctx: CellContext) -> Run:
+    """`vadam`: the selection of the noise and prior precisions on a grid by K-fold cross-validation, then the
+    final Vadam run (methods/vadam.py); metrics of the final run's q with `final_samples` weight draws."""
+
+    m = st.block
+    data, y_std, info = load_task(str(st.dataset), int(st.seed), bool(m.standardize_x), bool(m.standardize_y), ctx)
+    data = ctx.runtime.to(data)
+    relu_net_info(st, 0)  # refuses another activation before anything is built
+    batch = batch_size_of(m.batch_size, data.n_train)
+    inner = VadamProtocol(
+        data,
+        list(st.hidden),
+        int(m.epochs),
+        batch,
+        float(m.lr),
+        (float(m.beta1), float(m.beta2)),
+        int(m.mc_samples),
+        [float(v) for v in m.log_noise_prec],
+        [float(v) for v in m.log_prior_prec],
+        int(m.folds),
+        int(st.seed),
+        val_samples=int(m.val_samples),
+        n_eval_samples=int(st.eval_samples),
+        y_std=y_std,
+        train_eval_size=st.train_eval_size,
+    )
+    final_samples = int(st.final_samples)
+    info.update(relu_net_info(st, inner.n_steps))
+    info.update(
+        {
+            "final_steps": inner.phase_steps[-1],
+            "epochs": int(m.epochs),
+            "batch_size": batch,
+            "lr": float(m.lr),
+            "mc_samples": int(m.mc_samples),
+            "grid_points": len(inner.grid),
+            "folds": int(m.folds) if len(inner.grid) > 1 else 0,
+            "eval_samples": int(st.eval_samples),
+            "final_samples": final_samples,
+        }
+    )
+    eval_every = int(st.eval_every) if st.eval_every else max(1, inner.n_steps // int(st.n_evals))
+    info["eval_every"] = eval_every
+    return Run(
+        inner,
+        inner.n_steps,
+        eval_every,
+        info=info,
+        evaluation=Evaluation(inner.evaluate, lambda: inner.final_metrics(n_samples=final_samples)),
+    )

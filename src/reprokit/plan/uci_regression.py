@@ -7,12 +7,13 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field
 
 from ..errors import ConfigError
+from ..methods.cv_protocol import protocol_steps
 from ..methods.gal_protocol import gal_protocol_steps
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors, BbbNoise
 from .costs import CellWork, bali_step, mlp_cell
 
-Method = Literal["bali", "bali_yraw", "dropout", "bbb"]
+Method = Literal["bali", "bali_yraw", "dropout", "bbb", "pbp", "vadam"]
 METHODS = get_args(Method)
 BALI_METHODS = ("bali", "bali_yraw")
 Positive = Annotated[float, Field(gt=0)]
@@ -130,6 +131,45 @@ class UciBbbBlock(BbbNoise):
     n_steps: int = Field(ge=1)
 
 
+class UciPbpBlock(Settings):
+    """Method `pbp` (probabilistic backpropagation, Hernandez-Lobato & Adams 2015; methods/pbp.py). A step is one
+    epoch: an ADF pass over the training rows, then an EP sweep over the prior factors."""
+
+    standardize_x: bool = Field(description=STD_X)
+    standardize_y: bool = Field(description=STD_Y)
+    epochs: int = Field(ge=1, description="ADF passes over the training rows (the paper's UCI runs: 40)")
+    prior_a: float = Field(6.0, gt=1, description="shape of the Gamma priors on the noise and weight precisions")
+    prior_b: float = Field(6.0, gt=0, description="rate of those Gamma priors")
+
+
+class UciVadamBlock(Settings):
+    """Method `vadam` (Khan et al. 2018; methods/vadam.py): Vadam runs of `epochs` epochs, the noise and prior
+    precisions chosen per split on a grid by `folds`-fold cross-validated log-likelihood, then a final run on
+    all training rows. One grid point: no selection."""
+
+    standardize_x: bool = Field(description=STD_X)
+    standardize_y: bool = Field(description=STD_Y)
+    lr: float = Field(gt=0)
+    beta1: float = Field(0.9, ge=0, lt=1, description="Adam's momentum rate")
+    beta2: float = Field(0.99, ge=0, lt=1, description="the squared-gradient (precision) average's rate")
+    batch_size: Annotated[int, Field(ge=1)]
+    epochs: int = Field(ge=1, description="epochs of every run (selection and final)")
+    mc_samples: int = Field(ge=1, description="weight draws per training step")
+    log_noise_prec: list[float] = Field(min_length=1, description="grid of log tau (noise precision, trained units)")
+    log_prior_prec: list[float] = Field(min_length=1, description="grid of log lambda (prior precision)")
+    folds: int = Field(5, ge=2, description="cross-validation folds of the selection")
+    val_samples: int = Field(100, ge=1, description="weight draws of each validation predictive")
+
+    def grid_points(self) -> int:
+        return len(self.log_noise_prec) * len(self.log_prior_prec)
+
+    def total_steps(self, dataset: str) -> int:
+        """Optimiser steps of the cell: grid points x folds x epochs of the selection, plus the final run's."""
+        n_train = UCI_N_TRAIN[dataset]
+        select, final = protocol_steps(n_train, self.epochs, self.batch_size, self.folds, self.grid_points())
+        return select + final
+
+
 class UciSettings(BaliKindSettings):
     """`seed` is the index of the standard split (it also seeds initialisation and minibatches)."""
 
@@ -145,9 +185,11 @@ class UciSettings(BaliKindSettings):
     bali_yraw: UciBaliBlock | None = None
     dropout: UciDropoutBlock | None = None
     bbb: UciBbbBlock | None = None
+    pbp: UciPbpBlock | None = None
+    vadam: UciVadamBlock | None = None
 
     @property
-    def block(self) -> UciBaliBlock | UciDropoutBlock | UciBbbBlock:
+    def block(self) -> UciBaliBlock | UciDropoutBlock | UciBbbBlock | UciPbpBlock | UciVadamBlock:
         """The settings block of the cell's method."""
         return self.need(self.method)
 
@@ -165,14 +207,20 @@ class UciRegressionPlan(KindPlan):
 
     def n_steps(self, cell) -> int:
         st = self.settings(cell)
-        if st.method == "dropout":
+        if st.method in ("dropout", "vadam"):
             return st.block.total_steps(str(st.dataset))
+        if st.method == "pbp":
+            return int(st.block.epochs)
         return int(st.block.n_steps)
 
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)
         m = st.block
         n = self.n_steps(cell)  # dropout with Gal's protocol: grid points x epochs x batches, plus the retraining
+        if st.method == "pbp":  # a step is an epoch of per-point updates: as measured on that dataset
+            return mlp_cell(n, st.hidden, st.dataset, "pbp", None)
+        if st.method == "vadam":  # a step draws mc_samples weights for its minibatch
+            return mlp_cell(n, st.hidden, st.dataset, "vadam", int(m.batch_size) * int(m.mc_samples))
         images = None if m.batch_size in FULL_BATCH else int(m.batch_size)  # full batch: as measured on that dataset
         step = bali_step(m.reparam) if st.method.startswith("bali") else st.method
         return mlp_cell(n, st.hidden, st.dataset, step, images)
