@@ -211,6 +211,28 @@ def test_settings_added_later_are_recorded_only_where_set():
         plan.settings(_cells(bad, "bali_cls_uci_early")["bali"])
 
 
+@pytest.mark.parametrize("name", ["bali_cls_uci", "bali_cls_image", "bali_fig7_local"])
+def test_committed_quick_curves_are_evaluated_where_the_config_says(name):
+    """The archived quick cells of the speed claims (Figs. 2 and 7) ran HEAD's settings and evaluated their curves at
+    exactly the steps those give: step 0, every eval_every, the last step, and round(2^(k/n)) below
+    eval_doubling_until (n = evals_per_doubling)."""
+    from reprokit.loop import early_eval_steps
+    from reprokit.report.records import archive
+
+    cfg = _config({"scale": "quick"})
+    lines = archive.load(archive.path_of(REPO, "quick", name))
+    fresh, stale = archive.split(lines, archive.current_settings(cfg, "quick", name))
+    assert fresh and not stale, stale
+    for line in fresh:
+        st = PLANS["bali_classification"].Settings.from_dict({**line["settings"], **line["coords"]})
+        n, every = int(line["steps"]), int(line["info"]["eval_every"])
+        want = (
+            {0, n} | set(range(every, n + 1, every)) | early_eval_steps(st.eval_doubling_until, st.evals_per_doubling)
+        )
+        assert line["curve"]["step"] == sorted(want), line["cell"]
+        assert st.evals_per_doubling > 1 and n == st.steps_run, line["cell"]
+
+
 def test_fig2_footer_names_the_evaluation_schedule_the_cells_ran():
     cells = pd.DataFrame(
         {
