@@ -155,6 +155,100 @@ def test_cells_record_what_ran_and_tables_render_it(ctx, tmp_path):
     assert set(t2.loc[t2["Dataset"] == "Diabetes", "BALI"]) == {"n/a"}
 
 
+def test_a_stopped_cell_is_the_full_runs_start_evaluated_where_its_config_says(ctx, tmp_path):
+    """bali_cls_uci_early's cells (stop_at, log-spaced evaluations) train the first stop_at iterations of the
+    n_steps run: BALI's beta milestones still fall at fractions of n_steps, so the curve rows both runs evaluate are
+    the same numbers, and the rows are where the config puts them."""
+    from reprokit.cell import run_cell
+    from reprokit.loop import early_eval_steps
+
+    cfg = _config()
+    plan = PLANS["bali_classification"]
+    early, full = _cells(cfg, "bali_cls_uci_early"), _cells(cfg)
+    for method in ("bali", "dropout", "map"):
+        st = plan.settings(early[method])
+        assert st.stop_at < st.n_steps and st.evals_per_doubling > 1
+        rec = run_cell(early[method], ctx, tmp_path / early[method].rel_dir, None)
+        assert rec["status"] == "completed" and rec["steps"] == st.stop_at
+        ref = run_cell(full[method], ctx, tmp_path / full[method].rel_dir, None)
+        assert ref["steps"] == st.n_steps
+        a = pd.read_csv(tmp_path / early[method].rel_dir / "curve.csv").set_index("step")
+        b = pd.read_csv(tmp_path / full[method].rel_dir / "curve.csv").set_index("step")
+        every = st.eval_every_steps(int(rec["info"]["n_train"]))
+        want = {0, st.stop_at} | set(early_eval_steps(st.eval_doubling_until, st.evals_per_doubling))
+        want |= set(range(every, st.stop_at + 1, every))
+        assert list(a.index) == sorted(want), method
+        shared = sorted(set(a.index) & set(b.index))
+        assert len(shared) > 1
+        pd.testing.assert_frame_equal(a.loc[shared], b.loc[shared], check_exact=True)
+
+
+def test_settings_added_later_are_recorded_only_where_set():
+    """stop_at and evals_per_doubling came after cells were archived: a cell that leaves them at their defaults
+    records neither (its archived line and its artefacts' fingerprints stay valid); one that sets them records
+    both; a stop past n_steps is refused."""
+    from reprokit.config import ConfigError
+    from reprokit.report.records.archive import differing_keys
+
+    cfg = _config()
+    plan = PLANS["bali_classification"]
+    full, early = _cells(cfg)["bali"], _cells(cfg, "bali_cls_uci_early")["bali"]
+    plain = plan.cell_settings(full)
+    assert "stop_at" not in plain and "evals_per_doubling" not in plain
+    assert plan.settings(full).stop_at is None and plan.settings(full).evals_per_doubling == 1
+    assert plan.n_steps(full) == 20 and plan.n_steps(early) == 12
+    recorded = plan.cell_settings(early)
+    assert recorded["stop_at"] == 12 and recorded["evals_per_doubling"] == 2
+    assert {"stop_at", "evals_per_doubling"} <= set(differing_keys(plain, recorded))
+    bad = _config(
+        {
+            "experiments": {
+                "bali_cls_uci_early": {"scales": {"test": {"settings": {"per_dataset": {"spambase": {"stop_at": 50}}}}}}
+            }
+        }
+    )
+    with pytest.raises(ConfigError, match="beyond n_steps"):
+        plan.settings(_cells(bad, "bali_cls_uci_early")["bali"])
+
+
+@pytest.mark.parametrize("name", ["bali_cls_uci", "bali_cls_image", "bali_fig7_local"])
+def test_committed_quick_curves_are_evaluated_where_the_config_says(name):
+    """The archived quick cells of the speed claims (Figs. 2 and 7) ran HEAD's settings and evaluated their curves at
+    exactly the steps those give: step 0, every eval_every, the last step, and round(2^(k/n)) below
+    eval_doubling_until (n = evals_per_doubling)."""
+    from reprokit.loop import early_eval_steps
+    from reprokit.report.records import archive
+
+    cfg = _config({"scale": "quick"})
+    lines = archive.load(archive.path_of(REPO, "quick", name))
+    fresh, stale = archive.split(lines, archive.current_settings(cfg, "quick", name))
+    assert fresh and not stale, stale
+    for line in fresh:
+        st = PLANS["bali_classification"].Settings.from_dict({**line["settings"], **line["coords"]})
+        n, every = int(line["steps"]), int(line["info"]["eval_every"])
+        want = (
+            {0, n} | set(range(every, n + 1, every)) | early_eval_steps(st.eval_doubling_until, st.evals_per_doubling)
+        )
+        assert line["curve"]["step"] == sorted(want), line["cell"]
+        assert st.evals_per_doubling > 1 and n == st.steps_run, line["cell"]
+
+
+def test_fig2_footer_names_the_evaluation_schedule_the_cells_ran():
+    cells = pd.DataFrame(
+        {
+            "dataset": ["spambase", "mnist", "magic"],
+            "status": ["completed"] * 3,
+            "eval_every": [18, 30, 60],
+            "eval_doubling_until": [0, 30, 60],
+            "evals_per_doubling": [None, 1, 4],
+        }
+    )
+    text = bc.eval_text(cells)
+    assert "Spambase every 18" in text and "Spambase every 18 and" not in text
+    assert "MNIST every 30 and at 1, 2, 4, .. < 30" in text
+    assert "Telescope every 60 and at round(2^(k/4)) < 60" in text
+
+
 def test_missing_ood_dataset_keeps_the_cell_without_ood_metrics(monkeypatch):
     from reprokit.data import registry
 

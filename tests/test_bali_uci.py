@@ -104,14 +104,20 @@ def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
     assert other.beta != 0.123 and other.n_eff != pytest.approx(n_train / 3)
 
 
-def test_fig7_local_matches_classification_benchmark_except_reparam(config):
+@pytest.mark.parametrize(
+    "weight, local", [("bali_cls_uci", "bali_fig7_local"), ("bali_cls_uci_early", "bali_fig7_local_early")]
+)
+def test_fig7_local_matches_classification_benchmark_except_reparam(config, weight, local):
     for scale in ("paper", "quick", "test"):
-        w = experiment(config, "bali_cls_uci", scale)
-        l = experiment(config, "bali_fig7_local", scale)
+        w = experiment(config, weight, scale)
+        l = experiment(config, local, scale)
         assert l.axes["dataset"] == w.axes["dataset"] and l.axes["seed"] == w.axes["seed"], scale
+        assert [c.coord_dict for c in l.cells()] == [
+            c.coord_dict for c in w.cells() if c.coord_dict["method"] == "bali"
+        ]
         for d in l.axes["dataset"]:
-            sw = _cell(config, "bali_cls_uci", scale, method="bali", dataset=d, seed=0).settings
-            sl = _cell(config, "bali_fig7_local", scale, method="bali", dataset=d, seed=0).settings
+            coords = {"method": "bali", "dataset": d, "seed": 0}
+            sw, sl = w.cell_settings(coords), l.cell_settings(coords)  # a grid's settings, whether or not it runs them
             assert sw["bali"]["reparam"] == "weight" and sl["bali"]["reparam"] == "local"
             sw = {**sw, "bali": {**sw["bali"], "reparam": None}}
             sl = {**sl, "bali": {**sl["bali"], "reparam": None}}

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from reprokit.loop import EXIT_PREEMPTED, LoopConfig, Preempted, run_loop
+from reprokit.loop import EXIT_PREEMPTED, LoopConfig, Preempted, early_eval_steps, run_loop
 from reprokit.methods.common import EpochSampler
 from reprokit.runtime import generator as make_generator
 
@@ -170,3 +170,26 @@ def test_a_doubling_schedule_adds_curve_rows_at_the_start_only():
     assert [r["step"] for r in plain.curve] == [0, 10, 20, 25]
     # the extra rows only evaluate: the training itself is unchanged
     assert res.curve[-1]["mse"] == plain.curve[-1]["mse"]
+
+
+def test_log_spaced_schedule_adds_n_rows_per_doubling():
+    """evals_per_doubling 2: rows at round(2 ** (k / 2)) below eval_doubling_until, i.e. 1, 2, 3, 4, 6, 8, 11, 16, .."""
+    cfg = LoopConfig(n_steps=25, eval_every=10, eval_doubling_until=20, evals_per_doubling=2)
+    res = run_loop(ToyRegression(), cfg, None)
+    assert [r["step"] for r in res.curve] == [0, 1, 2, 3, 4, 6, 8, 10, 11, 16, 20, 25]
+    plain = run_loop(ToyRegression(), LoopConfig(n_steps=25, eval_every=10), None)
+    assert res.curve[-1]["mse"] == plain.curve[-1]["mse"]  # evaluation only: the training is unchanged
+
+
+@pytest.mark.parametrize("per_doubling", [1, 2, 3, 4])
+def test_early_eval_steps_are_log_spaced_and_keep_the_doubling_steps(per_doubling):
+    steps = sorted(early_eval_steps(1000, per_doubling))
+    assert {1, 2, 4, 8, 16, 32, 64, 128, 256, 512} <= set(steps) and max(steps) < 1000
+    assert steps == sorted({round(2 ** (k / per_doubling)) for k in range(10 * per_doubling)})
+    # past the first integers, successive steps are a factor of about 2 ** (1 / per_doubling) apart
+    ratios = [b / a for a, b in zip(steps, steps[1:]) if a >= 4 * per_doubling]
+    assert max(ratios) < 2 ** (1 / per_doubling) * 1.15 and min(ratios) > 2 ** (1 / per_doubling) / 1.15
+    assert sorted(early_eval_steps(1000, 1)) == [2**k for k in range(10)]
+    assert early_eval_steps(1, per_doubling) == frozenset() and early_eval_steps(2, per_doubling) == {1}
+    with pytest.raises(ValueError, match="at least 1"):
+        early_eval_steps(10, 0)

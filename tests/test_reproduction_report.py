@@ -571,6 +571,41 @@ def test_convergence_below_the_curves_resolution_is_not_testable(tmp_path):
     assert "the cells cannot resolve it" in line and "below the curves' resolution" in line
 
 
+@pytest.mark.parametrize("do_rate, verdict", [(5.0, "holds"), (50.0, "does not hold")])
+def test_convergence_reads_crossings_from_the_early_curves(tmp_path, do_rate, verdict):
+    # FAKE NLL curves 0.1 + exp(-rate * step / 100) evaluated every 100 steps: every method crosses 90% of its
+    # improvement by the first evaluation (not testable, as above). The early experiments hold the same runs' first
+    # 60 steps evaluated at every step: BALI (rate 60) crosses at step 4, DO and MAP at 47 (rate 5, holds) or 5
+    # (rate 50: 4 of 5 is not under half, does not hold)
+    for exp, dataset in (("bali_cls_uci", "spambase"), ("bali_cls_image", "mnist")):
+        rates = (("bali", 60.0), ("dropout", do_rate), ("map", do_rate))
+        for name, steps in ((exp, range(0, 2001, 100)), (f"{exp}_early", range(0, 61))):
+            rows = [
+                {"dataset": dataset, "method": m, "seed": 0, "step": s, "test_nll": 0.1 + math.exp(-rate * s / 100)}
+                for m, rate in rates
+                for s in steps
+            ]
+            _curve_csv(tmp_path, name, rows)
+            _cells(name, [{"dataset": dataset, "method": m} for m, _ in rates], tmp_path)
+    line = line_of(report(tmp_path), "| bali_fig2_converges_faster |")
+    assert f"**{verdict}**" in line
+    do = 47 if do_rate == 5.0 else 5
+    assert f"spambase: bali 4 vs dropout {do} iterations [crossings from bali_cls_uci_early (1 seed) and" in line
+
+
+def test_an_early_curve_gives_the_crossing_and_the_whole_curve_the_improvement():
+    from reprokit.report.verdicts.claims import _time_to
+
+    whole = pd.Series({0: 1.0, 100: 0.5, 200: 0.1})  # improvement 0.9: 90% of it at NLL 0.19
+    early = pd.Series({0: 1.0, 1: 0.9, 2: 0.6, 3: 0.2, 4: 0.15})  # (its own best, 0.15, would put it at 0.235)
+    assert _time_to(whole, 0.9, True) == (100.0, 200.0)
+    assert _time_to(whole, 0.9, True, early) == (3.0, 4.0)
+    # an early curve that stops short of the crossing: the whole curve's evaluations after its last step
+    assert _time_to(whole, 0.9, True, early.loc[:2]) == (100.0, 200.0)
+    assert _time_to(pd.Series({0: 1.0, 10: 0.5, 20: 0.1}), 0.9, True, early.loc[:2]) == (10.0, 20.0)
+    assert _time_to(pd.Series({0: 1.0, 10: 0.1, 20: 0.12}), 0.9, True, early.loc[:2]) == (2.0, 10.0)
+
+
 def test_convergence_names_the_side_without_curves(tmp_path):
     # FAKE NLL curves of BALI-W only: BALI-L (bali_fig7_local) has not run, and the line says so, not BALI-W
     rows = [

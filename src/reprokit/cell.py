@@ -190,6 +190,7 @@ def run_cell(
             n_steps=run.n_steps,
             eval_every=run.eval_every,
             eval_doubling_until=run.eval_doubling_until,
+            evals_per_doubling=run.evals_per_doubling,
             checkpoint_every=checkpoint_every,
             log_every_seconds=log_every_seconds,
             label=cell.rel_dir,

@@ -12,6 +12,7 @@ checkpoint holds the global CPU and CUDA random states next to the method's own 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import math
@@ -50,6 +51,8 @@ class LoopConfig:
     # also evaluate at steps 1, 2, 4, 8, ... below this step: a doubling schedule that shows a curve's start,
     # which a long period would step over (0: none)
     eval_doubling_until: int = 0
+    # evaluations per doubling of that schedule: steps round(2 ** (k / n)) (1: 1, 2, 4, ..; 2: 1, 2, 3, 4, 6, 8, ..)
+    evals_per_doubling: int = 1
     checkpoint_every: int = (
         0  # 0: a checkpoint only when the run is interrupted (the pipeline passes run.checkpoint_every)
     )
@@ -57,12 +60,25 @@ class LoopConfig:
     label: str = "train"
 
 
+@functools.cache
+def early_eval_steps(until: int, per_doubling: int = 1) -> frozenset[int]:
+    """The log-spaced evaluation steps below `until`: round(2 ** (k / per_doubling)) for k = 0, 1, 2, .., each
+    once (1, 2, 4, 8, .. with one per doubling; every doubling step is among them whatever `per_doubling`)."""
+    if per_doubling < 1:
+        raise ValueError(f"evals_per_doubling must be at least 1, not {per_doubling}")
+    steps, k = set(), 0
+    while 2 ** (k / per_doubling) < until:
+        steps.add(round(2 ** (k / per_doubling)))
+        k += 1
+    return frozenset(x for x in steps if x < until)
+
+
 def _is_eval_step(step: int, cfg: LoopConfig) -> bool:
-    """A curve row after `step`: every `eval_every` steps, the last step, and the doubling steps (1, 2, 4, ..)
-    below `eval_doubling_until`."""
+    """A curve row after `step`: every `eval_every` steps, the last step, and the log-spaced early steps
+    (`early_eval_steps`: 1, 2, 4, .. with `evals_per_doubling` 1) below `eval_doubling_until`."""
     if step % cfg.eval_every == 0 or step == cfg.n_steps:
         return True
-    return step < cfg.eval_doubling_until and step & (step - 1) == 0
+    return step < cfg.eval_doubling_until and step in early_eval_steps(cfg.eval_doubling_until, cfg.evals_per_doubling)
 
 
 @dataclass

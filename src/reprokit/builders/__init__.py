@@ -105,6 +105,7 @@ class Run:
     info: dict = field(default_factory=dict)  # extra facts for metrics.json (e.g. data sizes)
     evaluation: Evaluation | None = None  # None: the method's own evaluate / final_metrics
     eval_doubling_until: int = 0  # LoopConfig's: extra curve rows at steps 1, 2, 4, .. below it
+    evals_per_doubling: int = 1  # LoopConfig's: that schedule's rows per doubling of the step
 
     def __post_init__(self):
         if self.evaluation is None:

@@ -222,6 +222,7 @@ def build(cell, ctx: CellContext) -> Run:
             "n_steps": n_steps,
             "eval_every": eval_every,
             "eval_doubling_until": int(st.eval_doubling_until),
+            "evals_per_doubling": int(st.evals_per_doubling),
             "eval_samples": eval_samples,
             "final_samples": final_samples,
             "hidden": "x".join(map(str, hidden)),
@@ -229,6 +230,8 @@ def build(cell, ctx: CellContext) -> Run:
             "standardize": st.standardize,
         }
     )
+    if st.stop_at is not None:  # the first stop_at iterations of the n_steps run
+        info["stop_at"] = int(st.stop_at)
     if method == "bali":
         b = st.need("bali")
         cfg = BaliConfig(**b.config_kwargs(data.n_train, n_steps, batch))
@@ -273,9 +276,10 @@ def build(cell, ctx: CellContext) -> Run:
     )
     return Run(
         inner,
-        n_steps,
+        st.steps_run,
         eval_every,
         info=info,
         evaluation=Evaluation(ev.evaluate, ev.final_metrics),
         eval_doubling_until=int(st.eval_doubling_until),
+        evals_per_doubling=int(st.evals_per_doubling),
     )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import importlib
 import weakref
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -46,6 +47,10 @@ class Settings(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
+    # Keys added after cells were archived whose default is what those cells ran (e.g. a new option off by default):
+    # a cell's resolved settings (KindPlan.cell_settings) hold them only where they differ from it, so the archived
+    # lines and artefact fingerprints stay valid. Such a default must never change.
+    RECORDED_WHEN_SET: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def from_dict(cls, values: dict, where: str = "settings"):
@@ -123,11 +128,14 @@ class KindPlan:
         """The settings a cell runs with, resolved: every field of the kind's `Settings`, its default filled in
         where the config leaves it out, the grid coordinates applied (a dotted axis inside its block). Left out:
         the top-level axes (the cell's `coords` hold them) and the keys only other methods read
-        (:meth:`other_methods_keys`). A cell's config.json, its archived line and the artefact fingerprints
-        record this, so a changed default re-runs the cells it changes and flags their archived lines, and
-        changing one method's settings leaves the other methods' cells untouched."""
-        resolved = self.settings(cell).model_dump(mode="json")
+        (:meth:`other_methods_keys`), and the `Settings.RECORDED_WHEN_SET` keys at their defaults. A cell's
+        config.json, its archived line and the artefact fingerprints record this, so a changed default re-runs the
+        cells it changes and flags their archived lines, and changing one method's settings leaves the other
+        methods' cells untouched."""
+        st = self.settings(cell)
+        resolved = st.model_dump(mode="json")
         drop = {a for a in cell.coord_dict if "." not in a} | self.other_methods_keys(cell, resolved)
+        drop |= {k for k in st.RECORDED_WHEN_SET if getattr(st, k) == type(st).model_fields[k].default}
         return {k: v for k, v in resolved.items() if k not in drop}
 
     def other_methods_keys(self, cell, resolved: dict) -> set:

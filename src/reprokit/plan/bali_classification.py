@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors
@@ -56,6 +56,18 @@ class ClassificationSettings(BaliKindSettings):
         ge=0,
         description="also a curve evaluation at steps 1, 2, 4, 8, ... below this step (the curve's start); 0 none",
     )
+    evals_per_doubling: int = Field(
+        1,
+        ge=1,
+        description="curve evaluations per doubling of the step below eval_doubling_until: steps round(2 ** (k / n)), "
+        "k = 0, 1, ..; 1: 1, 2, 4, 8, ..; 4: 1, 2, .., 8, 10, 11, 13, 16, ..",
+    )
+    stop_at: int | None = Field(
+        None,
+        ge=1,
+        description="stop after this many of the n_steps iterations (every schedule still follows n_steps, so the "
+        "run is the first stop_at iterations of the n_steps run: its early curve); None: all n_steps",
+    )
     train_eval_size: int | None = Field(
         None,
         ge=1,
@@ -78,6 +90,20 @@ class ClassificationSettings(BaliKindSettings):
     dropout_p: float | None = Field(None, ge=0, lt=1)
     optim: OptimBlock | None = None
     bali: ClassificationBaliBlock | None = None
+
+    # added after cells were archived, each default the behaviour before it: recorded only where set (Settings)
+    RECORDED_WHEN_SET: ClassVar[tuple[str, ...]] = ("evals_per_doubling", "stop_at")
+
+    @model_validator(mode="after")
+    def _stop_within_run(self):
+        if self.stop_at is not None and self.stop_at > self.n_steps:
+            raise ValueError(f"stop_at {self.stop_at} is beyond n_steps {self.n_steps}")
+        return self
+
+    @property
+    def steps_run(self) -> int:
+        """The iterations the cell trains: stop_at where set, else n_steps."""
+        return int(self.stop_at if self.stop_at is not None else self.n_steps)
 
     def eval_every_steps(self, n_train: int) -> int:
         """Curve period in iterations: `eval_every`, else `eval_every_epochs` epochs of `n_train` points."""
@@ -105,7 +131,10 @@ class BaliClassificationPlan(KindPlan):
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)
         step = bali_step(st.need("bali").reparam) if st.method == "bali" else st.method
-        return mlp_cell(int(st.n_steps), st.hidden, st.dataset, step, int(st.batch_size))
+        return mlp_cell(st.steps_run, st.hidden, st.dataset, step, int(st.batch_size))
+
+    def n_steps(self, cell) -> int:
+        return self.settings(cell).steps_run
 
 
 PLAN = register(BaliClassificationPlan())

@@ -367,7 +367,7 @@ def coinciding_text(curves: pd.DataFrame, a: str = "dropout", b: str = "map", re
 
 def eval_text(df: pd.DataFrame, order=FIG2_ORDER) -> str:
     """When the curves' NLL was evaluated, per dataset, from the cells: "Spambase every 18 iterations; MNIST every
-    30 and at 1, 2, 4, .. < 30"."""
+    30 and at 1, 2, 4, .. < 30" (with n > 1 evaluations per doubling: "and at round(2^(k/n)) < 30")."""
     parts = []
     for d in order:
         ran = _ran(df[df["dataset"] == d]) if len(df) else df
@@ -375,7 +375,10 @@ def eval_text(df: pd.DataFrame, order=FIG2_ORDER) -> str:
             continue
         every = "/".join(str(int(v)) for v in sorted(set(ran["eval_every"].dropna())))
         doubling = int(ran["eval_doubling_until"].fillna(0).max()) if "eval_doubling_until" in ran else 0
+        per = int(ran["evals_per_doubling"].fillna(1).max()) if "evals_per_doubling" in ran else 1
         also = f" and at 1, 2, 4, .. < {doubling}" if doubling > 1 else ""
+        if doubling > 1 and per > 1:
+            also = f" and at round(2^(k/{per})) < {doubling} (1, 2, 3, ..)"
         parts.append(f"{DATASETS.get(d, d)} every {every}{also}")
     return "; ".join(parts)
 

@@ -863,14 +863,44 @@ def _mean_curve(curves: pd.DataFrame, metric: str) -> pd.Series:
     return c.groupby("step")[metric].mean().sort_index()
 
 
-def _time_to(curve: pd.Series, fraction: float, lower_is_better: bool) -> tuple[float, float]:
+def _time_to(
+    curve: pd.Series, fraction: float, lower_is_better: bool, early: pd.Series | None = None
+) -> tuple[float, float]:
     """(last evaluated step before, first evaluated step at) which the curve has made `fraction` of its total
-    improvement (first value -> best): the crossing lies between the two (both 0 if it starts there)."""
+    improvement (first value -> best): the crossing lies between the two (both 0 if it starts there). With `early`
+    (the same runs' first iterations again, evaluated more often): the improvement is still the whole curve's, the
+    crossing is looked for in `early` first, and only past its last step in the whole curve."""
     v = -curve if lower_is_better else curve
     start, best = float(v.iloc[0]), float(v.max())
     target = start + fraction * (best - start)
+    if early is not None and len(early):
+        e = -early if lower_is_better else early
+        hit = e.to_numpy() >= target - 1e-12
+        if hit.any():
+            i = int(np.argmax(hit))
+            return (float(e.index[i - 1]) if i else 0.0), float(e.index[i])
+        end, v = float(e.index[-1]), v[v.index > e.index[-1]]
+        if not (v.to_numpy() >= target - 1e-12).any():  # the rest of the curve never gets there again
+            return end, float(curve.index[-1])
+        i = int(np.argmax(v.to_numpy() >= target - 1e-12))
+        return (float(v.index[i - 1]) if i else end), float(v.index[i])
     i = int(np.argmax(v.to_numpy() >= target - 1e-12))
     return float(v.index[max(i - 1, 0)]), float(v.index[i])
+
+
+def _with_early(full: pd.DataFrame, early: pd.DataFrame, by: str, key, metric: str):
+    """(whole mean curve, early mean curve or None, seeds) of one value `key` of `by`: where the early experiment has
+    curves for it, both means over the seeds it shares with the whole curves (improvement and crossing from the same
+    runs); else the whole curves over all their seeds."""
+    f = full[full[by] == key]
+    e = early[early[by] == key] if by in early and len(early) else early.iloc[0:0]
+    if len(e) and "seed" in f and "seed" in e:
+        seeds = set(f["seed"].astype(str)) & set(e["seed"].astype(str))
+        f, e = (
+            (f[f["seed"].astype(str).isin(seeds)], e[e["seed"].astype(str).isin(seeds)]) if seeds else (f, e.iloc[0:0])
+        )
+    n = int(f["seed"].nunique()) if "seed" in f else 1
+    return _mean_curve(f, metric), (_mean_curve(e, metric) if len(e) else None), n
 
 
 def _faster(a: tuple[float, float], b: tuple[float, float], ratio: float):
@@ -912,6 +942,7 @@ def converges_faster(
     ratio: float = 1.0,
     lower_is_better: bool = True,
     fast_experiments: list[str] | None = None,
+    early: dict[str, str] | None = None,
 ) -> Verdict:
     """Per value of `by` (a set), the mean learning curve (over seeds) of the `fast` cells makes `fraction` of its
     total improvement in fewer than `ratio` x the iterations each `slow` one needs (curves: ctx.curves). A curve's
@@ -919,14 +950,21 @@ def converges_faster(
     (:func:`_faster`); a set is faster when it is against every slow side, not faster when it clearly is not
     against one, else unresolved. The claim is decided per set on the sets the evaluations resolve, named in the
     verdict: it does not hold where one resolved set is not faster, holds where every resolved set is, and is not
-    testable where none resolves. A side's `label` names it ("BALI-L")."""
+    testable where none resolves. A side's `label` names it ("BALI-L"). `early`: {experiment: the experiment of its
+    cells' first iterations evaluated more densely}; where those ran, a crossing is read from them (over the seeds
+    they ran) and the improvement still from the whole curves."""
     sets: dict[tuple, list] = {}  # (experiment, set) -> [(outcome, text)] over the slow sides
     missing, ns = [], []
+
+    def first_iterations(experiment: str, where: dict) -> pd.DataFrame:
+        name = (early or {}).get(experiment)
+        return ctx.curves(name, where) if name else pd.DataFrame()
+
     for i, exp in enumerate(experiments):
         f_exp = (fast_experiments or experiments)[i]
-        cf = ctx.curves(f_exp, _coords(fast))
+        cf, ef = ctx.curves(f_exp, _coords(fast)), first_iterations(f_exp, _coords(fast))
         for w in slow:
-            cs = ctx.curves(exp, _coords(w))
+            cs, es = ctx.curves(exp, _coords(w)), first_iterations(exp, _coords(w))
             keys = sorted(set(cf[by]) & set(cs[by])) if by in cf and by in cs else []
             if not keys:
                 sides = ((f_exp, fast, cf), (exp, w, cs))
@@ -938,20 +976,16 @@ def converges_faster(
                 )
                 continue
             for k in keys:
-                a, b = _mean_curve(cf[cf[by] == k], metric), _mean_curve(cs[cs[by] == k], metric)
+                (a, ea, na), (b, eb, nb) = _with_early(cf, ef, by, k, metric), _with_early(cs, es, by, k, metric)
                 if len(a) < 2 or len(b) < 2:
                     sets.setdefault((exp, k), []).append((None, f"{_words(w)}: too few evaluations"))
                     continue
                 (pa, ta), (pb, tb) = crossings = (
-                    _time_to(a, fraction, lower_is_better),
-                    _time_to(b, fraction, lower_is_better),
+                    _time_to(a, fraction, lower_is_better, ea),
+                    _time_to(b, fraction, lower_is_better, eb),
                 )
                 outcome = _faster(*crossings, ratio)
-                seeds = [
-                    int(cf[cf[by] == k]["seed"].nunique()) if "seed" in cf else 1,
-                    int(cs[cs[by] == k]["seed"].nunique()) if "seed" in cs else 1,
-                ]
-                ns.append(min(seeds))
+                ns.append(min(na, nb))
                 why = ""
                 if outcome == UNRESOLVED:
                     why = (
@@ -962,6 +996,13 @@ def converges_faster(
                         else f" (crossings between evaluations: ratio in ({pa / tb:.2g}, "
                         f"{ta / pb if pb else float('inf'):.2g}), below the curves' resolution)"
                     )
+                dense = [
+                    f"{early[x]} ({n} seed{'s' * (n > 1)})"
+                    for x, e, n in ((f_exp, ea, na), (exp, eb, nb))
+                    if e is not None
+                ]
+                if dense:
+                    why += f" [crossing{'s' * (len(dense) > 1)} from {' and '.join(dense)}]"
                 sets.setdefault((exp, k), []).append(
                     (outcome, f"{_words(fast)} {pa:g}-{ta:g} vs {_words(w)} {pb:g}-{tb:g}{why}")
                 )
