@@ -315,9 +315,11 @@ def uci_artefact(inputs, tex_path, metric: str) -> tuple[pd.DataFrame, pd.DataFr
         + na.footnotes(df)
     )
     if len(check):
+        far = [r for r in check.itertuples() if abs(r.z_paper_se) > 2]
         footnotes.append(
-            "Our mean minus the paper's, in units of the paper's s.e.: "
-            + "; ".join(f"{NAMES.get(r.dataset, r.dataset)} {r.method} {r.z_paper_se:+.1f}" for r in check.itertuples())
+            f"Outside 2 paper s.e. ({len(far)} of {len(check)} entries compared; our mean minus the paper's, in its "
+            "s.e.): "
+            + ("; ".join(f"{NAMES.get(r.dataset, r.dataset)} {r.method} {r.z_paper_se:+.1f}" for r in far) or "none")
             + "."
         )
     write_table(
