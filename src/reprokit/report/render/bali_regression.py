@@ -304,12 +304,8 @@ def uci_artefact(inputs, tex_path, metric: str) -> tuple[pd.DataFrame, pd.DataFr
     check = within_two_se(df, paper, metric)
     footnotes = (
         [
-            "Columns '(ours)': computed by this pipeline. '(paper)': the paper's own BALI and DO runs. '(quoted)': "
-            "values quoted from the paper, which took them from the respective publications (not run by us).",
-            "Data scaling (not stated in the paper): "
-            + "; ".join(bali_scaling_note(df, m) for m in ("bali", "bali_yraw") if m in set(df["method"]))
-            + ". All metrics in original units; why both target units are shown, and how each baseline of ours ran: "
-            "the notes of this table's section in the reproduction report.",
+            "(ours): run here; (paper): the paper's BALI and DO; (quoted): its literature values; original units "
+            "(scaling, our baselines: the report's notes).",
         ]
         + notes
         + na.footnotes(df)
