@@ -249,6 +249,8 @@ def test_bali_fig7_names_both_variants_and_draws_bali_w_under_bali_l(tmp_path):
     assert bc.spread_text(mixed, {"spambase": "Spambase"}) == (
         "mean over 2 seeds with a ± s.e. band; one seed, no band: BALI-W Spambase"
     )
+    # no cell ran (a build without datasets): the curves have a seed column but no step, and the footer says so
+    assert bc.spread_text(pd.DataFrame({"seed": [], "variant": []}), {"spambase": "Spambase"}) == "no curve"
     plt.close("all")
 
 

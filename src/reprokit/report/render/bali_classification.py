@@ -445,7 +445,8 @@ def spread_text(curves: pd.DataFrame, names: dict) -> str:
     """What Fig. 7's curves are, from the seeds each variant's curves have per dataset: "one seed, no band" where
     every curve has one, "mean over 3 seeds, ± s.e. band" where every curve has the same n > 1, else both, the
     one-seed curves named."""
-    n = curves[curves.step > 0].groupby(["variant", "dataset"])["seed"].nunique() if "seed" in curves else None
+    has = {"step", "seed", "variant", "dataset"} <= set(curves.columns)  # no cell ran: no curve columns
+    n = curves[curves.step > 0].groupby(["variant", "dataset"])["seed"].nunique() if has else None
     if n is None or n.empty:
         return "no curve"
     if (n == 1).all():
