@@ -6,7 +6,8 @@ its config file, so an artefact added to the config is built here without editin
 
 And the whole test-scale build (rule all: every artefact and figures/reproduction.md) without any dataset:
 an empty mirror folder and no download, as on a machine without the offline mirror. Only the synthetic
-cells run; every artefact still builds, and those whose cells are n/a name the missing datasets.
+cells run; every artefact still builds, and those whose cells are n/a name the missing datasets. Fig. 2 is
+all synthetic, so its end-to-end checks (tests/test_pipeline.py) run on that build.
 """
 
 import re
@@ -17,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from PIL import Image
-from test_pipeline import make_workdir, snakemake
+from test_pipeline import check_fig2_end_to_end, make_workdir, snakemake
 
 from reprokit.report.render.tables import latex_escape
 
@@ -133,3 +134,5 @@ def test_whole_test_scale_builds_without_any_dataset(tmp_path):
     for d in every_missing:
         assert names(d, section), f"the report does not name {d}"
     assert "data.download: true" in section
+    # Fig. 2's synthetic cells ran here: its end-to-end checks (one-cell re-run, benchmark, HTML report) on them
+    check_fig2_end_to_end(work)
