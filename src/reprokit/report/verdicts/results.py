@@ -417,6 +417,16 @@ class InputsContext(Context):
     def _grid_config(self, experiment: str) -> dict | None:
         return _safe_working_config()  # a notebook runs in the repository: its config's grid
 
+    def at_scale(self, scale: str) -> Context:
+        """The grid at another scale from the same config, with none of its cells (a notebook is handed one
+        scale's): what a `requires: paper` claim compares its cells' settings with, as the report does."""
+        if scale == self.scale:
+            return self
+        others = self.__dict__.setdefault("_other_scales", {})
+        if scale not in others:
+            others[scale] = InputsContext({}, scale, self.docs)
+        return others[scale]
+
     def _load_curves(self, experiment: str) -> pd.DataFrame:
         path = self.inputs.get(f"{experiment}_curves")
         return read_csv(path) if path and Path(path).exists() else pd.DataFrame()
