@@ -180,6 +180,7 @@ def test_archived_cells_keep_their_learning_curves_for_the_curve_claims(tmp_path
     assert reproduction.Context(results, "paper", docs).curves("bali_uci", {}).empty  # no archive: nothing
 
 
+@pytest.mark.slow  # ~20 s in CI: every archived line's settings against HEAD's config
 def test_every_committed_archived_cell_still_matches_heads_config():
     """As for a committed artefact's provenance: a config change that touches archived cells must re-run them
     (or drop their lines, saying so in the commit), not leave lines the report silently cannot use."""

@@ -188,9 +188,7 @@ def test_quick_budget_check_fails_when_a_quick_cell_is_made_long(quick_config):
         }
 
     fig3b = quick_config["experiments"]["fig3b"]["scales"]["quick"]["settings"]
-    long_steps = with_quick(
-        "fig3b", settings={**fig3b, "per_n_train": {**fig3b["per_n_train"], "1000": {"n_steps": 5000}}}
-    )
+    long_steps = with_quick("fig3b", settings={**fig3b, "per_n_train": {"1000": {"n_steps": 5000}}})
     assert quick_cpu_hours(long_steps)[0] > QUICK_BUDGET_CPU_HOURS
     assert quick_cpu_hours(with_quick("fig3c", exclude=[]))[0] > QUICK_BUDGET_CPU_HOURS
     assert quick_cpu_hours(quick_config)[0] == pytest.approx(total)  # the original config is untouched
@@ -359,3 +357,19 @@ def test_cli_prints_the_slurm_plan_per_experiment_and_in_total(paper_config):
     gpu_single, gpu_packed = float(total[5]), float(total[6])
     assert gpu_packed < gpu_single
     assert any(ln.startswith(f"SLURM jobs: {cells} with one cell per job; {jobs_packed} with packing") for ln in block)
+
+
+def test_the_slurm_docs_counts_are_the_configs(paper_config, tmp_path):
+    """docs/slurm.md's cells and SLURM jobs are generated (`--write-doc`), never typed: they match the config and
+    step_costs.tsv, and writing them changes only the block."""
+    words = budget.plan_in_words(paper_config)
+    total = sum(1 for name in paper_config["experiments"] for _ in experiment(paper_config, name, "paper").cells())
+    assert words.startswith(f"At paper scale the config has {total} cells: ")
+    doc = (REPO / "docs" / "slurm.md").read_text()
+    assert budget.doc_block(doc) == words, (
+        "docs/slurm.md's counts are stale: python -m reprokit.budget --config scale=paper --write-doc docs/slurm.md"
+    )
+    copy = tmp_path / "slurm.md"
+    copy.write_text(doc.replace(words, "FAKE stale counts"))
+    budget.write_doc(copy, words)
+    assert copy.read_text() == doc

@@ -93,6 +93,77 @@ def test_per_block_on_an_axis_the_grid_lacks_is_named_not_ignored():
     assert len(list(ExperimentGrid("e", spec, "quick").cells())) == 2
 
 
+def test_a_scales_own_value_wins_over_the_experiments_per_axis_block():
+    """Layers in order: the experiment's settings, its per_<axis> blocks, the scale's settings, the scale's own
+    per_<axis> blocks. A value the scale sets applies to every cell of that scale, whatever the experiment's
+    per-axis blocks say, and only the scale's own per-axis block refines it."""
+    spec = copy.deepcopy(SPEC)
+    spec["settings"]["per_method"]["b"]["n_steps"] = 20
+    spec["scales"]["test"] = {"settings": {"n_steps": 4, "per_method": {"b": {"n_steps": 5}}}}
+
+    def steps(scale):
+        return {c.coord_dict["method"]: c.settings["n_steps"] for c in ExperimentGrid("e", spec, scale).cells()}
+
+    assert steps("paper") == {"a": 10, "b": 20}
+    assert steps("quick") == {"a": 3, "b": 3}  # the scale's n_steps, once, over the per_method block
+    assert steps("test") == {"a": 4, "b": 5}  # the scale's own per_method block wins over its n_steps
+    b = ExperimentGrid("e", spec, "quick").parse("method~b/seed~0").settings
+    assert b["opt"] == {"lr": 0.5, "momentum": 0.9}  # what the scale does not set, the per_method block still does
+
+
+def test_a_for_each_target_is_one_target_per_combination_naming_the_experiments_that_have_it():
+    from reprokit.config import expand_targets
+
+    plain = {"experiments": ["e1"], "metric": "m", "at_least": 0.5, "why": "w"}
+    config = {
+        "experiments": {
+            "e1": {"grid": {"method": ["a", "b"], "dataset": ["x", "y"], "seed": {"range": [0, 1]}}},
+            "e2": {"grid": {"method": ["a", "b", "c"], "dataset": ["z"]}},
+        },
+        "artefacts": {
+            "t": {
+                "experiments": ["e1", "e2"],
+                "targets": {
+                    "quick": [
+                        {
+                            "for_each": {"method": ["a", "b"], "dataset": ["x", "z"]},
+                            "experiments": ["e1", "e2"],
+                            "where": {"seed": 0},
+                            "metric": "m",
+                            "at_most": 1.0,
+                            "why": "w",
+                        },
+                        plain,
+                    ]
+                },
+            }
+        },
+    }
+    rows = expand_targets(config)["artefacts"]["t"]["targets"]["quick"]
+    assert [(r["experiments"], r["where"]) for r in rows[:-1]] == [
+        (["e1"], {"seed": 0, "method": "a", "dataset": "x"}),
+        (["e2"], {"seed": 0, "method": "a", "dataset": "z"}),
+        (["e1"], {"seed": 0, "method": "b", "dataset": "x"}),
+        (["e2"], {"seed": 0, "method": "b", "dataset": "z"}),
+    ]
+    assert all(r["metric"] == "m" and r["at_most"] == 1.0 and "for_each" not in r for r in rows[:-1])
+    assert rows[-1] is plain and "for_each" in config["artefacts"]["t"]["targets"]["quick"][0]  # not mutated
+    bad = copy.deepcopy(config)
+    bad["artefacts"]["t"]["targets"]["quick"][0]["for_each"]["dataset"] = ["x", "zz"]  # a misspelt value
+    with pytest.raises(ConfigError, match=r"targets\.quick\[0\]\.for_each': .* has dataset=zz in its grid"):
+        expand_targets(bad)
+    bad["artefacts"]["t"]["targets"]["quick"][0]["for_each"] = {"seed": [0]}  # also in `where`
+    with pytest.raises(ConfigError, match=r"\['seed'\] also in the target's `where`"):
+        expand_targets(bad)
+
+
+def test_bali_table1s_quick_targets_are_one_per_method_and_dataset(config):
+    rows = config["artefacts"]["bali_table1"]["targets"]["quick"]
+    assert len(rows) == 21 and len({(r["where"]["method"], r["where"]["dataset"]) for r in rows}) == 21
+    for r in rows:
+        assert r["experiments"] == ["bali_uci_protein" if r["where"]["dataset"] == "uci_protein" else "bali_uci"]
+
+
 def test_cell_path_round_trip(config):
     grid = experiment(config, "fig2a", "paper")
     for cell in list(grid.cells())[::17]:

@@ -397,6 +397,7 @@ def test_profile_resolves_from_repo_root(monkeypatch):
 
 
 @pytest.mark.slurm
+@pytest.mark.slow
 def test_slurm_throwaway_workflow(slurm_node, tmp_path):
     """Cells of a throwaway workflow go through sbatch; the aggregate runs locally."""
     work = tmp_path / "wf"
@@ -434,6 +435,7 @@ def unpacked_run(slurm_node, tmp_path_factory):
 
 
 @pytest.mark.slurm
+@pytest.mark.slow
 @pytest.mark.skipif(REAL_TARGET is None, reason="REAL_TARGET not set yet (tests/test_slurm.py)")
 def test_slurm_real_target(unpacked_run):
     """The repo's workflow at test scale: cells via SLURM (one job each, a GPU only for the cells the cost
@@ -446,6 +448,7 @@ def test_slurm_real_target(unpacked_run):
 
 
 @pytest.mark.slurm
+@pytest.mark.slow
 @pytest.mark.skipif(REAL_TARGET is None, reason="REAL_TARGET not set yet (tests/test_slurm.py)")
 def test_slurm_packed_target(unpacked_run, slurm_node, tmp_path):
     """Packed: at least 12 cells in at most a quarter as many SLURM jobs, GPU cells and CPU cells in jobs of
@@ -476,6 +479,7 @@ def test_slurm_packed_target(unpacked_run, slurm_node, tmp_path):
 
 
 @pytest.mark.slurm
+@pytest.mark.slow
 @pytest.mark.skipif(REAL_TARGET is None, reason="REAL_TARGET not set yet (tests/test_slurm.py)")
 def test_slurm_requeued_packed_job_resumes_each_cell(slurm_node, tmp_path):
     """A packed job requeued mid-run (`scontrol requeue`, as after a preemption or a node failure) starts

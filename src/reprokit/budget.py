@@ -2,6 +2,7 @@
 
     python -m reprokit.budget --config scale=paper               # every experiment, H100 step costs
     python -m reprokit.budget --config scale=paper --profile cpu --experiment fig3a
+    python -m reprokit.budget --config scale=paper --write-doc docs/slurm.md   # also its counts in docs/slurm.md
 
 A cell's cost is the sum of its *parts*: (model, step kind, images per step, how many such steps),
 priced with the measured per-step times of `data/step_costs.tsv` (columns: profile, device, model,
@@ -474,6 +475,43 @@ def print_slurm(
     )
 
 
+DOC_MARKERS = ("<!-- slurm-plan:start -->", "<!-- slurm-plan:end -->")  # docs/slurm.md's generated block
+
+
+def plan_in_words(config: dict, settings=None, rows: list[dict] | None = None) -> str:
+    """The config's cells and SLURM jobs at its scale, in one sentence (docs/slurm.md's generated block, so the
+    docs never carry a count typed in by hand): cells, where they run, how many are short, the jobs."""
+    settings = settings or Settings()
+    jobs, costs = slurm_plan(config, settings, rows=read_costs() if rows is None else rows)
+    gpu = sum(c.device == "gpu" for c in costs)
+    short = sum(c.seconds < settings.long_minutes * 60 for c in costs)
+    alone = sum(j.alone for j in jobs)
+    return (
+        f"At {config['scale']} scale the config has {len(costs)} cells: {len(costs) - gpu} on the CPU partition, "
+        f"{gpu} with a GPU; {short} estimated under {settings.long_minutes:g} minutes; SLURM jobs: {len(costs)} with "
+        f"one cell per job, {len(jobs)} packed ({len(jobs) - alone} packed jobs and {alone} cells alone)."
+    )
+
+
+def doc_block(text: str) -> str:
+    """What stands between DOC_MARKERS in `text` (stripped)."""
+    start, end = DOC_MARKERS
+    if start not in text or end not in text:
+        raise ValueError(f"no {start} ... {end} block")
+    return text.split(start, 1)[1].split(end, 1)[0].strip()
+
+
+def write_doc(path: str | Path, words: str) -> None:
+    """Put `words` between DOC_MARKERS in the file at `path`."""
+    path = Path(path)
+    text = path.read_text()
+    start, end = DOC_MARKERS
+    old = doc_block(text)
+    path.write_text(text.replace(f"{start}\n{old}\n{end}", f"{start}\n{words}\n{end}", 1))
+    if doc_block(path.read_text()) != words:
+        raise ValueError(f"{path}: write the block as {start}, a line, {end}")
+
+
 # ------------------------------------------------------------------------------------------------
 # CLI
 
@@ -550,10 +588,18 @@ def main(argv: list[str] | None = None) -> int:
         help="as slurm/config.yaml's set-resources.cell.cells_per_cpu_job",
     )
     p.add_argument("--no-slurm", action="store_true", help="leave out the SLURM jobs and allocated hours")
+    p.add_argument(
+        "--write-doc",
+        metavar="PATH",
+        default=None,
+        help="also write the cells and SLURM jobs in words into PATH's generated block (docs/slurm.md, paper scale)",
+    )
     args = p.parse_args(argv)
 
     config = load_pipeline_config(args.root, parse_config_args(args.config))
     scale = config["scale"]
+    if args.write_doc:
+        write_doc(args.write_doc, plan_in_words(config, rows=read_costs(args.costs)))
     profile = args.profile or DEFAULT_PROFILE[scale]
     table = CostTable(read_costs(args.costs), profile)
     known = set(config["experiments"])

@@ -118,7 +118,9 @@ class ExperimentGrid:
         self.scale = scale
         self.kind = spec["kind"]
         override = (spec.get("scales") or {}).get(scale, {}) or {}
-        self.settings = deep_merge(spec.get("settings", {}) or {}, override.get("settings", {}) or {})
+        # applied in this order by cell_settings: the experiment's, then its scale's (see there)
+        self._layers = (spec.get("settings", {}) or {}, override.get("settings", {}) or {})
+        self.settings = deep_merge(*self._layers)  # every key of both, for the checks below
         grid = dict(spec["grid"])
         for axis, values in (override.get("grid") or {}).items():
             if axis not in grid:
@@ -152,11 +154,22 @@ class ExperimentGrid:
         self.artefacts = list(spec.get("artefacts", []))
 
     def cell_settings(self, coords: dict) -> dict:
-        """Settings for one cell; `per_<axis>` blocks override settings for that axis value."""
-        settings = {k: v for k, v in self.settings.items() if not k.startswith("per_")}
-        for axis, value in coords.items():
-            block = self.settings.get(f"per_{axis}", {}) or {}
-            settings = deep_merge(settings, block.get(format_value(value), {}) or {})
+        """Settings for one cell. A `per_<axis>` block overrides settings for one value of that axis; the
+        layers apply in this order, each overriding the ones before it:
+
+        1. the experiment's `settings`;
+        2. its `per_<axis>` blocks (in grid axis order);
+        3. the scale's `settings` (`scales.<scale>.settings`);
+        4. the scale's own `per_<axis>` blocks.
+
+        So a value a scale sets explicitly wins over the experiment's, per-axis or not (a scale that shortens
+        training sets `n_steps` once), and only the scale's own per-axis blocks refine it further."""
+        settings: dict = {}
+        for layer in self._layers:
+            settings = deep_merge(settings, {k: v for k, v in layer.items() if not k.startswith("per_")})
+            for axis, value in coords.items():
+                block = layer.get(f"per_{axis}", {}) or {}
+                settings = deep_merge(settings, block.get(format_value(value), {}) or {})
         return settings
 
     def datasets_for(self, coords: dict, settings: dict) -> tuple:
@@ -280,10 +293,81 @@ def load_config(paths, schema_path: str | Path, overrides: dict | None = None) -
                 config = deep_merge(config, yaml.load(f, Loader=loader) or {})
         except FileNotFoundError:
             raise ConfigError(f"config file {path} not found (run from the project's root folder)") from None
-    config = coerce_config(deep_merge(config, overrides or {}), schema_path)
+    config = expand_targets(coerce_config(deep_merge(config, overrides or {}), schema_path))
     validate_config(config, schema_path)
 
     return {**config, "run": RuntimeSettings.from_dict(config.get("run")).to_dict()}  # every key, defaults filled
+
+
+def expand_targets(config: dict) -> dict:
+    """The config with each artefact target that has a `for_each` replaced by the targets it stands for.
+
+    `for_each: {axis: [values], ...}` is one target per combination of the values (the first axis outermost,
+    each in the order listed), the rest of the entry shared; a generated target's `where` is the entry's own
+    plus the combination, and it names those of the entry's `experiments` whose grid (the experiment's
+    `grid`, before any scale narrows it) has the combination's value on every axis. A combination that no
+    listed experiment's grid has is skipped, so `for_each: {method: [a, b], dataset: [x, y]}` over two
+    experiments that split the datasets gives one target per method and dataset, each naming its experiment;
+    a value that no generated target uses is an error (a misspelt value would otherwise drop its targets)."""
+    artefacts = config.get("artefacts") or {}
+    if not any(
+        isinstance(t, dict) and "for_each" in t
+        for art in artefacts.values()
+        for ts in (art.get("targets") or {}).values()
+        for t in ts or []
+    ):
+        return config  # (the schema check that follows names a malformed entry)
+    grids = {
+        name: {
+            axis: {format_value(v) for v in expand_axis(f"{name}.{axis}", values)}
+            for axis, values in (spec.get("grid") or {}).items()
+        }
+        for name, spec in (config.get("experiments") or {}).items()
+        if isinstance(spec, dict)
+    }
+    out = {}
+    for name, art in artefacts.items():
+        if "targets" in art:
+            art = {
+                **art,
+                "targets": {
+                    scale: [
+                        row
+                        for i, target in enumerate(targets or [])
+                        for row in _target_rows(target, grids, f"artefacts.{name}.targets.{scale}[{i}].for_each")
+                    ]
+                    for scale, targets in art["targets"].items()
+                },
+            }
+        out[name] = art
+    return {**config, "artefacts": out}
+
+
+def _target_rows(target: dict, grids: dict, where: str) -> list[dict]:
+    """One target of the config, or the targets its `for_each` stands for (:func:`expand_targets`)."""
+    if not isinstance(target, dict) or "for_each" not in target:
+        return [target]
+    axes = target["for_each"]
+    if not isinstance(axes, dict) or not axes or not all(isinstance(v, list) and v for v in axes.values()):
+        raise ConfigError(f"config error at '{where}': expected {{axis: [values], ...}}, got {axes!r}")
+    fixed = target.get("where") or {}
+    if set(axes) & set(fixed):
+        raise ConfigError(f"config error at '{where}': {sorted(set(axes) & set(fixed))} also in the target's `where`")
+    rest = {k: v for k, v in target.items() if k not in ("for_each", "experiments", "where")}
+    rows, used = [], set()
+    for values in itertools.product(*axes.values()):
+        combo = dict(zip(axes, values))
+        keys = {(axis, format_value(v)) for axis, v in combo.items()}
+        exps = [e for e in target.get("experiments") or [] if all(v in grids.get(e, {}).get(a, ()) for a, v in keys)]
+        if exps:
+            used |= keys
+            rows.append({"experiments": exps, "where": {**fixed, **combo}, **rest})
+    unused = [f"{a}={format_value(v)}" for a, vs in axes.items() for v in vs if (a, format_value(v)) not in used]
+    if unused:
+        raise ConfigError(
+            f"config error at '{where}': no experiment of {target.get('experiments')} has {', '.join(unused)} in its grid"
+        )
+    return rows
 
 
 _TRUE = {"true", "yes", "on"}

@@ -5,7 +5,7 @@
 # the same for each experiment its claims read beyond its own (report/verdicts/statement.py: experiments_read),
 # `snakemake.input["paper_numbers"]` (config/papers/<paper>.yaml) when that file has numbers for the
 # artefact, and `snakemake.output[pdf|png|tex]` (a table's `html`, its rendering for the report, is written
-# by write_table beside its tex). Each notebook starts with `style.start_log(snakemake)`, which writes
+# by write_table beside its tex). Each notebook starts with `notebook.start_log(snakemake)`, which writes
 # the rule's `log:` file (inputs, scale, outputs, warnings, a failure's traceback).
 # artefact_inputs and artefact_outputs are in workflow/rules/common_artefacts.smk.
 

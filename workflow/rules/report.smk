@@ -3,6 +3,8 @@
 # the papers' numbers and claims). Also `python -m reprokit.report.verdicts.reproduction` on partial results.
 
 PAPER_FILES = sorted(str(p) for p in Path("config/papers").glob("*.yaml"))
+# their claims' reasons, merged in by claim id when a paper file is loaded (not passed as paper files)
+PAPER_REASONS = sorted(str(p) for p in Path("config/papers/reasons").glob("*.yaml"))
 REPORT_EXPERIMENTS = sorted(
     {e for spec in config["artefacts"].values() for e in spec["experiments"]}
 )
@@ -12,6 +14,7 @@ rule reproduction_report:
     input:
         csvs=[experiment_csv(e) for e in REPORT_EXPERIMENTS],
         papers=PAPER_FILES,
+        reasons=PAPER_REASONS,
     output:
         md=report(
             "figures/reproduction.md",

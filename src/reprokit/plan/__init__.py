@@ -1,10 +1,6 @@
 """Plan: everything about a cell that is known before it runs, torch-free by construction.
 
-The pipeline reads top-down in the order data flows:
-
-    config.py (grids, cells)  ->  plan/ (this package: typed settings, inputs, cost)  ->
-    builders/ (data + model + method, imports torch)  ->  loop.py (the loop)  ->
-    metrics.py  ->  report/aggregate.py  ->  report/ + workflow/notebooks (artefacts)
+Where it sits among the pipeline's stages (after config.py, before builders/): docs/layout.md.
 
 Each experiment kind is one :class:`KindPlan` registered in :data:`KINDS` (explicit, no module
 discovery). A plan owns the kind's typed :class:`Settings` (a pydantic model: each default, allowed value, bound

@@ -88,8 +88,13 @@ class Claim:
     reading: str = ""
 
 
+REASON_KEYS = ("below_paper_scale", "at_paper_scale")
+
+
 def load(path: str | Path) -> dict:
-    """The paper's data file, checked: every number's row and column is declared."""
+    """The paper's data file, checked: every number's row and column is declared. Its claims' reasons
+    (`below_paper_scale`, `at_paper_scale`) are kept apart, by claim id, in `reasons/<file name>` beside it
+    (config/papers/reasons/<paper>.yaml) and merged into the claims here."""
     doc = yaml.safe_load(Path(path).read_text())
     for key in ("paper", "source", "artefacts"):
         if key not in doc:
@@ -108,6 +113,18 @@ def load(path: str | Path) -> dict:
     ids = [c["id"] for c in doc.get("claims") or []]
     if len(ids) != len(set(ids)):
         raise ValueError(f"{path}: claim ids are not unique")
+    reasons_path = Path(path).parent / "reasons" / Path(path).name
+    if reasons_path.exists():
+        by_id = {c["id"]: c for c in doc.get("claims") or []}
+        for cid, reasons in (yaml.safe_load(reasons_path.read_text()).get("claims") or {}).items():
+            if cid not in by_id:
+                raise ValueError(f"{reasons_path}: no claim '{cid}' in {path}")
+            for key, text in reasons.items():
+                if key not in REASON_KEYS:
+                    raise ValueError(f"{reasons_path}: claim '{cid}': '{key}' is not one of {', '.join(REASON_KEYS)}")
+                if key in by_id[cid]:
+                    raise ValueError(f"{reasons_path}: claim '{cid}': '{key}' is also set in {path}")
+                by_id[cid][key] = text
     return doc
 
 
