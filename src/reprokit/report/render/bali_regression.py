@@ -45,7 +45,8 @@ QUOTED = ["BBB", "NNG-MVG", "VADAM", "PBP"]  # literature values the paper quote
 def load(paths) -> pd.DataFrame:
     frames = [pd.read_csv(p) for p in paths]
     df = pd.concat(frames, ignore_index=True)
-    style.scale_of(df)  # one scale only
+    if len(df):  # an experiment none of whose cells ran stays an empty table
+        style.scale_of(df)  # one scale only
     return df
 
 
