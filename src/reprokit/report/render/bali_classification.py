@@ -27,7 +27,7 @@ DATASETS = {
 # "bali_n": BALI with the other reading of N in Sigma's degrees of freedom (wishart_n n, Alg. 1's actual N;
 # experiments bali_cls_image_wishart / bali_cls_uci_wishart), drawn beside the paper's methods where its cells
 # ran (ours, not the paper's); "bali" itself reads N_eff (the config's wishart_n)
-METHODS = {"bali": "BALI", "dropout": "DO", "map": "MAP", "bali_n": "BALI (wishart_n n)"}
+METHODS = {"bali": "BALI", "dropout": "DO", "map": "MAP", "bali_n": "BALI (Wishart N)"}
 COLORS = {"bali": "tab:blue", "dropout": "tab:orange", "map": "tab:green", "bali_n": "tab:purple"}
 UCI = ("spambase", "cdc_diabetes", "magic")
 ROC_PREFIX = "roc_tpr_at_fpr_"
