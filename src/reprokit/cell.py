@@ -37,13 +37,13 @@ if __name__ == "__main__":  # `python -m reprokit.cell`: pin the CPU instruction
 import torch
 
 from . import __version__
+from .atomic import atomic_write_json, atomic_write_text, rows_csv
 from .builders import CellContext, Measurement
 from .config import Cell
 from .data import variants
 from .data.checksums import overrides_for
 from .data.mirrors import fetch_status
 from .data.specs import dataset_info
-from .io import atomic_write_json, atomic_write_text, rows_csv
 from .loop import LoopConfig, LoopResult, run_loop
 from .plan import kind
 from .runtime import is_oom

@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .io import atomic_write_json
+from .atomic import atomic_write_json
 
 # ------------------------------------------------------------------------------------------------
 # the plan

@@ -23,8 +23,8 @@ import json
 import sys
 from pathlib import Path
 
+from ...atomic import atomic_write_text
 from ...config import experiment as grid
-from ...io import atomic_write_text
 from ...plan import kind
 from .. import cells
 
