@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from reprokit import runtime
-from reprokit.config import ConfigError, experiment, load_pipeline_config
+from reprokit.config import ConfigError, grid_of, load_pipeline_config
 from reprokit.job import cell_job
 from reprokit.runtime import CPU_ISA_ENV, CPU_ISA_VAR, CPU_ISA_VARS, DeviceConfigError, RuntimeSettings
 
@@ -53,7 +53,7 @@ def test_a_bad_value_names_the_key_and_the_allowed_values():
 def test_the_pin_is_in_the_jobs_environment_not_in_its_context(pipeline_config):
     """Every launcher gives the cell REPROKIT_CPU_ISA (and the pin's variables); the cell's context, which is
     its Snakemake parameters, does not name it, so switching it re-runs no finished cell."""
-    cell = next(iter(experiment(pipeline_config(), "fig2a", "quick").cells()))
+    cell = next(iter(grid_of(pipeline_config(), "fig2a", "quick").cells()))
     job = cell_job(cell, pipeline_config())
     assert job.env == {CPU_ISA_VAR: "avx2", **CPU_ISA_ENV["avx2"]}
     assert "cpu_isa" not in job.context["run"]

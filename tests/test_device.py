@@ -25,7 +25,7 @@ import torch
 from reprokit import cell as cell_mod
 from reprokit import runtime as runtime_mod
 from reprokit.builders import CellContext, Measurement, Run
-from reprokit.config import Cell, experiment, load_pipeline_config
+from reprokit.config import Cell, grid_of, load_pipeline_config
 from reprokit.data import variants
 from reprokit.data.variants import variant_path
 from reprokit.plan import kind as kind_module
@@ -40,7 +40,7 @@ def _config():
 
 
 def _test_cell(name: str, method: str | None) -> Cell:
-    for c in experiment(_config(), name, "test").cells():
+    for c in grid_of(_config(), name, "test").cells():
         if method is None or c.coord_dict.get("method") == method:
             return c
     raise LookupError(f"no test-scale cell of {name} with method {method}")

@@ -254,7 +254,7 @@ def unavailable_cells(grid: ExperimentGrid, is_available) -> dict[str, list[str]
     return out
 
 
-def experiment(config: dict, name: str, scale: str) -> ExperimentGrid:
+def grid_of(config: dict, name: str, scale: str) -> ExperimentGrid:
     experiments = config.get("experiments", {})
     if name not in experiments:
         raise ConfigError(f"no experiment '{name}' in the config (have: {', '.join(sorted(experiments))})")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import experiment, format_value
+from .config import format_value, grid_of
 from .data.variant_names import variant_path
 from .errors import ConfigError
 from .plan import kind
@@ -36,7 +36,7 @@ def upstream_metrics(cell, config: dict, grid=None) -> dict:
     """{name: metrics.json path} of the cells this cell reads (its plan's `required_cells(cell)`,
     {name: (experiment, coords)}, e.g. a retrain cell reading the hyperparameters another cell found).
     `grid(experiment, scale)` may hand out cached grids (the DAG asks for many cells)."""
-    grid = grid or (lambda name, scale: experiment(config, name, scale))
+    grid = grid or (lambda name, scale: grid_of(config, name, scale))
     out = {}
     for name, (exp, coords) in kind(cell.kind).required_cells(cell).items():
         try:

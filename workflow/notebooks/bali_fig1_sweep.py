@@ -75,9 +75,9 @@ if not (table["far entropy (nats)"] != "").any():  # two moons' column: only whe
 table
 
 # %%
-from reprokit.config import experiment
+from reprokit.config import grid_of
 
-planned = len(list(experiment(snakemake.config, "bali_fig1_sweep", scale).cells()))
+planned = len(list(grid_of(snakemake.config, "bali_fig1_sweep", scale).cells()))
 n_ran = len(ran)
 grid_note = (
     f"{n_ran} cells ran" + (f" of the {planned} of the grid (a partial sweep)" if planned and n_ran < planned else "")

@@ -4,7 +4,7 @@ import os
 import shlex
 from pathlib import Path
 
-from reprokit.config import ConfigError, experiment, load_pipeline_config
+from reprokit.config import ConfigError, grid_of, load_pipeline_config
 from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data.mirrors import is_available
 from reprokit.plan import validate_cells
@@ -56,7 +56,7 @@ _STATUS = {}
 
 def grid(name, scale):
     if (name, scale) not in _GRIDS:
-        _GRIDS[name, scale] = experiment(config, name, scale)
+        _GRIDS[name, scale] = grid_of(config, name, scale)
     return _GRIDS[name, scale]
 
 

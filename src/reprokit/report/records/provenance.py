@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...atomic import atomic_write_json, atomic_write_text
-from ...config import experiment as grid_of
+from ...config import grid_of
 from ...data.mirrors import is_available
 from ...plan import kind
 from . import compute
