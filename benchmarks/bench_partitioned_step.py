@@ -75,7 +75,8 @@ def build_partitioned(cell, st, batch: int, aug_samples: int, seed: int = 0):
     from reprokit.data.task import TaskData
     from reprokit.data.variants import chunk_assignment
     from reprokit.methods.standard import OptimConfig
-    from reprokit.runtime import Runtime, RuntimeSettings
+    from reprokit.runtime import Runtime
+    from reprokit.runtime_settings import RuntimeSettings
 
     rt = Runtime(RuntimeSettings(device="cpu")).apply()
     n = int(st.n_train)

@@ -125,7 +125,8 @@ def main(argv=None) -> int:
     import torch
 
     from reprokit.builders.update_timing import cpu_model_name
-    from reprokit.runtime import Runtime, RuntimeSettings
+    from reprokit.runtime import Runtime
+    from reprokit.runtime_settings import RuntimeSettings
 
     torch.set_num_threads(args.threads)
     rt = Runtime(RuntimeSettings(device=args.device)).apply()

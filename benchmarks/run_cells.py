@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO / "src"))
 from reprokit.config import format_value, grid_of, load_pipeline_config
 from reprokit.job import cell_job, data_context
 from reprokit.report.records.archive import differing_keys
-from reprokit.runtime import cpu_isa_env
+from reprokit.runtime_settings import cpu_isa_env
 
 
 def _matches(cell, where: dict[str, set[str]]) -> bool:

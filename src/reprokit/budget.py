@@ -52,7 +52,7 @@ from .config import grid_of, load_pipeline_config
 from .packing import JOB_OVERHEAD_S, CellCost, PackingSettings, pack_jobs
 from .plan import KINDS
 from .plan.costs import CellWork, Part
-from .runtime import RuntimeSettings
+from .runtime_settings import RuntimeSettings
 
 COSTS_FILE = Path(__file__).resolve().parent / "data" / "step_costs.tsv"
 COLUMNS = ("profile", "device", "model", "step", "precision", "images", "ms_per_step", "source", "date")
@@ -259,7 +259,7 @@ class CostTable:
 
 
 def run_settings(config: dict | None):
-    """The config's `run:` block as reprokit.runtime.RuntimeSettings (its defaults where a key is absent)."""
+    """The config's `run:` block as reprokit.runtime_settings.RuntimeSettings (its defaults where a key is absent)."""
 
     return RuntimeSettings.from_dict((config or {}).get("run"))
 

@@ -20,7 +20,7 @@ from typing import Any
 from . import plan
 from ._jsonschema import first_error
 from .errors import ConfigError
-from .runtime import RuntimeSettings, run_schema
+from .runtime_settings import RuntimeSettings, run_schema
 
 SCALES = ("paper", "quick", "test")
 
@@ -529,7 +529,7 @@ def _load_yaml(path: str | Path) -> dict:
 
 
 def _top_schema(schema_path: str | Path) -> dict:
-    """The top-level schema with its generated parts filled in: `run` from reprokit.runtime.RuntimeSettings."""
+    """The top-level schema with its generated parts filled in: `run` from reprokit.runtime_settings.RuntimeSettings."""
 
     schema = dict(_load_yaml(schema_path))
     schema["properties"] = {**schema.get("properties", {}), "run": run_schema()}

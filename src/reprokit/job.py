@@ -17,7 +17,7 @@ from .config import format_value, grid_of
 from .data.variant_names import variant_path
 from .errors import ConfigError
 from .plan import kind
-from .runtime import RuntimeSettings, cpu_isa_env
+from .runtime_settings import RuntimeSettings, cpu_isa_env
 
 
 def data_context(config: dict, *, mirrors: list | None = None, download: bool | None = None) -> dict:
@@ -61,7 +61,9 @@ class CellJob:
     out: str  # results/<scale>/<experiment>/<coords>
     checkpoint: str  # checkpoints/<scale>/<experiment>/<coords>/checkpoint.pt
     checkpoint_every: int
-    env: dict  # environment variables the cell process gets: REPROKIT_CPU_ISA and its pin (runtime.cpu_isa_env)
+    env: (
+        dict  # environment variables the cell process gets: REPROKIT_CPU_ISA and its pin (runtime_settings.cpu_isa_env)
+    )
 
     def argv(self, threads: int) -> list[str]:
         """`python -m reprokit.cell run ...` arguments after the module name."""

@@ -11,7 +11,7 @@ from reprokit.plan import validate_cells
 from reprokit.report.verdicts.papers import load as load_paper
 from reprokit.report.verdicts.statement import experiments_read
 from reprokit.job import cell_job, data_context
-from reprokit.runtime import cpu_isa_env
+from reprokit.runtime_settings import cpu_isa_env
 
 try:
     # What snakemake holds now is only --config / --configfile (the Snakefile names no configfile): the
@@ -38,7 +38,7 @@ DOWNLOAD = config["data"]["download"]
 # `run:` block's device / precision / determinism.
 CONTEXT = data_context(config)
 
-# The CPU instruction-set pin (`run.cpu_isa`, reprokit.runtime): every job inherits it, SLURM jobs too (they parse
+# The CPU instruction-set pin (`run.cpu_isa`, reprokit.runtime_settings): every job inherits it, SLURM jobs too (they parse
 # this file again); `python -m reprokit.cell` sets it itself before torch loads. Not a cell parameter: switching
 # it re-runs no finished cell, as a change of machine does not (each cell's provenance records it).
 os.environ.update(cpu_isa_env(config["run"]["cpu_isa"]))
