@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from reprokit import seeds, shape
+from reprokit import predictive_shape, seeds
 from reprokit.builders import CellContext, synthetic_predictive, uci_regression
 from reprokit.config import grid_of, load_pipeline_config
 from reprokit.data import registry
@@ -226,9 +226,11 @@ def test_synthetic_cells_store_grid_predictive(config):
             assert run.info["kl_factor"] == cell.coord_dict["kl_factor"]
         # Fig. 1's shape reading is recorded with the metrics: what the report reads, never the data again
         row = {**m, "status": "completed", "dataset": d, "data_kwargs": run.info["data_kwargs"]}
-        assert shape.recorded(row) == shape.of_cell(row) and "far_over_near" in shape.recorded(row)
+        assert predictive_shape.recorded(row) == predictive_shape.of_cell(
+            row
+        ) and "far_over_near" in predictive_shape.recorded(row)
         # ... and so are the training points its figure draws
-        pts = shape.recorded_points(row)
+        pts = predictive_shape.recorded_points(row)
         np.testing.assert_allclose(pts["x_train"], b.x_train.numpy().reshape(pts["x_train"].shape), rtol=1e-5)
         np.testing.assert_allclose(pts["y_train"], b.y_train.numpy().ravel(), rtol=1e-5, atol=1e-7)
 

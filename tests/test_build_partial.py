@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reprokit import shape
+from reprokit import predictive_shape
 from reprokit.config import grid_of, load_pipeline_config
 from reprokit.data import registry
 from reprokit.plan import kind
@@ -50,7 +50,7 @@ def write_cell(results: Path, cell, settings=None) -> None:
     }
     # the shape reading a finished cell records (builders/synthetic_predictive.py)
     row = {**metrics, "status": "completed", "dataset": "sines_trend", "data_kwargs": json.dumps({"seed": 0})}
-    metrics.update(shape.as_metrics(shape.of_cell(row)))
+    metrics.update(predictive_shape.as_metrics(predictive_shape.of_cell(row)))
     (folder / "metrics.json").write_text(
         json.dumps(
             {

@@ -86,7 +86,7 @@ def test_report_modules_import_each_other_without_a_loop():
     "module",
     sorted(_module_name(p) for p in (SRC / "report").glob("*.py"))
     + ["reprokit.plan", "reprokit.job", "reprokit.config", "reprokit.budget", "reprokit.packing"]
-    + ["reprokit.runtime_settings", "reprokit.seeds", "reprokit.atomic"],
+    + ["reprokit.runtime_settings", "reprokit.seeds", "reprokit.atomic", "reprokit.predictive_shape"],
 )
 def test_module_imports_no_torch(module):
     code = f"import sys, {module}; print('torch' in sys.modules)"
