@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from reprokit.cell import context_from_dict
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 from reprokit.job import cell_job
 from reprokit.plan import kind as plan_of_kind
 
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     cfg = load_pipeline_config(REPO, {"scale": args.scale})
-    cell = experiment(cfg, args.experiment, args.scale).parse(args.cell)
+    cell = grid_of(cfg, args.experiment, args.scale).parse(args.cell)
     plan = plan_of_kind(cell.kind)
     job = cell_job(cell, cfg, download=False)  # what the cell rule runs
     ctx = context_from_dict(job.context, job.variants)

@@ -3,7 +3,7 @@
     python benchmarks/bench_cpu_isa.py [--rounds 3] [--steps 20] [--threads 1] [--settings native avx2 avx512]
 
 Each setting runs in its own process (torch, oneDNN and MKL read the pin once, when torch loads:
-reprokit.runtime.pin_cpu_isa), `--rounds` times, the settings alternating so that a busy machine slows each
+reprokit.runtime_settings.pin_cpu_isa), `--rounds` times, the settings alternating so that a busy machine slows each
 alike. A process times two representative CPU cell steps after warm-up, per step (median):
 
   cnn   the partitioned paper's MNIST CNN (Table 9, reprokit.models.MnistCNN): forward, cross-entropy,
@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reprokit.runtime import CPU_ISA_VARS, cpu_isas_supported, cpu_model, pin_cpu_isa
+from reprokit.runtime_settings import CPU_ISA_VARS, cpu_isas_supported, cpu_model, pin_cpu_isa
 
 
 def _child(setting: str, steps: int, warmup: int, threads: int) -> dict:
@@ -45,7 +45,7 @@ def _child(setting: str, steps: int, warmup: int, threads: int) -> dict:
 
     from reprokit.bali import BaliConfig, BaliMLP, BaliTrainer
     from reprokit.models.mnist_cnn import MnistCNN
-    from reprokit.runtime import cpu_isa_record
+    from reprokit.runtime_settings import cpu_isa_record
 
     torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)

@@ -52,12 +52,11 @@ PSI_PHASES = ("psi draw", "psi augment", "psi forward", "psi backward", "psi Ada
 
 def paper_cell(n_train: int = 1000, experiment: str = "fig3a"):
     """The paper-scale Partitioned cell (MNIST, not rotated, seed 0, n_train) and its typed settings."""
-    from reprokit.config import experiment as experiment_of
-    from reprokit.config import load_pipeline_config
+    from reprokit.config import grid_of, load_pipeline_config
     from reprokit.plan.affine_invariance import PLAN
 
     config = load_pipeline_config(REPO, {"scale": "paper"})
-    for cell in experiment_of(config, experiment, "paper").cells():
+    for cell in grid_of(config, experiment, "paper").cells():
         c = cell.coord_dict
         if (c.get("method"), c.get("n_train"), bool(c.get("rotated")), c.get("seed")) == (
             "partitioned",
@@ -76,7 +75,8 @@ def build_partitioned(cell, st, batch: int, aug_samples: int, seed: int = 0):
     from reprokit.data.task import TaskData
     from reprokit.data.variants import chunk_assignment
     from reprokit.methods.standard import OptimConfig
-    from reprokit.runtime import Runtime, RuntimeSettings
+    from reprokit.runtime import Runtime
+    from reprokit.runtime_settings import RuntimeSettings
 
     rt = Runtime(RuntimeSettings(device="cpu")).apply()
     n = int(st.n_train)

@@ -106,11 +106,11 @@ def _timed(cmd: list[str], env: dict, cwd: str) -> tuple[float, str]:
 
 def bench_cell_json() -> str:
     """The test-scale BBB cell on `sinc` (synthetic: no dataset files), resolved from the repo's config."""
-    from reprokit.config import experiment, load_config
+    from reprokit.config import grid_of, load_config
 
     files = [REPO / "config" / "config.yaml", *sorted(glob.glob(str(REPO / "config" / "experiments" / "*.yaml")))]
     cfg = load_config(files, REPO / "workflow" / "schemas" / "config.schema.yaml")
-    cell = experiment(cfg, "bali_bbb_synthetic", "test").parse("method~bbb/dataset~sinc/kl_factor~1/seed~0")
+    cell = grid_of(cfg, "bali_bbb_synthetic", "test").parse("method~bbb/dataset~sinc/kl_factor~1/seed~0")
     return json.dumps(cell.to_dict())
 
 

@@ -57,7 +57,8 @@ from reprokit.methods.partitioned import PartitionedConfig, PartitionedTraining,
 from reprokit.methods.standard import OptimConfig, StandardTraining
 from reprokit.models.registry import build_model
 from reprokit.partition import partition
-from reprokit.runtime import PRECISIONS, Runtime, RuntimeSettings
+from reprokit.runtime import Runtime
+from reprokit.runtime_settings import PRECISIONS, RuntimeSettings
 
 # model -> (paper batch, input shape, augmentation parametrisation)
 MODELS = {

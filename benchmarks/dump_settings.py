@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from reprokit.config import SCALES, experiment, load_pipeline_config
+from reprokit.config import SCALES, grid_of, load_pipeline_config
 from reprokit.plan import kind
 
 
@@ -27,7 +27,7 @@ def dump(root: str | Path = ".") -> dict:
     for scale in SCALES:
         cfg = load_pipeline_config(root, {"scale": scale})
         for name in sorted(cfg["experiments"]):
-            for cell in experiment(cfg, name, scale).cells():
+            for cell in grid_of(cfg, name, scale).cells():
                 out[cell.rel_dir] = {
                     "values": cell.values(),
                     "datasets": list(cell.datasets),

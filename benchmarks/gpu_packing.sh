@@ -7,7 +7,7 @@
 #
 # 1. k = 1, 2, 4, 8 processes timing the MNIST CNN's steps at once (Fig. 3a / the sensitivity grids: batch
 #    200 x 20 augmentation samples): rows `<step>@k` (ms per step of one of k cells sharing the GPU) in the
-#    step-cost table, which reprokit.packing.plan then uses for a GPU job of k cells; printed as cells per
+#    step-cost table, which reprokit.packing.pack_jobs then uses for a GPU job of k cells; printed as cells per
 #    hour for a Fig. 3a cell (n_train 1000, partitioned) and a sensitivity cell.
 # 2. fp32 / tf32 / bf16 (bf16 = autocast + channels_last) steps of the CIFAR ResNet-14 and the Tiny ImageNet
 #    ResNet-50: their h100 rows in the table (the cost model prices run.precision from them).
@@ -79,13 +79,13 @@ EOF
 SCALE=$SCALE KS="$KS" PROFILE="$PROFILE" python3 - <<'EOF' >> "$OUT/sharing.txt" 2>&1
 import os
 from reprokit.budget import CostTable, cell_costs, read_costs
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 scale = os.environ["SCALE"]
 cfg = load_pipeline_config(".", {"scale": scale})
 table = CostTable(read_costs(os.environ["COSTS"]), os.environ["PROFILE"])
 ks = tuple(map(int, os.environ["KS"].split()))
 for name in ("fig3a", "sens_mnist_c2"):
-    cell = next(c for c in experiment(cfg, name, scale).cells() if c.coord_dict.get("method") == "partitioned")
+    cell = next(c for c in grid_of(cfg, name, scale).cells() if c.coord_dict.get("method") == "partitioned")
     for k in ks:
         c = cell_costs([cell], cfg, gpu=table, shared=(k,))[0]
         s = c.shared_seconds.get(k)
@@ -100,7 +100,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 sys.path.insert(0, "benchmarks")
 from run_cells import build_variants
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 from reprokit.job import cell_job, data_context
 out, scale = os.environ["OUT"], os.environ["SCALE"]
 jobs = []
@@ -109,7 +109,7 @@ for prec in ("fp32", "bf16"):
                                      "paths": {"results": f"{out}/results_{prec}", "checkpoints": f"{out}/ckpt_{prec}",
                                                "logs": f"{out}/logs_{prec}"}})
     kw = {"mirrors": [os.environ["MIRROR"]], "download": False}
-    cells = [c for c in experiment(cfg, "fig3a", scale).cells()
+    cells = [c for c in grid_of(cfg, "fig3a", scale).cells()
              if not c.coord_dict["rotated"] and c.coord_dict["method"] in ("baseline", "partitioned")]
     n0 = min(c.coord_dict["n_train"] for c in cells)  # the smallest training set: 1000 at paper scale
     for c in cells:

@@ -35,13 +35,13 @@ STARTUP = (
 def representative_cells(config: dict, kinds=MLP_KINDS, experiments=None) -> dict:
     """{(model, step): (first paper-scale cell priced with it, its Part)}."""
     from reprokit.budget import cell_work
-    from reprokit.config import experiment
+    from reprokit.config import grid_of
 
     out = {}
     for name in sorted(config["experiments"]):
         if config["experiments"][name]["kind"] not in kinds or (experiments and name not in experiments):
             continue
-        for cell in experiment(config, name, config["scale"]).cells():
+        for cell in grid_of(config, name, config["scale"]).cells():
             for part in cell_work(cell).parts:
                 out.setdefault((part.model, part.step), (cell, part))
     return out
@@ -125,7 +125,8 @@ def main(argv=None) -> int:
     import torch
 
     from reprokit.builders.update_timing import cpu_model_name
-    from reprokit.runtime import Runtime, RuntimeSettings
+    from reprokit.runtime import Runtime
+    from reprokit.runtime_settings import RuntimeSettings
 
     torch.set_num_threads(args.threads)
     rt = Runtime(RuntimeSettings(device=args.device)).apply()

@@ -2,12 +2,12 @@
 before they recorded it.
 
 * `shape_metrics` (2026-11-28): since commit "Cells record BALI Fig. 1's shape" a synthetic_predictive cell
-  computes `reprokit.shape.of_cell` when it finishes and records it as `shape_<name>` metrics, which the report
+  computes `reprokit.predictive_shape.of_cell` when it finishes and records it as `shape_<name>` metrics, which the report
   reads instead of regenerating the training data. For archived lines the reading is computed here, once, by the
   same function from what they recorded (their predictive on the plotting grid, their noise sd, their
   `data_kwargs`).
 * `plot_points` (2026-11-29): since commit "Synthetic cells record the points their figure draws" a cell also
-  records `reprokit.shape.plot_points` (training points, plotting grid, true f), which the Fig. 1 and Figs. 4-6
+  records `reprokit.predictive_shape.plot_points` (training points, plotting grid, true f), which the Fig. 1 and Figs. 4-6
   notebooks draw instead of regenerating the data. For archived lines the same function runs here, once, on the
   data regenerated from the line's `data_kwargs` (synthetic data are deterministic: the cell drew the same).
 
@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from reprokit import shape
+from reprokit import predictive_shape
 from reprokit.report.records import archive
 
 EXPERIMENTS = {  # the experiments each migration touches: the sweep is a table and draws no points
@@ -36,30 +36,33 @@ ENTRIES = {
     "shape_metrics": {
         "date": "2026-11-28",
         "migration": "shape_metrics",
-        "what": "shape_<name> metrics computed by reprokit.shape.of_cell from the cell's recorded grid predictive "
+        "what": "shape_<name> metrics computed by reprokit.predictive_shape.of_cell from the cell's recorded grid predictive "
         "and data_kwargs (what a cell now records when it finishes)",
     },
     "plot_points": {
         "date": "2026-11-29",
         "migration": "plot_points",
         "what": "plot_<name> metrics (training points, plotting grid, true f) computed by "
-        "reprokit.shape.plot_points on the data regenerated from the line's data_kwargs (what a cell now records "
+        "reprokit.predictive_shape.plot_points on the data regenerated from the line's data_kwargs (what a cell now records "
         "when it finishes)",
     },
 }
 
 
 def shape_metrics(row: dict) -> dict:
-    return shape.as_metrics(shape.of_cell(row))
+    return predictive_shape.as_metrics(predictive_shape.of_cell(row))
 
 
 def plot_points(row: dict) -> dict:
     from reprokit.data import registry
 
-    return shape.plot_points(registry.load(str(row["dataset"]), **json.loads(row["data_kwargs"])))
+    return predictive_shape.plot_points(registry.load(str(row["dataset"]), **json.loads(row["data_kwargs"])))
 
 
-PREFIXES = {"shape_metrics": (shape.PREFIX, shape_metrics), "plot_points": (shape.PLOT, plot_points)}
+PREFIXES = {
+    "shape_metrics": (predictive_shape.PREFIX, shape_metrics),
+    "plot_points": (predictive_shape.PLOT, plot_points),
+}
 
 
 def migrate(line: dict, migration: str = "shape_metrics") -> dict | None:

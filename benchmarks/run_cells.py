@@ -33,10 +33,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reprokit.config import experiment, format_value, load_pipeline_config
+from reprokit.config import format_value, grid_of, load_pipeline_config
 from reprokit.job import cell_job, data_context
 from reprokit.report.records.archive import differing_keys
-from reprokit.runtime import cpu_isa_env
+from reprokit.runtime_settings import cpu_isa_env
 
 
 def _matches(cell, where: dict[str, set[str]]) -> bool:
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
         overrides["paths"] = {k: str(Path(args.root) / k) for k in ("results", "checkpoints", "logs")}
     cfg = load_pipeline_config(REPO, overrides)
     where = parse_where(args.where)
-    cells = [c for c in experiment(cfg, args.experiment, args.scale).cells() if _matches(c, where)]
+    cells = [c for c in grid_of(cfg, args.experiment, args.scale).cells() if _matches(c, where)]
     if not cells:
         raise SystemExit("no cell matches")
     data_kw = {"mirrors": args.mirror, "download": False}  # args.mirror None: the config's mirrors

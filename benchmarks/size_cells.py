@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from run_cells import _matches, _run, build_variants, parse_where
 
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 from reprokit.job import cell_job, data_context
 from reprokit.plan import kind
 
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     cfg["paths"] = {**cfg["paths"], "results": str(out / "results"), "checkpoints": str(out / "checkpoints")}
 
     where = parse_where(args.where)
-    cells = [c for c in experiment(cfg, args.experiment, args.scale).cells() if _matches(c, where)]
+    cells = [c for c in grid_of(cfg, args.experiment, args.scale).cells() if _matches(c, where)]
     if not cells:
         raise SystemExit("no cell matches --where")
     for c in cells:

@@ -26,12 +26,12 @@ def cfg():
 
 
 def yacht_dropout(cfg, splits):
-    from reprokit.config import experiment
+    from reprokit.config import grid_of
     from reprokit.plan import kind
 
     cells = [
         c
-        for c in experiment(cfg, "bali_uci", "paper").cells()
+        for c in grid_of(cfg, "bali_uci", "paper").cells()
         if c.coord_dict["dataset"] == "uci_yacht"
         and c.coord_dict["method"] == "dropout"
         and c.coord_dict["seed"] in splits
@@ -200,11 +200,11 @@ def test_pipeline_glue_keys_are_not_settings_but_real_keys_still_differ():
 
 
 def _spambase_wishart(cfg):
-    from reprokit.config import experiment
+    from reprokit.config import grid_of
 
     return next(
         c
-        for c in experiment(cfg, "bali_cls_uci_wishart", "paper").cells()
+        for c in grid_of(cfg, "bali_cls_uci_wishart", "paper").cells()
         if c.coord_dict["dataset"] == "spambase" and c.coord_dict["seed"] == 0
     )
 
@@ -215,13 +215,13 @@ def test_a_changed_default_re_runs_and_flags_exactly_the_cells_it_changes(cfg):
     of another kind are untouched."""
     from pydantic import create_model
 
-    from reprokit.config import experiment
+    from reprokit.config import grid_of
     from reprokit.job import cell_job
     from reprokit.plan import kind
 
     plan = kind("bali_classification")
-    cells = [c for c in experiment(cfg, "bali_cls_uci", "paper").cells() if c.coord_dict["seed"] == 0]
-    other = next(iter(experiment(cfg, "bali_uci", "paper").cells()))
+    cells = [c for c in grid_of(cfg, "bali_cls_uci", "paper").cells() if c.coord_dict["seed"] == 0]
+    other = next(iter(grid_of(cfg, "bali_uci", "paper").cells()))
     before = {c.rel_dir: cell_job(c, cfg).cell["settings"] for c in cells}
     before_other = kind(other.kind).cell_settings(other)
     field = plan.Settings.model_fields["train_subset"]

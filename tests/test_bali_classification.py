@@ -12,7 +12,7 @@ import torch
 from reprokit import metrics
 from reprokit.builders import CellContext
 from reprokit.builders import bali_classification as bcx
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 from reprokit.plan import KINDS as PLANS
 from reprokit.report.render import bali_classification as bc
 
@@ -75,9 +75,7 @@ def test_misspelled_setting_is_named():
 
 
 def _cells(cfg, name="bali_cls_uci", dataset="spambase"):
-    return {
-        c.coord_dict["method"]: c for c in experiment(cfg, name, "test").cells() if c.coord_dict["dataset"] == dataset
-    }
+    return {c.coord_dict["method"]: c for c in grid_of(cfg, name, "test").cells() if c.coord_dict["dataset"] == dataset}
 
 
 @pytest.fixture
@@ -123,7 +121,7 @@ def test_cells_record_what_ran_and_tables_render_it(ctx, tmp_path):
             }
         }
     )
-    grid = experiment(cfg, "bali_cls_uci", "test")
+    grid = grid_of(cfg, "bali_cls_uci", "test")
     cells = [c for c in grid.cells() if c.coord_dict["dataset"] == "spambase"]
     for cell in cells:
         rec = run_cell(cell, ctx, tmp_path / cell.rel_dir, None)
@@ -281,7 +279,7 @@ def test_cell_settings_keep_only_the_cells_method_keys():
     MAP optimiser leaves the BALI cells' parameters (what Snakemake compares) unchanged, and vice versa."""
 
     def cell(config, method):
-        g = experiment(config, "bali_cls_uci", "paper")
+        g = grid_of(config, "bali_cls_uci", "paper")
         return next(c for c in g.cells() if c.coord_dict == {"method": method, "dataset": "magic", "seed": 0})
 
     config = _config()

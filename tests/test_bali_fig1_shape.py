@@ -1,5 +1,5 @@
 """The numeric reading of BALI Fig. 1's "excellent and smooth fit ... small uncertainty close to the data,
-increased further away" (reprokit/shape.py: of_cell), on predictives built by hand over the
+increased further away" (reprokit/predictive_shape.py: of_cell), on predictives built by hand over the
 real synthetic generators' grids."""
 
 import json
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reprokit import shape as sh_mod
+from reprokit import predictive_shape as sh_mod
 from reprokit.data import registry
 from reprokit.report.verdicts import claims
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from reprokit import seeds, shape
+from reprokit import predictive_shape, seeds
 from reprokit.builders import CellContext, synthetic_predictive, uci_regression
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 from reprokit.data import registry
 from reprokit.loop import LoopConfig, run_loop
 from reprokit.plan import KINDS as PLANS
@@ -28,7 +28,7 @@ def config(pipeline_config):
 
 
 def _cell(config, name, scale, **coords):
-    g = experiment(config, name, scale)
+    g = grid_of(config, name, scale)
     for c in g.cells():
         if all(c.coord_dict[k] == v for k, v in coords.items()):
             return c
@@ -42,7 +42,7 @@ def test_bali_yraw_is_bali_with_raw_targets_at_every_scale(config):
     compared = set()
     for exp in ("bali_uci", "bali_uci_protein"):
         for scale in ("paper", "quick", "test"):
-            g = experiment(config, exp, scale)
+            g = grid_of(config, exp, scale)
             compared.add((exp, scale))
             for d in g.axes["dataset"]:
                 b = _cell(config, exp, scale, method="bali", dataset=d, seed=0).settings["bali"]
@@ -62,7 +62,7 @@ def test_the_wishart_readings_ran_with_raw_targets(config):
     """bali_uci_wishart's cells (wishart_n n) ran when raw targets were the default: they are `bali_yraw` cells,
     the same as bali_uci's `bali_yraw` but for the axis, so the bali_wishart_n table compares like with like."""
     for exp, main in (("bali_uci_wishart", "bali_uci"), ("bali_uci_protein_wishart", "bali_uci_protein")):
-        for c in experiment(config, exp, "paper").cells():
+        for c in grid_of(config, exp, "paper").cells():
             assert c.coord_dict["method"] == "bali_yraw"
             plan = PLANS["uci_regression"]
             mine = plan.cell_settings(c)["bali_yraw"]  # the axis applied
@@ -109,8 +109,8 @@ def test_uci_cell_builds_bali_with_its_per_dataset_settings(shared_data):
 )
 def test_fig7_local_matches_classification_benchmark_except_reparam(config, weight, local):
     for scale in ("paper", "quick", "test"):
-        w = experiment(config, weight, scale)
-        l = experiment(config, local, scale)
+        w = grid_of(config, weight, scale)
+        l = grid_of(config, local, scale)
         assert l.axes["dataset"] == w.axes["dataset"] and l.axes["seed"] == w.axes["seed"], scale
         assert [c.coord_dict for c in l.cells()] == [
             c.coord_dict for c in w.cells() if c.coord_dict["method"] == "bali"
@@ -226,9 +226,11 @@ def test_synthetic_cells_store_grid_predictive(config):
             assert run.info["kl_factor"] == cell.coord_dict["kl_factor"]
         # Fig. 1's shape reading is recorded with the metrics: what the report reads, never the data again
         row = {**m, "status": "completed", "dataset": d, "data_kwargs": run.info["data_kwargs"]}
-        assert shape.recorded(row) == shape.of_cell(row) and "far_over_near" in shape.recorded(row)
+        assert predictive_shape.recorded(row) == predictive_shape.of_cell(
+            row
+        ) and "far_over_near" in predictive_shape.recorded(row)
         # ... and so are the training points its figure draws
-        pts = shape.recorded_points(row)
+        pts = predictive_shape.recorded_points(row)
         np.testing.assert_allclose(pts["x_train"], b.x_train.numpy().reshape(pts["x_train"].shape), rtol=1e-5)
         np.testing.assert_allclose(pts["y_train"], b.y_train.numpy().ravel(), rtol=1e-5, atol=1e-7)
 

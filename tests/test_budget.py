@@ -11,7 +11,7 @@ import pytest
 
 from reprokit import budget
 from reprokit.budget import CostTable, estimate, read_costs, runtime_minutes, write_costs
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 from reprokit.plan.costs import Part
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def paper_config():
 
 
 def first_cell(config, name, **coords):
-    for cell in experiment(config, name, config["scale"]).cells():
+    for cell in grid_of(config, name, config["scale"]).cells():
         if all(cell.coord_dict.get(k) == v for k, v in coords.items()):
             return cell
     raise AssertionError(f"no cell {coords} in {name}")
@@ -142,12 +142,12 @@ def test_quick_scale_fits_the_cpu_budget_with_every_dataset_present(quick_config
     """A cost-model assertion, not a timed run: the quick scale with CIFAR-10 and TinyImageNet on disk fits."""
     total, rows = quick_cpu_hours(quick_config)
     for r in rows:  # every grid cell is priced, none left out (absent data included)
-        assert r["cells"] == len(list(experiment(quick_config, r["experiment"], "quick").cells())), r["experiment"]
+        assert r["cells"] == len(list(grid_of(quick_config, r["experiment"], "quick").cells())), r["experiment"]
         assert not r["fallback_cells"], (r["experiment"], r["notes"])
     image_cells = [
         c
         for name in quick_config["experiments"]
-        for c in experiment(quick_config, name, "quick").cells()
+        for c in grid_of(quick_config, name, "quick").cells()
         if set(c.datasets) & set(IMAGE_DATASETS_NOT_HERE)
     ]
     assert image_cells, "the quick grid has no CIFAR-10 / TinyImageNet cell: the budget would not cover them"
@@ -161,7 +161,7 @@ def test_quick_scale_fits_the_cpu_budget_with_every_dataset_present(quick_config
     image_only = {
         name
         for name in quick_config["experiments"]
-        if all(set(c.datasets) & set(IMAGE_DATASETS_NOT_HERE) for c in experiment(quick_config, name, "quick").cells())
+        if all(set(c.datasets) & set(IMAGE_DATASETS_NOT_HERE) for c in grid_of(quick_config, name, "quick").cells())
     }
     offline = sum(r["device_hours"] for r in rows if r["experiment"] not in image_only)
     assert offline <= QUICK_BUILD_OFFLINE_CPU_HOURS, (
@@ -197,7 +197,7 @@ def test_quick_budget_check_fails_when_a_quick_cell_is_made_long(quick_config):
 def test_runtime_minutes_covers_the_estimate(paper_config):
     table = h100()
     for name in ("fig3a", "fig2a", "bali_cls_image", "bali_uci", "table8_timing", "bali_bbb_synthetic"):
-        for cell in list(experiment(paper_config, name, "paper").cells())[:5]:
+        for cell in list(grid_of(paper_config, name, "paper").cells())[:5]:
             minutes = runtime_minutes(cell, paper_config, table)
             est_min = estimate(cell, table).seconds / 60
             assert minutes >= min(budget.MAX_MINUTES, est_min * budget.MARGIN + budget.EXTRA_MINUTES)
@@ -229,7 +229,7 @@ def test_cli_prints_every_paper_experiment(paper_config):
     for name in paper_config["experiments"]:
         row = next((ln for ln in lines if ln.split()[:1] == [name]), None)
         assert row is not None, f"{name} missing:\n{res.stdout}"
-        cells = len(list(experiment(paper_config, name, "paper").cells()))
+        cells = len(list(grid_of(paper_config, name, "paper").cells()))
         assert int(row.split()[2]) == cells
     assert any(ln.startswith("total") for ln in lines)
 
@@ -363,7 +363,7 @@ def test_the_slurm_docs_counts_are_the_configs(paper_config, tmp_path):
     """docs/slurm.md's cells and SLURM jobs are generated (`--write-doc`), never typed: they match the config and
     step_costs.tsv, and writing them changes only the block."""
     words = budget.plan_in_words(paper_config)
-    total = sum(1 for name in paper_config["experiments"] for _ in experiment(paper_config, name, "paper").cells())
+    total = sum(1 for name in paper_config["experiments"] for _ in grid_of(paper_config, name, "paper").cells())
     assert words.startswith(f"At paper scale the config has {total} cells: ")
     doc = (REPO / "docs" / "slurm.md").read_text()
     assert budget.doc_block(doc) == words, (

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reprokit import shape
-from reprokit.config import experiment, load_pipeline_config
+from reprokit import predictive_shape
+from reprokit.config import grid_of, load_pipeline_config
 from reprokit.data import registry
 from reprokit.plan import kind
 from reprokit.report.records import archive, build_partial
@@ -24,7 +24,7 @@ def cells():
     cfg = load_pipeline_config(REPO, {"scale": "paper"})
     return {
         (c.coord_dict["dataset"], c.coord_dict["bali.alpha"]): c
-        for c in experiment(cfg, EXP, "paper").cells()
+        for c in grid_of(cfg, EXP, "paper").cells()
         if c.coord_dict["bali.beta"] == 0.2 and c.coord_dict["n_steps"] == 10000
     }
 
@@ -50,7 +50,7 @@ def write_cell(results: Path, cell, settings=None) -> None:
     }
     # the shape reading a finished cell records (builders/synthetic_predictive.py)
     row = {**metrics, "status": "completed", "dataset": "sines_trend", "data_kwargs": json.dumps({"seed": 0})}
-    metrics.update(shape.as_metrics(shape.of_cell(row)))
+    metrics.update(predictive_shape.as_metrics(predictive_shape.of_cell(row)))
     (folder / "metrics.json").write_text(
         json.dumps(
             {

@@ -11,7 +11,7 @@ import inspect
 import pytest
 
 from reprokit.builders import CellContext
-from reprokit.config import experiment
+from reprokit.config import grid_of
 from reprokit.data import variants
 from reprokit.data.variants import variant_path
 from reprokit.plan import kind
@@ -75,7 +75,7 @@ def test_builders_pass_every_library_argument_from_the_cells_settings(
     name, method, module, attr, left, block, pipeline_config, shared_data, tmp_path, monkeypatch
 ):
     cfg = pipeline_config({"scale": "test"})
-    cell = next(c for c in experiment(cfg, name, "test").cells() if c.coord_dict.get("method") == method)
+    cell = next(c for c in grid_of(cfg, name, "test").cells() if c.coord_dict.get("method") == method)
     plan = kind(cell.kind)
     ctx = _context(cell, plan, shared_data, tmp_path)
     target = importlib.import_module(module)

@@ -207,12 +207,12 @@ def test_a_rerun_with_other_settings_never_sits_beside_the_earlier_runs_record(t
 def _fig2a_test_cell(tmp_path):
     """A real test-scale cell (Fig. 2a, partitioned, 60 steps, under a second) and its context as JSON."""
 
-    from reprokit.config import experiment, load_pipeline_config
+    from reprokit.config import grid_of, load_pipeline_config
     from reprokit.data import variants
     from reprokit.data.variants import variant_path
 
     cfg = load_pipeline_config(REPO)
-    cell = next(c for c in experiment(cfg, "fig2a", "test").cells() if c.coord_dict["method"] == "partitioned")
+    cell = next(c for c in grid_of(cfg, "fig2a", "test").cells() if c.coord_dict["method"] == "partitioned")
     paths = {}
     for name, (ds, fn) in cell_mod.kind(cell.kind).required_variants(cell).items():
         paths[name] = str(variant_path(tmp_path / "variants", ds, fn))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.config import ConfigError, ExperimentGrid, experiment, format_value, validate_config
+from reprokit.config import ConfigError, ExperimentGrid, format_value, grid_of, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -165,14 +165,14 @@ def test_bali_table1s_quick_targets_are_one_per_method_and_dataset(config):
 
 
 def test_cell_path_round_trip(config):
-    grid = experiment(config, "fig2a", "paper")
+    grid = grid_of(config, "fig2a", "paper")
     for cell in list(grid.cells())[::17]:
         coord_path = cell.rel_dir.split("/", 2)[2]
         assert grid.parse(coord_path) == cell
 
 
 def test_cell_path_outside_grid_is_named(config):
-    grid = experiment(config, "fig2a", "test")
+    grid = grid_of(config, "fig2a", "test")
     with pytest.raises(ConfigError, match=r"n_inputs='7'.*valid: 1, 15, 30"):
         grid.parse("method~partitioned/n_inputs~7/seed~0")
 
@@ -228,6 +228,6 @@ def test_the_cell_wildcard_matches_every_cell_path(config):
     names = [e for e in config["experiments"] if any("." in a for a in config["experiments"][e]["grid"])]
     assert names, "a configured experiment has a dotted axis"
     for name in config["experiments"]:
-        for cell in experiment(config, name, "test").cells():
+        for cell in grid_of(config, name, "test").cells():
             coords = cell.rel_dir.split("/", 2)[2]
             assert re.fullmatch(pattern, coords), coords

@@ -1,4 +1,4 @@
-"""`run.cpu_isa`: a CPU cell's instruction-set pin (reprokit.runtime.pin_cpu_isa).
+"""`run.cpu_isa`: a CPU cell's instruction-set pin (reprokit.runtime_settings.pin_cpu_isa).
 
 The setting's validation, the pin reaching the environment of `python -m reprokit.cell` before torch is
 imported (an import spy in a subprocess records the environment at torch's first import), metrics.json's
@@ -16,14 +16,14 @@ import textwrap
 
 import pytest
 
-from reprokit import runtime
-from reprokit.config import ConfigError, experiment, load_pipeline_config
+from reprokit import runtime_settings
+from reprokit.config import ConfigError, grid_of, load_pipeline_config
 from reprokit.job import cell_job
-from reprokit.runtime import CPU_ISA_ENV, CPU_ISA_VAR, CPU_ISA_VARS, DeviceConfigError, RuntimeSettings
+from reprokit.runtime_settings import CPU_ISA_ENV, CPU_ISA_VAR, CPU_ISA_VARS, DeviceConfigError, RuntimeSettings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(REPO, "src")
-HAS_AVX2 = "avx2" in (runtime.cpu_isas_supported() or [])
+HAS_AVX2 = "avx2" in (runtime_settings.cpu_isas_supported() or [])
 needs_avx2 = pytest.mark.skipif(not HAS_AVX2, reason="the avx2 pin applies only on an x86 CPU with AVX2")
 
 
@@ -53,7 +53,7 @@ def test_a_bad_value_names_the_key_and_the_allowed_values():
 def test_the_pin_is_in_the_jobs_environment_not_in_its_context(pipeline_config):
     """Every launcher gives the cell REPROKIT_CPU_ISA (and the pin's variables); the cell's context, which is
     its Snakemake parameters, does not name it, so switching it re-runs no finished cell."""
-    cell = next(iter(experiment(pipeline_config(), "fig2a", "quick").cells()))
+    cell = next(iter(grid_of(pipeline_config(), "fig2a", "quick").cells()))
     job = cell_job(cell, pipeline_config())
     assert job.env == {CPU_ISA_VAR: "avx2", **CPU_ISA_ENV["avx2"]}
     assert "cpu_isa" not in job.context["run"]
@@ -66,16 +66,16 @@ def test_the_pin_is_in_the_jobs_environment_not_in_its_context(pipeline_config):
 
 def test_native_leaves_the_environment_untouched():
     environ = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2", "PATH": "/bin"}
-    rec = runtime.pin_cpu_isa("native", environ)
+    rec = runtime_settings.pin_cpu_isa("native", environ)
     assert environ == {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2", "PATH": "/bin", CPU_ISA_VAR: "native"}
     assert rec["requested"] == "native" and rec["pinned"] is False and rec["ATEN_CPU_CAPABILITY"] == "default"
 
 
 def test_a_cpu_without_the_instruction_set_stays_unpinned_with_a_warning(monkeypatch):
-    monkeypatch.setattr(runtime, "cpu_isas_supported", lambda: [])  # e.g. an ARM machine
+    monkeypatch.setattr(runtime_settings, "cpu_isas_supported", lambda: [])  # e.g. an ARM machine
     environ: dict = {}
     with pytest.warns(RuntimeWarning, match="run.cpu_isa: avx2 asked for, but this CPU"):
-        rec = runtime.pin_cpu_isa("avx2", environ)
+        rec = runtime_settings.pin_cpu_isa("avx2", environ)
     assert environ == {CPU_ISA_VAR: "avx2"} and rec["pinned"] is False
 
 
@@ -91,7 +91,7 @@ def test_a_pin_after_torch_loaded_fails_loudly():
     res = _run_python(
         """
         import torch
-        from reprokit.runtime import CpuIsaError, pin_cpu_isa
+        from reprokit.runtime_settings import CpuIsaError, pin_cpu_isa
         try:
             pin_cpu_isa("avx2")
         except CpuIsaError as err:
@@ -104,7 +104,7 @@ def test_a_pin_after_torch_loaded_fails_loudly():
     assert "ATEN_CPU_CAPABILITY=avx2" in res.stdout and "before importing torch" in res.stdout
     # with the pin already in the environment when torch loaded, asking again is fine
     res = _run_python(
-        "import torch; from reprokit.runtime import pin_cpu_isa; print(pin_cpu_isa('avx2')['pinned'])",
+        "import torch; from reprokit.runtime_settings import pin_cpu_isa; print(pin_cpu_isa('avx2')['pinned'])",
         _clean_env(**CPU_ISA_ENV["avx2"]),
     )
     assert res.returncode == 0 and res.stdout.strip() == "True", res.stderr[-2000:]

@@ -311,9 +311,9 @@ def test_failed_write_leaves_no_partial_file(cifar, tmp_path, monkeypatch, name)
     def fail(fd):
         raise OSError("disk full (simulated)")
 
-    import reprokit.io
+    import reprokit.atomic
 
-    monkeypatch.setattr(reprokit.io.os, "fsync", fail)
+    monkeypatch.setattr(reprokit.atomic.os, "fsync", fail)
     with pytest.raises(OSError, match="simulated"):
         V.build_variant("cifar10", name, out_dir / name, [root], checksums=sums)
     assert sorted(os.listdir(out_dir)) == [name] and (out_dir / name).read_bytes() == b"old"
@@ -324,12 +324,12 @@ def test_killed_build_leaves_no_file(tmp_path):
     out = tmp_path / "variants" / "chunks~n3000~p0.8-0.1-0.1~seed0.npz"
     flag = tmp_path / "writing"
     code = f"""
-import os, time, reprokit.io
+import os, time, reprokit.atomic
 from reprokit.data import variants
 def slow_fsync(fd):
     open({str(flag)!r}, "w").close()
     time.sleep(60)
-reprokit.io.os.fsync = slow_fsync
+reprokit.atomic.os.fsync = slow_fsync
 variants.build_variant("input_selection", {out.name!r}, {str(out)!r}, [])
 """
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

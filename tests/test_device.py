@@ -24,12 +24,14 @@ import torch
 
 from reprokit import cell as cell_mod
 from reprokit import runtime as runtime_mod
+from reprokit import runtime_settings
 from reprokit.builders import CellContext, Measurement, Run
-from reprokit.config import Cell, experiment, load_pipeline_config
+from reprokit.config import Cell, grid_of, load_pipeline_config
 from reprokit.data import variants
 from reprokit.data.variants import variant_path
 from reprokit.plan import kind as kind_module
-from reprokit.runtime import DeviceConfigError, Runtime, RuntimeSettings, is_oom
+from reprokit.runtime import Runtime, is_oom
+from reprokit.runtime_settings import DeviceConfigError, RuntimeSettings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUDA = torch.cuda.is_available()
@@ -40,7 +42,7 @@ def _config():
 
 
 def _test_cell(name: str, method: str | None) -> Cell:
-    for c in experiment(_config(), name, "test").cells():
+    for c in grid_of(_config(), name, "test").cells():
         if method is None or c.coord_dict.get("method") == method:
             return c
     raise LookupError(f"no test-scale cell of {name} with method {method}")
@@ -375,9 +377,9 @@ def test_a_cell_run_by_the_cli_records_its_machine_and_threads(monkeypatch, tmp_
     prov = record["provenance"]
     assert record["status"] == "completed" and record["metrics"] == {"test_acc": 0.5}
     assert prov["threads"] == 2
-    assert prov["cpu_model"] == runtime_mod.cpu_model() and prov["cpu_capability"]
+    assert prov["cpu_model"] == runtime_settings.cpu_model() and prov["cpu_capability"]
     assert not {"gpu_model", "gpu_driver"} & set(prov)
-    assert device_of(record) == f"cpu ({runtime_mod.cpu_model()})"
+    assert device_of(record) == f"cpu ({runtime_settings.cpu_model()})"
     (out / "config.json").write_text(json.dumps({"settings": {}}))
     line = archive.from_results(tmp_path / "results", "test", "tiny")["test/tiny/seed~0"]
     assert line["provenance"] == prov
@@ -406,11 +408,11 @@ def test_gpu_driver_is_none_without_nvml_or_nvidia_smi(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_pynvml)
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    runtime_mod.gpu_driver.cache_clear()
+    runtime_settings.gpu_driver.cache_clear()
     try:
-        assert runtime_mod.gpu_driver() is None
+        assert runtime_settings.gpu_driver() is None
     finally:
-        runtime_mod.gpu_driver.cache_clear()
+        runtime_settings.gpu_driver.cache_clear()
 
 
 def test_device_of_names_the_cpu_model_and_still_reads_old_records():
@@ -516,7 +518,7 @@ def test_metrics_json_records_device_precision_versions_memory_and_speed(shared_
     assert prov["torch"] == torch.__version__ and "cuda" in prov
     assert prov["peak_memory_mb"] > 10  # this process has at least torch loaded
     # the machine: another CPU moves float rounding, so the record names it
-    assert prov["cpu_model"] and prov["cpu_model"] == runtime_mod.cpu_model()
+    assert prov["cpu_model"] and prov["cpu_model"] == runtime_settings.cpu_model()
     assert prov["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert prov["threads"] == torch.get_num_threads()
     assert "gpu_model" not in prov and "gpu_driver" not in prov  # a CPU cell has no GPU to name

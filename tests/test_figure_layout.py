@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reprokit import shape
+from reprokit import predictive_shape
 from reprokit.report.render import bali_classification as bc
 from reprokit.report.render import invariance, na, style
 
@@ -490,7 +490,7 @@ def bbb_rows(dataset: str, task: str):
         else:
             gx, gy = bundle.meta["grid_axes"]
             row.update(grid_p1=" ".join("0.3" for _ in range(len(gx) * len(gy))))
-        row.update(shape.plot_points(bundle))  # what the cell records for its figure
+        row.update(predictive_shape.plot_points(bundle))  # what the cell records for its figure
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -515,7 +515,7 @@ def test_a_synthetic_panel_draws_the_points_the_cell_recorded_without_loading_da
     assert len(drawn) == len(want)  # every training point, once
     np.testing.assert_allclose(np.sort(drawn, 0), np.sort(want, 0), rtol=1e-5, atol=1e-6)
     plt.close(fig)
-    bare = row.drop([k for k in row.index if k.startswith(shape.PLOT)])
+    bare = row.drop([k for k in row.index if k.startswith(predictive_shape.PLOT)])
     fig, ax = plt.subplots()
     with pytest.raises(ValueError, match="record_shape.py --migration plot_points"):
         br.plot_predictive(ax, bare, "t")

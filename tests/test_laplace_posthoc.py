@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from reprokit.augment.concrete import FixedInputMask
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 from reprokit.data.task import TaskData
 from reprokit.methods.laplace_posthoc import PosthocDiagLaplace
 from reprokit.methods.standard import OptimConfig
@@ -63,7 +63,7 @@ def test_fig2a_laplace_cells_stop_early_on_their_lml_and_only_they_carry_the_set
     cfg = load_pipeline_config(REPO, {"scale": "paper"})
     plan = kind("input_selection")
     for exp in ("fig2a", "fig2a_pm1"):
-        for cell in experiment(cfg, exp, "paper").cells():
+        for cell in grid_of(cfg, exp, "paper").cells():
             resolved = plan.cell_settings(cell)
             if cell.coord_dict["method"] == "laplace":
                 assert resolved["laplace_select"] == "best_lml", cell.rel_dir  # App. I.4's early stopping
@@ -85,7 +85,7 @@ def test_a_test_scale_laplace_cell_reports_its_best_evaluation(tmp_path):
     from reprokit.loop import LoopConfig, run_loop
 
     cfg = load_pipeline_config(REPO, {"scale": "test"})
-    cell = next(c for c in experiment(cfg, "fig2a", "test").cells() if c.coord_dict["method"] == "laplace")
+    cell = next(c for c in grid_of(cfg, "fig2a", "test").cells() if c.coord_dict["method"] == "laplace")
     run_ = build(cell, CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path)))
     result = run_loop(run_.method, LoopConfig(run_.n_steps, run_.eval_every))
     final = run_.method.final_metrics()

@@ -85,13 +85,55 @@ def test_report_modules_import_each_other_without_a_loop():
 @pytest.mark.parametrize(
     "module",
     sorted(_module_name(p) for p in (SRC / "report").glob("*.py"))
-    + ["reprokit.plan", "reprokit.job", "reprokit.config", "reprokit.budget"],
+    + ["reprokit.plan", "reprokit.job", "reprokit.config", "reprokit.budget", "reprokit.packing"]
+    + ["reprokit.runtime_settings", "reprokit.seeds", "reprokit.atomic", "reprokit.predictive_shape"],
 )
 def test_module_imports_no_torch(module):
     code = f"import sys, {module}; print('torch' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert res.returncode == 0, res.stderr[-1500:]
     assert res.stdout.strip() == "False", f"{module} imports torch"
+
+
+# With torch made unimportable: what a launcher does before a cell process loads torch (the settings, the
+# environment of the CPU instruction-set pin, the host's CPU) must not need it, even inside a function.
+NO_TORCH = r"""
+import importlib.abc, sys
+
+
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"{name} imported")
+        return None
+
+
+sys.meta_path.insert(0, NoTorch())
+from reprokit import runtime_settings as rs
+
+settings = rs.RuntimeSettings.from_dict({"device": "cpu", "cpu_isa": "avx2"})
+assert settings.numeric_dict() == {"device": "cpu", "precision": "fp32", "deterministic": False}
+assert rs.run_schema()["properties"]["cpu_isa"]
+assert rs.cpu_isa_env("avx2")[rs.CPU_ISA_VAR] == "avx2"
+environ = {}
+record = rs.pin_cpu_isa("native", environ)
+assert environ == {rs.CPU_ISA_VAR: "native"} and record["torch_capability"] is None
+assert rs.cpu_model() and rs.cpu_model(with_family=True)
+rs.cpu_isas_supported()
+rs.cpu_isa_record()
+try:
+    import reprokit.runtime
+except ImportError:
+    print("BLOCKED")
+"""
+
+
+def test_runtime_settings_work_with_torch_unimportable():
+    """reprokit.runtime_settings, used with torch blocked by a meta-path finder in a fresh process; the torch half,
+    reprokit.runtime, is blocked there (which shows the blocker works)."""
+    res = subprocess.run([sys.executable, "-c", NO_TORCH], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert res.stdout.strip() == "BLOCKED", res.stdout
 
 
 # notebooks that draw the library itself, not results: they need it, torch included
@@ -127,8 +169,8 @@ def test_artefact_notebooks_import_only_torch_free_package_code():
 
 
 LIBRARY = ("augment", "bali", "models", "partition", "methods")  # what a researcher imports without the pipeline
-# the pipeline's stages; data containers (data.task), metrics, named random streams (seeds) and device
-# placement (runtime) are shared by both
+# the pipeline's stages; data containers (data.task), metrics, named random streams (seeds), device placement
+# (runtime) and the `run:` settings (runtime_settings) are shared by both
 PIPELINE = ("config", "plan", "builders", "cell", "loop", "budget", "report")
 
 

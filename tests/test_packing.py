@@ -11,9 +11,9 @@ import pytest
 
 from reprokit import packing
 from reprokit.budget import cell_costs, slurm_plan
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 from reprokit.job import cell_job
-from reprokit.packing import CellCost, Settings, plan
+from reprokit.packing import CellCost, PackingSettings, pack_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ def cost(i, minutes, device="gpu", experiment="e", shared=None):
 
 def test_long_cells_stay_alone_and_short_ones_fill_jobs_of_30_to_120_minutes():
     costs = [cost(0, 300), cost(1, 45)] + [cost(i, 2.5) for i in range(2, 202)]  # 200 x 2.5 min
-    jobs = plan(costs, Settings(cells_per_gpu=4))
+    jobs = pack_jobs(costs, PackingSettings(cells_per_gpu=4))
     alone = [j for j in jobs if j.alone]
     assert sorted(j.cells[0] for j in alone) == ["paper/e/c~0", "paper/e/c~1"]
     packed = [j for j in jobs if not j.alone]
@@ -44,7 +44,7 @@ def test_long_cells_stay_alone_and_short_ones_fill_jobs_of_30_to_120_minutes():
 
 def test_gpu_and_cpu_cells_never_share_a_job_and_cpu_cells_run_side_by_side():
     costs = [cost(i, 3, "gpu") for i in range(20)] + [cost(i, 3, "cpu", "u") for i in range(20, 100)]
-    jobs = plan(costs, Settings(cells_per_gpu=4, cells_per_cpu_job=8))
+    jobs = pack_jobs(costs, PackingSettings(cells_per_gpu=4, cells_per_cpu_job=8))
     by_rel = {c.rel_dir: c.device for c in costs}
     for j in jobs:
         assert {by_rel[r] for r in j.cells} == {j.device}
@@ -56,17 +56,17 @@ def test_gpu_and_cpu_cells_never_share_a_job_and_cpu_cells_run_side_by_side():
 
 
 def test_measured_sharing_rows_shorten_a_gpu_job():
-    plain = plan([cost(i, 3) for i in range(20)], Settings(cells_per_gpu=4))
-    shared = plan(
-        [cost(i, 3, shared={4: 6 * 60}) for i in range(20)], Settings(cells_per_gpu=4)
+    plain = pack_jobs([cost(i, 3) for i in range(20)], PackingSettings(cells_per_gpu=4))
+    shared = pack_jobs(
+        [cost(i, 3, shared={4: 6 * 60}) for i in range(20)], PackingSettings(cells_per_gpu=4)
     )  # 4 at once: 6 min each
     assert sum(j.wall_s for j in shared) == pytest.approx(sum(j.wall_s for j in plain) - 20 * 1.5 * 60)
 
 
 def test_a_little_work_is_one_job_and_a_single_short_cell_runs_alone():
-    jobs = plan([cost(0, 1), cost(1, 1, "cpu")], Settings())
+    jobs = pack_jobs([cost(0, 1), cost(1, 1, "cpu")], PackingSettings())
     assert [j.alone for j in jobs] == [True, True]
-    jobs = plan([cost(i, 1) for i in range(5)], Settings())
+    jobs = pack_jobs([cost(i, 1) for i in range(5)], PackingSettings())
     assert len(jobs) == 1 and len(jobs[0].cells) == 5 and jobs[0].wall_s < 30 * 60
 
 
@@ -77,9 +77,9 @@ def test_paper_scale_plans_at_most_450_jobs_none_short_unless_a_single_long_cell
     for j in jobs:
         if j.alone:
             continue
-        assert j.wall_s >= Settings().min_minutes * 60, (j.id, j.wall_s / 60)
-        assert j.wall_s <= Settings().max_minutes * 60, (j.id, j.wall_s / 60)
-    short_alone = [j for j in jobs if j.alone and j.wall_s < Settings().long_minutes * 60]
+        assert j.wall_s >= PackingSettings().min_minutes * 60, (j.id, j.wall_s / 60)
+        assert j.wall_s <= PackingSettings().max_minutes * 60, (j.id, j.wall_s / 60)
+    short_alone = [j for j in jobs if j.alone and j.wall_s < PackingSettings().long_minutes * 60]
     assert len(short_alone) <= 2, [j.cells for j in short_alone]  # at most the odd cell of a device
 
 
@@ -90,7 +90,7 @@ def test_device_is_decided_from_measured_step_costs(monkeypatch):
     config = load_pipeline_config(REPO, {"scale": "paper"})
 
     def devices(name):
-        cells = list(experiment(config, name, "paper").cells())
+        cells = list(grid_of(config, name, "paper").cells())
         return {c.device for c in cell_costs(cells, config)}
 
     assert devices("bali_uci") == {"cpu"}
@@ -105,7 +105,7 @@ def test_device_is_decided_from_measured_step_costs(monkeypatch):
 
 def _jobs(n):
     config = load_pipeline_config(REPO, {"scale": "test"})
-    cells = [c for c in experiment(config, "fig2a", "test").cells() if c.coord_dict["method"] == "laplace"][:n]
+    cells = [c for c in grid_of(config, "fig2a", "test").cells() if c.coord_dict["method"] == "laplace"][:n]
     return [cell_job(c, config) for c in cells]
 
 

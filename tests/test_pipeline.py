@@ -230,12 +230,12 @@ def check_fig2_end_to_end(work: Path) -> None:
 
 def _cell_args(work: Path, out: Path, ckpt: Path, n_steps: int):
     sys.path.insert(0, str(REPO / "src"))
-    from reprokit.config import experiment
+    from reprokit.config import grid_of
 
     cfg = edit_fig2_config(
         work, lambda c: c["experiments"]["fig2a"]["scales"]["test"]["settings"].__setitem__("n_steps", n_steps)
     )
-    cell = experiment(cfg, "fig2a", "test").parse("method~partitioned/n_inputs~15/seed~0")
+    cell = grid_of(cfg, "fig2a", "test").parse("method~partitioned/n_inputs~15/seed~0")
     from reprokit.data.variant_names import variant_path
     from reprokit.plan import kind
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.config import ConfigError, experiment, load_pipeline_config
+from reprokit.config import ConfigError, grid_of, load_pipeline_config
 from reprokit.plan import kind, kind_schema
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def _block_schema(name: str, block: str) -> dict:
 
 
 def _test_cell(config, name: str, **coords):
-    for c in experiment(config, name, "test").cells():
+    for c in grid_of(config, name, "test").cells():
         if all(c.coord_dict[k] == v for k, v in coords.items()):
             return c
     raise LookupError(coords)
@@ -91,7 +91,7 @@ def test_every_configured_cell_builds_typed_settings(config, name):
     n = 0
     for exp in experiments:
         for scale in SCALES:
-            for cell in experiment(config, exp, scale).cells():
+            for cell in grid_of(config, exp, scale).cells():
                 plan = kind(cell.kind)
                 st = plan.settings(cell)
                 assert st.method == cell.coord_dict["method"] and plan.n_steps(cell) > 0

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from reprokit.config import ConfigError, experiment, load_pipeline_config
+from reprokit.config import ConfigError, grid_of, load_pipeline_config
 from reprokit.plan import kind
 from reprokit.plan.federated import FederatedSettings
 from reprokit.plan.input_selection import InputSelectionSettings
@@ -32,7 +32,7 @@ def _cells(cfg: dict, name: str):
     for exp, spec in sorted(cfg["experiments"].items()):
         if spec["kind"] == name:
             for scale in ("test", "quick", "paper"):
-                yield from experiment(cfg, exp, scale).cells()
+                yield from grid_of(cfg, exp, scale).cells()
 
 
 @pytest.mark.parametrize(
@@ -72,7 +72,7 @@ def test_every_configured_cell_builds_typed_settings(name):
 
 
 def _first_cell(name: str, exp: str, cfg=None):
-    return next(iter(experiment(cfg or _config(), exp, "test").cells()))
+    return next(iter(grid_of(cfg or _config(), exp, "test").cells()))
 
 
 @pytest.mark.parametrize("name,exp", [("input_selection", "fig2a"), ("update_timing", "table8_timing")])
@@ -103,7 +103,7 @@ def test_input_selection_default_and_the_settings_a_method_needs():
     # laplace_prior_steps is optional for the partitioned methods, required by laplace
     del cfg["experiments"]["fig2a"]["settings"]["laplace_prior_steps"]
     del cfg["experiments"]["fig2a"]["scales"]["test"]["settings"]["laplace_prior_steps"]
-    cells = list(experiment(cfg, "fig2a", "test").cells())
+    cells = list(grid_of(cfg, "fig2a", "test").cells())
     kind("input_selection").check(next(c for c in cells if c.coord_dict["method"] == "partitioned"))
     with pytest.raises(ConfigError, match="laplace_prior_steps"):
         kind("input_selection").check(next(c for c in cells if c.coord_dict["method"] == "laplace"))

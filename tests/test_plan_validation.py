@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprokit.config import ConfigError, experiment
+from reprokit.config import ConfigError, grid_of
 from reprokit.job import cell_job
 from reprokit.plan import validate_cells
 
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _grids(cfg, scale):
-    return [experiment(cfg, name, scale) for name in sorted(cfg["experiments"])]
+    return [grid_of(cfg, name, scale) for name in sorted(cfg["experiments"])]
 
 
 @pytest.mark.parametrize("scale", ["test", "quick", "paper"])
@@ -60,7 +60,7 @@ def test_snakemake_dry_run_fails_naming_the_cell_that_misses_a_method_setting(tm
 
 def test_cell_job_carries_the_plans_settings_upstream_inputs_and_paths(pipeline_config):
     cfg = pipeline_config({"scale": "test"})
-    grid = experiment(cfg, "bali_uci", "test")
+    grid = grid_of(cfg, "bali_uci", "test")
     cell = next(c for c in grid.cells() if c.coord_dict["method"] == "dropout")
     job = cell_job(cell, cfg)
     # only the cell's own method block travels, so editing BALI's block does not re-run a dropout cell
@@ -78,7 +78,7 @@ def test_cell_job_carries_the_plans_settings_upstream_inputs_and_paths(pipeline_
 def test_cell_job_resolves_a_retrain_cells_upstream_metrics(pipeline_config):
     cfg = pipeline_config({"scale": "test"})
     for name, _spec in cfg["experiments"].items():
-        grid = experiment(cfg, name, "test")
+        grid = grid_of(cfg, name, "test")
         retrain = [c for c in grid.cells() if c.coord_dict.get("method") == "retrain"]
         if retrain:
             break
@@ -89,7 +89,7 @@ def test_cell_job_resolves_a_retrain_cells_upstream_metrics(pipeline_config):
     assert job.cell["settings"]["_inputs"] == job.upstream
     for path in job.upstream.values():  # each names a cell of the test-scale grid
         rel = Path(path).relative_to(cfg["paths"]["results"]).parent
-        experiment(cfg, rel.parts[1], "test").parse("/".join(rel.parts[2:]))
+        grid_of(cfg, rel.parts[1], "test").parse("/".join(rel.parts[2:]))
 
 
 @pytest.mark.parametrize("kind_name", ["federated", "update_timing"])

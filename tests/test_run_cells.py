@@ -34,11 +34,11 @@ def _listed(capsys) -> tuple[str, list[str]]:
 
 
 def _settings_now(rel_dir: str) -> dict:
-    from reprokit.config import experiment, load_pipeline_config
+    from reprokit.config import grid_of, load_pipeline_config
     from reprokit.plan import kind as plan_of_kind
 
     cfg = load_pipeline_config(REPO, {"scale": "test"})
-    (cell,) = [c for c in experiment(cfg, "bali_uci", "test").cells() if c.rel_dir == rel_dir]
+    (cell,) = [c for c in grid_of(cfg, "bali_uci", "test").cells() if c.rel_dir == rel_dir]
     return json.loads(json.dumps(plan_of_kind(cell.kind).cell_settings(cell)))
 
 

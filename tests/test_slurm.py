@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprokit.config import experiment, load_pipeline_config
+from reprokit.config import grid_of, load_pipeline_config
 
 # under pytest-xdist (-n 2 --dist loadgroup) every SLURM test runs on one worker: one cluster, brought up once
 pytestmark = pytest.mark.xdist_group("slurm")
@@ -318,7 +318,7 @@ def _devices() -> dict[str, str]:
     from reprokit.budget import cell_costs
 
     config = load_pipeline_config(REPO, {"scale": "test"})
-    cells = [c for name in sorted(config["experiments"]) for c in experiment(config, name, "test").cells()]
+    cells = [c for name in sorted(config["experiments"]) for c in grid_of(config, name, "test").cells()]
     return {c.rel_dir: c.device for c in cell_costs(cells, config)}
 
 

@@ -14,7 +14,7 @@ import torch
 
 from reprokit.builders import update_timing
 from reprokit.builders.update_timing import UpdateTiming, summarize
-from reprokit.config import ConfigError, experiment, load_pipeline_config
+from reprokit.config import ConfigError, grid_of, load_pipeline_config
 from reprokit.plan import kind
 from reprokit.plan.update_timing import UpdateTimingSettings
 from reprokit.report.stats import median_ci
@@ -238,7 +238,7 @@ def test_each_model_cell_builds_with_its_own_settings():
 
     threads = torch.get_num_threads()
     try:
-        for cell in experiment(config(), "table8_timing", "test").cells():
+        for cell in grid_of(config(), "table8_timing", "test").cells():
             s = cell.settings
             run = update_timing.build(cell, CellContext(mirrors=[], cache_dir=None, variants_dir="unused"))
             timer = run.measure.__self__  # the UpdateTiming the Measurement runs
@@ -262,7 +262,7 @@ def test_test_scale_cell_runs_through_the_cell_entry_point(tmp_path):
     from reprokit.builders import CellContext
     from reprokit.cell import run_cell
 
-    grid = experiment(config(), "table8_timing", "test")
+    grid = grid_of(config(), "table8_timing", "test")
     cell = grid.parse("model~mnist_cnn/seed~0")
     record = run_cell(
         cell, CellContext(mirrors=[], cache_dir=None, variants_dir=str(tmp_path / "v")), tmp_path / "out", None

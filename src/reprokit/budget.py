@@ -30,7 +30,7 @@ Not modelled: evaluations of the MLP kinds (BALI, UCI, synthetic: a few predicti
 Where each cell runs under `--profile slurm` (:func:`cell_costs`): on a GPU only where its steps, priced on
 the GPU profile, run at least GPU_MIN_SPEEDUP times faster than on one CPU core of the `cpu` profile, a GPU
 step never counted faster than the fastest step measured on that GPU (small MLPs at small batches are bound
-by kernel launches there); else on the CPU partition. `reprokit.packing.plan` packs the cells into SLURM
+by kernel launches there); else on the CPU partition. `reprokit.packing.pack_jobs` packs the cells into SLURM
 jobs; the CLI prints, per experiment, the jobs, GPU-hours *allocated* (held by jobs, start-up included) and
 CPU-hours, with one cell per GPU job (the profile before packing) and packed.
 
@@ -48,11 +48,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import experiment, load_pipeline_config
-from .packing import JOB_OVERHEAD_S, CellCost, Settings, plan
+from .config import grid_of, load_pipeline_config
+from .packing import JOB_OVERHEAD_S, CellCost, PackingSettings, pack_jobs
 from .plan import KINDS
 from .plan.costs import CellWork, Part
-from .runtime import RuntimeSettings
+from .runtime_settings import RuntimeSettings
 
 COSTS_FILE = Path(__file__).resolve().parent / "data" / "step_costs.tsv"
 COLUMNS = ("profile", "device", "model", "step", "precision", "images", "ms_per_step", "source", "date")
@@ -259,7 +259,7 @@ class CostTable:
 
 
 def run_settings(config: dict | None):
-    """The config's `run:` block as reprokit.runtime.RuntimeSettings (its defaults where a key is absent)."""
+    """The config's `run:` block as reprokit.runtime_settings.RuntimeSettings (its defaults where a key is absent)."""
 
     return RuntimeSettings.from_dict((config or {}).get("run"))
 
@@ -364,12 +364,12 @@ def slurm_plan(config: dict, settings=None, experiments: list[str] | None = None
     """(jobs, costs) of every cell of the config's scale, packed as `--profile slurm` packs them
     (`rows`: a step-cost table other than the repository's)."""
 
-    settings = settings or Settings()
+    settings = settings or PackingSettings()
     cells = [
         c
         for name in sorted(config["experiments"])
         if not experiments or name in experiments
-        for c in experiment(config, name, config["scale"]).cells()
+        for c in grid_of(config, name, config["scale"]).cells()
     ]
     tables = {}
     if rows is not None:
@@ -378,7 +378,7 @@ def slurm_plan(config: dict, settings=None, experiments: list[str] | None = None
             "cpu": CostTable(rows, CPU_PROFILE),
         }
     costs = cell_costs(cells, config, shared=(settings.cells_per_gpu,), **tables)
-    return plan(costs, settings, prefix=f"pack_{config['scale']}"), costs
+    return pack_jobs(costs, settings, prefix=f"pack_{config['scale']}"), costs
 
 
 def slurm_rows(jobs, costs, threads: int = 1) -> list[dict]:
@@ -424,7 +424,7 @@ def print_slurm(
     config: dict, settings=None, experiments: list[str] | None = None, rows: list[dict] | None = None
 ) -> None:
 
-    settings = settings or Settings()
+    settings = settings or PackingSettings()
     threads = run_settings(config).threads_per_cell
     jobs, costs = slurm_plan(config, settings, experiments, rows)
     per_exp = slurm_rows(jobs, costs, threads)
@@ -481,7 +481,7 @@ DOC_MARKERS = ("<!-- slurm-plan:start -->", "<!-- slurm-plan:end -->")  # docs/s
 def plan_in_words(config: dict, settings=None, rows: list[dict] | None = None) -> str:
     """The config's cells and SLURM jobs at its scale, in one sentence (docs/slurm.md's generated block, so the
     docs never carry a count typed in by hand): cells, where they run, how many are short, the jobs."""
-    settings = settings or Settings()
+    settings = settings or PackingSettings()
     jobs, costs = slurm_plan(config, settings, rows=read_costs() if rows is None else rows)
     gpu = sum(c.device == "gpu" for c in costs)
     short = sum(c.seconds < settings.long_minutes * 60 for c in costs)
@@ -537,7 +537,7 @@ def budget(config: dict, table: CostTable, experiments: list[str] | None = None)
     for name in sorted(config["experiments"]):
         if experiments and name not in experiments:
             continue
-        g = experiment(config, name, scale)
+        g = grid_of(config, name, scale)
         cells = list(g.cells())
         ests = [estimate(c, table, precision) for c in cells]
         notes: dict[str, int] = {}
@@ -578,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         metavar="K",
-        help="as slurm/config.yaml's set-resources.cell.cells_per_gpu (default: reprokit.packing.Settings)",
+        help="as slurm/config.yaml's set-resources.cell.cells_per_gpu (default: reprokit.packing.PackingSettings)",
     )
     p.add_argument(
         "--cells-per-cpu-job",
@@ -644,10 +644,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     all_rows = read_costs(args.costs)
     if not args.no_slurm and {GPU_PROFILE, CPU_PROFILE} <= {r["profile"] for r in all_rows}:
-        defaults = Settings()
+        defaults = PackingSettings()
         print_slurm(
             config,
-            Settings(
+            PackingSettings(
                 cells_per_gpu=args.cells_per_gpu or defaults.cells_per_gpu,
                 cells_per_cpu_job=args.cells_per_cpu_job or defaults.cells_per_cpu_job,
             ),

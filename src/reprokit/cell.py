@@ -13,7 +13,7 @@ ends with status 'oom', NaN metrics and exit code 0 (tables print "OOM"). The co
 (device, precision, deterministic) decides where the cell computes (reprokit/runtime.py); metrics.json
 records the device, precision, torch/CUDA versions, peak device memory and seconds per step. Run as a
 module, it first pins the CPU instruction set (`run.cpu_isa`, handed over as REPROKIT_CPU_ISA; absent, the
-default avx2) before torch loads, and metrics.json's provenance records the pin (reprokit/runtime.py).
+default avx2) before torch loads, and metrics.json's provenance records the pin (reprokit/runtime_settings.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from .runtime import cpu_isa_record, pin_cpu_isa
+from .runtime_settings import cpu_isa_record, pin_cpu_isa
 
 if __name__ == "__main__":  # `python -m reprokit.cell`: pin the CPU instruction set before torch loads (run.cpu_isa)
     pin_cpu_isa()
@@ -37,13 +37,13 @@ if __name__ == "__main__":  # `python -m reprokit.cell`: pin the CPU instruction
 import torch
 
 from . import __version__
+from .atomic import atomic_write_json, atomic_write_text, rows_csv
 from .builders import CellContext, Measurement
 from .config import Cell
 from .data import variants
 from .data.checksums import overrides_for
 from .data.mirrors import fetch_status
 from .data.specs import dataset_info
-from .io import atomic_write_json, atomic_write_text, rows_csv
 from .loop import LoopConfig, LoopResult, run_loop
 from .plan import kind
 from .runtime import is_oom

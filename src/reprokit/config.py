@@ -20,7 +20,7 @@ from typing import Any
 from . import plan
 from ._jsonschema import first_error
 from .errors import ConfigError
-from .runtime import RuntimeSettings, run_schema
+from .runtime_settings import RuntimeSettings, run_schema
 
 SCALES = ("paper", "quick", "test")
 
@@ -254,7 +254,7 @@ def unavailable_cells(grid: ExperimentGrid, is_available) -> dict[str, list[str]
     return out
 
 
-def experiment(config: dict, name: str, scale: str) -> ExperimentGrid:
+def grid_of(config: dict, name: str, scale: str) -> ExperimentGrid:
     experiments = config.get("experiments", {})
     if name not in experiments:
         raise ConfigError(f"no experiment '{name}' in the config (have: {', '.join(sorted(experiments))})")
@@ -529,7 +529,7 @@ def _load_yaml(path: str | Path) -> dict:
 
 
 def _top_schema(schema_path: str | Path) -> dict:
-    """The top-level schema with its generated parts filled in: `run` from reprokit.runtime.RuntimeSettings."""
+    """The top-level schema with its generated parts filled in: `run` from reprokit.runtime_settings.RuntimeSettings."""
 
     schema = dict(_load_yaml(schema_path))
     schema["properties"] = {**schema.get("properties", {}), "run": run_schema()}

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import experiment, format_value
+from .config import format_value, grid_of
 from .data.variant_names import variant_path
 from .errors import ConfigError
 from .plan import kind
-from .runtime import RuntimeSettings, cpu_isa_env
+from .runtime_settings import RuntimeSettings, cpu_isa_env
 
 
 def data_context(config: dict, *, mirrors: list | None = None, download: bool | None = None) -> dict:
@@ -36,7 +36,7 @@ def upstream_metrics(cell, config: dict, grid=None) -> dict:
     """{name: metrics.json path} of the cells this cell reads (its plan's `required_cells(cell)`,
     {name: (experiment, coords)}, e.g. a retrain cell reading the hyperparameters another cell found).
     `grid(experiment, scale)` may hand out cached grids (the DAG asks for many cells)."""
-    grid = grid or (lambda name, scale: experiment(config, name, scale))
+    grid = grid or (lambda name, scale: grid_of(config, name, scale))
     out = {}
     for name, (exp, coords) in kind(cell.kind).required_cells(cell).items():
         try:
@@ -61,7 +61,9 @@ class CellJob:
     out: str  # results/<scale>/<experiment>/<coords>
     checkpoint: str  # checkpoints/<scale>/<experiment>/<coords>/checkpoint.pt
     checkpoint_every: int
-    env: dict  # environment variables the cell process gets: REPROKIT_CPU_ISA and its pin (runtime.cpu_isa_env)
+    env: (
+        dict  # environment variables the cell process gets: REPROKIT_CPU_ISA and its pin (runtime_settings.cpu_isa_env)
+    )
 
     def argv(self, threads: int) -> list[str]:
         """`python -m reprokit.cell run ...` arguments after the module name."""

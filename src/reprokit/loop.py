@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .io import atomic_save_torch
+from .atomic import atomic_save_torch
 from .methods.base import Method
 from .runtime import is_oom
 

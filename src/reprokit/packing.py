@@ -2,12 +2,12 @@
 
     python -m reprokit.packing run --pack MANIFEST <the arguments of `python -m reprokit.cell run`>
 
-**The plan** (:func:`plan`). Each cell's cost comes from the cost model (`reprokit.budget.cell_costs`:
+**The packing** (:func:`pack_jobs`). Each cell's cost comes from the cost model (`reprokit.budget.cell_costs`:
 its estimate on the device it goes to, GPU or CPU, decided from the measured step costs). A cell whose
-estimate is at least ``Settings.long_minutes`` stays alone in its SLURM job. The others are packed,
-per device, in the order given (experiment by experiment), into jobs of about ``Settings.target_minutes``
-estimated minutes (``min_minutes``-``max_minutes``): a job runs ``Settings.cells_per_gpu`` (GPU) or
-``Settings.cells_per_cpu_job`` (CPU) of its cells at once. A GPU job's cells run no faster together
+estimate is at least ``PackingSettings.long_minutes`` stays alone in its SLURM job. The others are packed,
+per device, in the order given (experiment by experiment), into jobs of about ``PackingSettings.target_minutes``
+estimated minutes (``min_minutes``-``max_minutes``): a job runs ``PackingSettings.cells_per_gpu`` (GPU) or
+``PackingSettings.cells_per_cpu_job`` (CPU) of its cells at once. A GPU job's cells run no faster together
 than one after another unless step_costs.tsv has rows measured with k cells sharing the GPU (step
 ``<step>@<k>``, written by benchmarks/gpu_packing.sh); on a CPU job each cell has its own cores.
 Every packed cell also pays ``CELL_OVERHEAD_S`` (the Snakemake process that runs it in the job).
@@ -40,10 +40,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .io import atomic_write_json
+from .atomic import atomic_write_json
 
 # ------------------------------------------------------------------------------------------------
-# the plan
+# the packing
 
 MARGIN, EXTRA_MINUTES, MAX_MINUTES = 1.5, 10, 24 * 60  # as reprokit.budget's wall times of a single cell
 CELL_OVERHEAD_S = 10.0  # per packed cell: Snakemake starting it inside the job (~5 s measured on this CPU) + margin
@@ -52,7 +52,7 @@ RESULT_FILES = ("config.json", "curve.csv", "metrics.json")  # what `reprokit.ce
 
 
 @dataclass(frozen=True)
-class Settings:
+class PackingSettings:
     """How cells are packed (slurm/config.yaml sets the first two; see docs/slurm.md)."""
 
     cells_per_gpu: int = 4  # cells running at once on a GPU job's one GPU
@@ -68,7 +68,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class CellCost:
-    """One cell as the plan sees it (reprokit.budget.cell_costs fills it from the step-cost table)."""
+    """One cell as the packing sees it (reprokit.budget.cell_costs fills it from the step-cost table)."""
 
     rel_dir: str  # <scale>/<experiment>/<coords>
     experiment: str
@@ -83,7 +83,7 @@ class CellCost:
 
 @dataclass
 class Job:
-    """One SLURM job of the plan."""
+    """One SLURM job of the packing."""
 
     id: str  # the Snakemake group id (empty for a cell alone)
     device: str
@@ -137,7 +137,7 @@ def _split(items: list[tuple[CellCost, float]], n: int) -> list[list[tuple[CellC
     return chunks
 
 
-def plan(costs: list[CellCost], settings: Settings = Settings(), prefix: str = "pack") -> list[Job]:
+def pack_jobs(costs: list[CellCost], settings: PackingSettings = PackingSettings(), prefix: str = "pack") -> list[Job]:
     """The SLURM jobs for `costs` (in their order): long cells alone, the rest packed per device."""
     jobs: list[Job] = []
     packable: dict[str, list[tuple[CellCost, float]]] = {"gpu": [], "cpu": []}

@@ -19,8 +19,6 @@ import zlib
 
 import numpy as np
 
-from .runtime import generator as seeded
-
 # name -> what it draws. A stream not listed here is an error, so two places cannot share one by accident.
 STREAMS: dict[str, str] = {
     "init": "weight initialisation (the global torch RNG while a model is built)",
@@ -82,5 +80,6 @@ def numpy_rng(seed: int, name: str) -> np.random.Generator:
 
 def generator(seed: int, name: str, device=None, keys: tuple = ()):
     """A torch.Generator for stream `name` (sub-stream `keys`) on `device` (default CPU)."""
+    from .runtime import generator as seeded  # torch: the rest of this module is torch-free
 
     return seeded(stream_seed(seed, name, keys), device)

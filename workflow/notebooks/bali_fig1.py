@@ -41,7 +41,7 @@ for name, sh in shapes.items():
 
 
 def in_words(sh):
-    """One dataset's numbers of the reading of Sec. 5.1 (reprokit/shape.py, SHAPE), each named in words."""
+    """One dataset's numbers of the reading of Sec. 5.1 (reprokit/predictive_shape.py, SHAPE), each named in words."""
     if not sh:
         return "no shape reading recorded"
     if "tv_ratio" in sh:

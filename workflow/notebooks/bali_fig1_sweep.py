@@ -11,7 +11,7 @@
 # # BALI Fig. 1 settings sweep — step size alpha, update rate beta and iteration count
 # The paper does not state Fig. 1's alpha, beta or iteration count. Each row is one cell of the
 # `bali_fig1_sweep` experiment (BALI-W, Fig. 1's data, network and priors) with the numeric reading of
-# Sec. 5.1's claim (reprokit/shape.py, SHAPE): the mean's total variation over the data range against
+# Sec. 5.1's claim (reprokit/predictive_shape.py, SHAPE): the mean's total variation over the data range against
 # the true function's, its error close to the data and the predictive sd there (both in noise sds), and the
 # sd (regression) or predictive entropy (two moons) far from the data over close to it.
 
@@ -75,9 +75,9 @@ if not (table["far entropy (nats)"] != "").any():  # two moons' column: only whe
 table
 
 # %%
-from reprokit.config import experiment
+from reprokit.config import grid_of
 
-planned = len(list(experiment(snakemake.config, "bali_fig1_sweep", scale).cells()))
+planned = len(list(grid_of(snakemake.config, "bali_fig1_sweep", scale).cells()))
 n_ran = len(ran)
 grid_note = (
     f"{n_ran} cells ran" + (f" of the {planned} of the grid (a partial sweep)" if planned and n_ran < planned else "")
@@ -86,7 +86,7 @@ grid_note = (
 )
 footnotes = [
     (
-        "Criteria (all must hold for 'meets all'; reprokit/shape.py SHAPE): over the training inputs' range, "
+        "Criteria (all must hold for 'meets all'; reprokit/predictive_shape.py SHAPE): over the training inputs' range, "
         "the mean's total variation (TV ratio) and summed |second difference| (roughness) at most 1.5x the true "
         "function's; close to the data, the mean's RMS error against the true f (fit error) at most 1 and the largest "
         "weight sd at most 2 inferred noise sds; far / near >= 2 (regression: median predictive sd; two moons: "

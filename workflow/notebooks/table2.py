@@ -21,7 +21,7 @@
 # %%
 import pandas as pd
 
-from reprokit.config import experiment
+from reprokit.config import grid_of
 from reprokit.report.render import invariance as inv
 from reprokit.report.render import na, notebook, style
 from reprokit.report.render.tables import write_table
@@ -66,7 +66,7 @@ n_train = sorted({int(v) for v in cells["n_train"]})
 # the network of this scale's cells (quick: a fixup ResNet-8, cheaper than the paper's ResNet-14; the config says so)
 cfg = snakemake.config
 net = (
-    str(experiment(cfg, "table2_valopt", scale).settings["model"])
+    str(grid_of(cfg, "table2_valopt", scale).settings["model"])
     if "table2_valopt" in cfg.get("experiments", {})
     else "fixup_resnet14"
 )

@@ -4,14 +4,14 @@ import os
 import shlex
 from pathlib import Path
 
-from reprokit.config import ConfigError, experiment, load_pipeline_config
+from reprokit.config import ConfigError, grid_of, load_pipeline_config
 from reprokit.config import unavailable_cells as find_unavailable
 from reprokit.data.mirrors import is_available
 from reprokit.plan import validate_cells
 from reprokit.report.verdicts.papers import load as load_paper
 from reprokit.report.verdicts.statement import experiments_read
 from reprokit.job import cell_job, data_context
-from reprokit.runtime import cpu_isa_env
+from reprokit.runtime_settings import cpu_isa_env
 
 try:
     # What snakemake holds now is only --config / --configfile (the Snakefile names no configfile): the
@@ -38,7 +38,7 @@ DOWNLOAD = config["data"]["download"]
 # `run:` block's device / precision / determinism.
 CONTEXT = data_context(config)
 
-# The CPU instruction-set pin (`run.cpu_isa`, reprokit.runtime): every job inherits it, SLURM jobs too (they parse
+# The CPU instruction-set pin (`run.cpu_isa`, reprokit.runtime_settings): every job inherits it, SLURM jobs too (they parse
 # this file again); `python -m reprokit.cell` sets it itself before torch loads. Not a cell parameter: switching
 # it re-runs no finished cell, as a change of machine does not (each cell's provenance records it).
 os.environ.update(cpu_isa_env(config["run"]["cpu_isa"]))
@@ -56,7 +56,7 @@ _STATUS = {}
 
 def grid(name, scale):
     if (name, scale) not in _GRIDS:
-        _GRIDS[name, scale] = experiment(config, name, scale)
+        _GRIDS[name, scale] = grid_of(config, name, scale)
     return _GRIDS[name, scale]
 
 

@@ -54,7 +54,7 @@ def cell_runtime(wildcards, attempt):
 
 
 # --- SLURM: the node each cell asks for, and packing (docs/slurm.md). The package decides both
-# (reprokit.budget.cell_costs: GPU or CPU from the measured step costs; reprokit.packing.plan: which cells
+# (reprokit.budget.cell_costs: GPU or CPU from the measured step costs; reprokit.packing.pack_jobs: which cells
 # share a SLURM job); the profile names the partitions and turns packing on (cells_per_gpu, cells_per_cpu_job).
 GPU_PARTITION = profile_cell_setting("gpu_partition")
 CPU_PARTITION = profile_cell_setting("cpu_partition")
@@ -66,8 +66,8 @@ _per_gpu, _per_cpu = profile_cell_setting("cells_per_gpu", int), profile_cell_se
 )
 PACK = None
 if _per_gpu is not None or _per_cpu is not None:
-    _default = packing.Settings()
-    PACK = packing.Settings(
+    _default = packing.PackingSettings()
+    PACK = packing.PackingSettings(
         cells_per_gpu=_per_gpu or _default.cells_per_gpu,
         cells_per_cpu_job=_per_cpu or _default.cells_per_cpu_job,
     )
@@ -110,7 +110,7 @@ def pack_of(wildcards):
         cells = [c for name in EXPERIMENTS for c in grid(name, SCALE).cells()]
         costs = cell_costs(cells, config, shared=(PACK.cells_per_gpu,))
         _PLACE.update({c.rel_dir: c for c in costs})
-        jobs = packing.plan(costs, PACK, prefix=f"pack_{SCALE}")
+        jobs = packing.pack_jobs(costs, PACK, prefix=f"pack_{SCALE}")
         _PLAN.update(packing.index(jobs))
         if not workflow.remote_exec:
             print(

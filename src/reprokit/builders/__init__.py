@@ -14,7 +14,8 @@ from pathlib import Path
 from ..data import registry
 from ..data.checksums import overrides_for
 from ..methods.base import Method
-from ..runtime import Runtime, RuntimeSettings
+from ..runtime import Runtime
+from ..runtime_settings import RuntimeSettings
 
 
 @dataclass
@@ -27,7 +28,7 @@ class CellContext:
     download: bool = False
     checksums: dict = field(default_factory=dict)  # data.checksums: {mirror-relative path: digest} overrides
     variant_paths: dict = field(default_factory=dict)  # name -> Path of required variants
-    runtime_settings: dict = field(default_factory=dict)  # the `run:` block (reprokit.runtime.RuntimeSettings)
+    runtime_settings: dict = field(default_factory=dict)  # the `run:` block (reprokit.runtime_settings.RuntimeSettings)
     _runtime: object = field(default=None, repr=False, compare=False)
 
     @property

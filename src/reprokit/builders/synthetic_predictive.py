@@ -10,7 +10,7 @@ draws, 256 in the paper) on the dataset's plotting grid, stored as space-separat
 tidy CSV carries everything the figures need:
   regression:     grid_mean, grid_sd (total predictive sd = sqrt(Var_s f_s + noise)), grid_sd_epistemic
   classification: grid_p1 (predictive p(class 1)), grid_p1_sd (sd of p(class 1) over samples)
-It also records what its figure draws besides the predictive (reprokit.shape.plot_points: the training points,
+It also records what its figure draws besides the predictive (reprokit.predictive_shape.plot_points: the training points,
 the plotting grid and, for regression, the true function), so the figures never reload the data.
 """
 
@@ -20,7 +20,7 @@ import json
 
 import torch
 
-from .. import seeds, shape
+from .. import predictive_shape, seeds
 from ..bali import BaliConfig
 from ..data import registry
 from ..data.task import TaskData
@@ -35,7 +35,7 @@ def load(st: SyntheticSettings):
 
     b = registry.load(st.dataset, **st.data_kwargs())
     data = TaskData(b.x_train, b.y_train, b.x_test, b.y_test, task=b.task, n_classes=b.n_classes)
-    return data, b.meta["x_grid"], shape.plot_points(b)
+    return data, b.meta["x_grid"], predictive_shape.plot_points(b)
 
 
 def _fmt(t: torch.Tensor) -> str:
@@ -138,6 +138,6 @@ def build(cell, ctx: CellContext) -> Run:
         }
         # Fig. 1's shape reading, recorded so the report reads numbers instead of reloading the data
         row = {**out, "status": "completed", "dataset": dataset, "data_kwargs": info["data_kwargs"]}
-        return {**out, **shape.as_metrics(shape.of_cell(row)), **points}
+        return {**out, **predictive_shape.as_metrics(predictive_shape.of_cell(row)), **points}
 
     return Run(inner, n_steps, int(st.eval_every), info=info, evaluation=Evaluation(inner.evaluate, final))

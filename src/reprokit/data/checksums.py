@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..io import atomic_write_text
+from ..atomic import atomic_write_text
 from .errors import ChecksumMismatch
 
 __all__ = [

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..io import atomic_save_torch
+from ..atomic import atomic_save_torch
 from .bundle import Bundle, take_kwargs
 from .specs import CIFAR_BASE, TINY_BASE
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..io import atomic_save_torch, atomic_write_bytes
+from ..atomic import atomic_save_torch, atomic_write_bytes
 from . import registry
 from .bundle import Bundle
 from .variant_names import KINDS, parse_variant_filename, variant_filename, variant_path  # noqa: F401 - re-exported

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..atomic import atomic_write_text
 from ..config import ExperimentGrid
-from ..io import atomic_write_text
 from . import cells
 
 

@@ -23,8 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-from ...config import experiment as grid
-from ...io import atomic_write_text
+from ...atomic import atomic_write_text
+from ...config import grid_of
 from ...plan import kind
 from .. import cells
 
@@ -133,7 +133,7 @@ def same_run(archived: dict, found: dict) -> bool:
 
 def current_settings(config: dict, scale: str, experiment: str) -> dict[str, dict]:
     """{cell dir: settings} the config gives each cell of `experiment` at `scale` now."""
-    return {c.rel_dir: kind(c.kind).cell_settings(c) for c in grid(config, experiment, scale).cells()}
+    return {c.rel_dir: kind(c.kind).cell_settings(c) for c in grid_of(config, experiment, scale).cells()}
 
 
 def differing_keys(then: dict, now: dict) -> list[str]:

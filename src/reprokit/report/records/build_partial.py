@@ -26,8 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...config import experiment as grid_of
-from ...config import load_pipeline_config
+from ...config import grid_of, load_pipeline_config
 from .. import aggregate, cells
 from ..render import notebook
 from ..verdicts import papers

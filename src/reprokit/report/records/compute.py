@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...io import atomic_write_text
+from ...atomic import atomic_write_text
 from . import archive
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...config import experiment as grid_of
+from ...atomic import atomic_write_json, atomic_write_text
+from ...config import grid_of
 from ...data.mirrors import is_available
-from ...io import atomic_write_json, atomic_write_text
 from ...plan import kind
 from . import compute
 

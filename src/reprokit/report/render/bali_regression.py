@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...shape import SHAPE, _nearest, explained, floats, recorded_points, shape_text  # noqa: F401 (re-exported)
-from ...shape import recorded as predictive_shape  # the notebooks read the cells' recorded reading
+from ...predictive_shape import SHAPE, _nearest, explained, floats, recorded_points, shape_text  # noqa: F401 (re-exported)
+from ...predictive_shape import recorded as predictive_shape  # the notebooks read the cells' recorded reading
 from .. import cells
 from ..stats import format_pm, mean_se
 from ..verdicts import papers
@@ -224,7 +224,7 @@ def provenance(df: pd.DataFrame) -> str:
 # ------------------------------------------------------------------ synthetic figures
 def plot_predictive(ax, row: pd.Series, title: str) -> None:
     """Mean +- 1 sd (regression) or the predictive p(class 1) map (classification) of one cell, with the training
-    points and grid the cell recorded (reprokit.shape.plot_points)."""
+    points and grid the cell recorded (reprokit.predictive_shape.plot_points)."""
     if row.get("status") != "completed":
         ax.text(0.5, 0.5, f"{row.get('status')}", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(title)
@@ -371,7 +371,7 @@ def bbb_synthetic_page(inputs, dataset: str, label: str):
 
 
 def nll_box(ax, row: pd.Series, loc: str = "upper right") -> None:
-    """The cell's training and test NLL, its training fit (reprokit.shape.explained) and its uncertainty far from
+    """The cell's training and test NLL, its training fit (reprokit.predictive_shape.explained) and its uncertainty far from
     the data over near it in a box in a corner of its panel: what the BBB claims of Figs. 4-6 read."""
     parts = [
         f"{split} NLL {float(row[f'{split}_nll']):.3f}"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...io import atomic_write_text
+from ...atomic import atomic_write_text
 from ..cells import SCALE_NOTE
 from .notebook import artefact_statement, notes_pointer, with_partial
 

@@ -54,9 +54,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ...shape import SHAPE, explained, shape_text, uncertainty_grows
-from ...shape import meets as meets_shape
-from ...shape import recorded as predictive_shape
+from ...predictive_shape import SHAPE, explained, shape_text, uncertainty_grows
+from ...predictive_shape import meets as meets_shape
+from ...predictive_shape import recorded as predictive_shape
 from ..cells import metric_values, norm
 from ..stats import correlation_ci, mean_se
 from . import noise
@@ -1103,7 +1103,7 @@ def smooth_predictive(
     ctx, experiment: str, where: dict | None = None, by: str = "dataset", entropy_far_min: float | None = None
 ) -> Verdict:
     """Every cell's predictive meets the numeric reading of "excellent and smooth fit, small uncertainty close to
-    the data, increased further away" (reprokit.shape.SHAPE, decided by reprokit.shape.meets), per value of `by`:
+    the data, increased further away" (reprokit.predictive_shape.SHAPE, decided by reprokit.predictive_shape.meets), per value of `by`:
     from the numbers each cell recorded (its shape_<name> metrics); a cell that recorded none counts as not run.
     Classification's "increased" is relative (entropy far from the data over close to it); `entropy_far_min` (nats)
     adds an absolute floor far from the data, a reading of ours shown as a variant."""
@@ -1131,11 +1131,11 @@ def underfits_and_overconfident(
     ctx, experiment: str, large: dict, small: dict, where: dict | None = None, by: str = "dataset"
 ) -> Verdict:
     """Both halves of "underfitting if the KL down-weighting factor is large and overconfidence if the factor is
-    small" (BALI App. I.2), per value of `by`, from the shape numbers each cell recorded (reprokit.shape):
+    small" (BALI App. I.2), per value of `by`, from the shape numbers each cell recorded (reprokit.predictive_shape):
     underfitting, the cells at `large` explain under SHAPE's `underfit_explained_max` of their training targets
-    against the best constant prediction (reprokit.shape.explained) where those at `small` explain at least that
+    against the best constant prediction (reprokit.predictive_shape.explained) where those at `small` explain at least that
     much; overconfidence, the cells at `small` lack Fig. 1's "increased predictive uncertainty further away"
-    (reprokit.shape.uncertainty_grows: their uncertainty far from the data under 2x that close to it). A shape
+    (reprokit.predictive_shape.uncertainty_grows: their uncertainty far from the data under 2x that close to it). A shape
     reading of single predictives, decided on its numbers without a band, as :func:`smooth_predictive`. A side's
     `label` names it ("KL factor 1")."""
     bound = SHAPE["underfit_explained_max"]

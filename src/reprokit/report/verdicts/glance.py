@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from ...io import atomic_write_text
+from ...atomic import atomic_write_text
 from .reproduction import GLANCE_TAG, SHORT_NAMES, WITHIN_Z, bottom_line
 
 START, END = "<!-- results-at-a-glance:start -->", "<!-- results-at-a-glance:end -->"

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...io import atomic_write_text
+from ...atomic import atomic_write_text
 
 LEVEL = 0.95  # every band: a two-sided Student-t interval at this level
 SEED_AXES = ("seed",)

@@ -29,9 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...config import experiment as grid_of
-from ...config import load_pipeline_config
-from ...io import atomic_write_text
+from ...atomic import atomic_write_text
+from ...config import grid_of, load_pipeline_config
 from ..cells import GET_DATA, SCALE_NOTE
 from ..records import provenance
 from . import claims as claim_checks

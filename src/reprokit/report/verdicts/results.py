@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...config import experiment as grid_of
-from ...config import load_pipeline_config, unavailable_cells
+from ...config import grid_of, load_pipeline_config, unavailable_cells
 from ...data.mirrors import is_available
 from ...plan import kind as plan_kind
 from .. import cells

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from reprokit.io import rows_csv
+from reprokit.atomic import rows_csv
 
 
 def test_rows_csv_reads_back_as_the_rows_frame(tmp_path):

@@ -54,7 +54,7 @@ def recorded_points(row) -> dict[str, np.ndarray]:
 
 def synthetic_data(row: pd.Series):
     """Training points and plotting grid of a synthetic cell, regenerated from its recorded `data_kwargs`."""
-    from .data import registry  # torch: the report reads shape.py torch-free, the cell alone regenerates data
+    from .data import registry  # torch: the report reads this module torch-free, the cell alone regenerates data
 
     b = registry.load(str(row["dataset"]), **json.loads(row["data_kwargs"]))
     return b
