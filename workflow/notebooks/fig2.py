@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from reprokit.report import cells
 from reprokit.report.render import na, notebook, style
-from reprokit.report.stats import grouped_mean_se
+from reprokit.report.store import cells
+from reprokit.report.store.stats import grouped_mean_se
 
 log = notebook.start_log(snakemake)
 

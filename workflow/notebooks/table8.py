@@ -26,7 +26,7 @@ import pandas as pd
 
 from reprokit.report.render import notebook, style
 from reprokit.report.render.tables import write_table
-from reprokit.report.stats import median_ci
+from reprokit.report.store.stats import median_ci
 from reprokit.report.verdicts import papers
 
 log = notebook.start_log(snakemake)

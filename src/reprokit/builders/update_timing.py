@@ -77,7 +77,7 @@ from ..partition import (
     partition,
 )
 from ..plan.update_timing import PLAN, UpdateTimingSettings
-from ..report.stats import median_ci
+from ..report.store.stats import median_ci
 from ..runtime import cpu_model
 from . import CellContext, Measurement
 
