@@ -1,6 +1,6 @@
 """The README's "Results at a glance": per paper and scale, the claims per verdict and the numbers within 2 s.e.,
 written from the committed reproduction reports (their `<!-- glance: {...} -->` lines, reproduction.glance), so the
-README cannot drift from them. tests/test_readme_glance.py fails when it does.
+README cannot drift from them. tests/test_artefact_statements.py fails when it does.
 
     python -m reprokit.report.commands.glance            # rewrite the block in README.md from figures/{quick,paper}/
     python -m reprokit.report.commands.glance --check    # exit 1 when README.md's block differs
