@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU: the CUDA tests beside BALI classification cells at paper scale (seed 0 first),
 # each launcher stopped at a common deadline; results and logs packed into $OUT for
-# `python -m reprokit.report.records.archive`. Unfinished cells keep their checkpoints on the machine: a
+# `python -m reprokit.report.commands.archive`. Unfinished cells keep their checkpoints on the machine: a
 # second call with the same command resumes them (completed cells are skipped by run_cells.py).
 #
 #   OUT=/tmp/out DEADLINE_S=540 MIRROR=.gpudata bash benchmarks/gpu_bali_cls.sh            # first call

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from reprokit.config import load_pipeline_config
-from reprokit.report.records import archive
+from reprokit.report.store import archive
 
 DATE = "2026-11-28"
 RENAMES = {  # experiment: {old method: new method}

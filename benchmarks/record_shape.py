@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from reprokit import predictive_shape
-from reprokit.report.records import archive
+from reprokit.report.store import archive
 
 EXPERIMENTS = {  # the experiments each migration touches: the sweep is a table and draws no points
     "shape_metrics": ("bali_synthetic", "bali_fig1_sweep", "bali_bbb_synthetic"),

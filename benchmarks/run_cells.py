@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from reprokit.config import format_value, grid_of, load_pipeline_config
 from reprokit.job import cell_job, data_context
-from reprokit.report.records.archive import differing_keys
+from reprokit.report.store.archive import differing_keys
 from reprokit.runtime_settings import cpu_isa_env
 
 
@@ -244,7 +244,7 @@ def main(argv=None) -> int:
             print(json.dumps(row), flush=True)
     print(
         f"all {len(jobs)} cells in {time.perf_counter() - t0:.0f} s; results/ is not committed: keep them with "
-        f"`python -m reprokit.report.records.archive --scale {args.scale} --experiment {args.experiment}` "
+        f"`python -m reprokit.report.commands.archive --scale {args.scale} --experiment {args.experiment}` "
         f"(figures/{args.scale}/cells)",
         flush=True,
     )

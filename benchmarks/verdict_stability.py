@@ -78,8 +78,7 @@ def machine_spread(results: Path, scale: str, experiments) -> dict:
 
     import numpy as np
 
-    from reprokit.report import cells
-    from reprokit.report.records import archive
+    from reprokit.report.store import archive, cells
 
     out = {}
     for experiment in experiments:

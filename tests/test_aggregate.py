@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from reprokit.config import ExperimentGrid, unavailable_cells
-from reprokit.report.aggregate import aggregate
 from reprokit.report.render.tables import write_table
+from reprokit.report.store.aggregate import aggregate
 
 SPEC = {
     "kind": "input_selection",
@@ -62,7 +62,7 @@ def _cell_record(root, dataset, method, seed, rmse, ll, scale="paper"):
 
 
 def test_reasons_reach_the_note_and_an_experiment_without_cells_reads_as_an_empty_table(tmp_path):
-    from reprokit.report.aggregate import write_aggregate
+    from reprokit.report.store.aggregate import write_aggregate
 
     grid = ExperimentGrid("t1", SPEC, "test")
     missing = unavailable_cells(grid, lambda name: False)

@@ -1,4 +1,4 @@
-"""The committed cell archive (reprokit.report.records.archive): cells survive the loss of results/.
+"""The committed cell archive (reprokit.report.store.archive): cells survive the loss of results/.
 
 Cells are real cells of the paper-scale `bali_uci` grid (their paths and settings from HEAD's config), with
 SYNTHETIC metrics (RMSE 0.5 / 0.7, watermarked "FAKE" in their info): archived, then results/ deleted, the
@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from reprokit.config import load_pipeline_config
-from reprokit.report.records import archive
+from reprokit.report.commands import archive as archive_command
+from reprokit.report.render.reproduction import write_report
+from reprokit.report.store import archive
 from reprokit.report.verdicts import reproduction
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +68,7 @@ def yacht_do_line(text: str) -> str:
 
 def report(tmp_path, cfg, results, use_archive=True) -> str:
     expected = {"bali_uci": 480}
-    return reproduction.write_report(
+    return write_report(
         tmp_path / "out.md",
         results,
         "paper",
@@ -113,7 +115,7 @@ def test_update_merges_a_rerun_replaces_its_line_and_keeps_the_rest(tmp_path, cf
     shutil.rmtree(results)
     write_cell(results, c0, s0, 0.9)  # a re-run on another machine
     assert archive.update(tmp_path, results, "paper", ["bali_uci"]) == {"bali_uci": (0, 1, 1)}
-    assert archive.main(["--results", str(results), "--root", str(tmp_path), "--experiment", "bali_uci"]) == 0
+    assert archive_command.main(["--results", str(results), "--root", str(tmp_path), "--experiment", "bali_uci"]) == 0
     assert "0 cells added, 0 replaced (re-run), 1 unchanged, 1 kept (archived only); 2 cells in all" in (
         capsys.readouterr().out
     )
@@ -136,7 +138,7 @@ def test_errors_name_the_file(tmp_path, cfg):
     bad.write_text('{"cell": "x"}\n')
     with pytest.raises(ValueError, match=r"bali_uci.jsonl:1: lacks"):
         archive.load(bad)
-    assert archive.main(["--results", str(tmp_path / "none"), "--root", str(tmp_path)]) == 2
+    assert archive_command.main(["--results", str(tmp_path / "none"), "--root", str(tmp_path)]) == 2
 
 
 def test_cells_both_archived_and_in_results_count_once_and_not_as_archived(tmp_path, cfg):
@@ -248,7 +250,7 @@ def test_a_migrated_line_is_kept_over_results_copy_of_the_same_run_and_used_by_b
     """results/ may still hold a run whose archived line was migrated since (its config.json recorded the older
     form of its settings): archiving again keeps the migrated line (same run, not a re-run), and build_partial
     uses it instead of dropping the cell as stale; a real re-run still replaces it."""
-    from reprokit.report.records.build_partial import found_lines
+    from reprokit.report.commands.build_partial import found_lines
 
     results = tmp_path / "results"
     ((c0, s0),) = yacht_dropout(cfg, (0,))

@@ -1,6 +1,6 @@
 """Every figure and table names the paper artefact it rebuilds and states its claims' verdicts (report/verdicts/statement.py),
 computed by the report's own claim code from the cells the notebook was handed; the README's results block is
-the committed reports' (report/verdicts/glance.py)."""
+the committed reports' (report/commands/glance.py)."""
 
 import re
 from pathlib import Path
@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from reprokit.config import load_pipeline_config
-from reprokit.report.records import build_partial
-from reprokit.report.verdicts import claims, glance, papers, reproduction, statement
+from reprokit.report.commands import build_partial, glance
+from reprokit.report.verdicts import claims, decide, papers, reproduction, statement
 
 REPO = Path(__file__).resolve().parents[1]
 BUILDS = [REPO / "figures" / "quick", REPO / "figures" / "paper"]
@@ -75,7 +75,7 @@ def test_a_notebook_states_the_reports_verdicts(tmp_path, artefact):
 def test_readme_results_block_is_the_committed_reports():
     text = (REPO / "README.md").read_text()
     assert glance.splice(text, glance.block(REPO)) == text, (
-        "README.md's results block differs from figures/*/reproduction.md: run python -m reprokit.report.verdicts.glance"
+        "README.md's results block differs from figures/*/reproduction.md: run python -m reprokit.report.commands.glance"
     )
 
 
@@ -83,7 +83,7 @@ def test_the_glance_block_counts_each_paper_at_each_scale(tmp_path):
     for scale in glance.SCALES:
         d = tmp_path / "figures" / scale
         d.mkdir(parents=True)
-        counts = dict.fromkeys(claims.STATUSES, 0)
+        counts = dict.fromkeys(decide.STATUSES, 0)
         g = {
             "paper": "bali",
             "scale": scale,
@@ -119,9 +119,9 @@ def test_a_variant_claim_is_shown_but_not_counted():
     doc = {"paper": "bali", "artefacts": {}}
     own = papers.Claim("c1", "bali", "bali_fig2", "BALI converges faster", "peak")
     var = papers.Claim("c1_pm1", "bali", "bali_fig2", "BALI converges faster", "peak", variant="another reading")
-    verdicts = [(own, claims.Verdict(claims.HOLDS, "m", 3)), (var, claims.Verdict(claims.FAILS, "m", 3))]
+    verdicts = [(own, decide.Verdict(decide.HOLDS, "m", 3)), (var, decide.Verdict(decide.FAILS, "m", 3))]
     g = reproduction.glance(type("Ctx", (), {"scale": "paper"})(), doc, verdicts)
-    assert g["claims"] == 1 and g["counts"][claims.HOLDS] == 1 and g["counts"][claims.FAILS] == 0
+    assert g["claims"] == 1 and g["counts"][decide.HOLDS] == 1 and g["counts"][decide.FAILS] == 0
     st = statement.Statement("bali_fig2", "paper", "Fig. 2 of BALI", verdicts)
     lines = st.lines()
     assert "1 holds" in lines[0] and "not hold" not in lines[0]

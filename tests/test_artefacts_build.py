@@ -20,7 +20,7 @@ import yaml
 from PIL import Image
 from test_pipeline import check_fig2_end_to_end, make_workdir, snakemake
 
-from reprokit.report.render.tables import latex_escape
+from reprokit.report.render.latex import latex_escape
 
 REPO = Path(__file__).resolve().parents[1]
 

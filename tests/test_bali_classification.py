@@ -109,7 +109,7 @@ def test_resume_is_bit_identical_and_eval_is_side_effect_free(ctx):
 def test_cells_record_what_ran_and_tables_render_it(ctx, tmp_path):
     """Tables 5/6 come from the cells' recorded hyperparameters: change the config, the table follows."""
     from reprokit.cell import run_cell
-    from reprokit.report.aggregate import aggregate
+    from reprokit.report.store.aggregate import aggregate
 
     cfg = _config(
         {
@@ -186,7 +186,7 @@ def test_settings_added_later_are_recorded_only_where_set():
     records neither (its archived line and its artefacts' fingerprints stay valid); one that sets them records
     both; a stop past n_steps is refused."""
     from reprokit.config import ConfigError
-    from reprokit.report.records.archive import differing_keys
+    from reprokit.report.store.archive import differing_keys
 
     cfg = _config()
     plan = PLANS["bali_classification"]
@@ -215,7 +215,7 @@ def test_committed_quick_curves_are_evaluated_where_the_config_says(name):
     exactly the steps those give: step 0, every eval_every, the last step, and round(2^(k/n)) below
     eval_doubling_until (n = evals_per_doubling)."""
     from reprokit.loop import early_eval_steps
-    from reprokit.report.records import archive
+    from reprokit.report.store import archive
 
     cfg = _config({"scale": "quick"})
     lines = archive.load(archive.path_of(REPO, "quick", name))

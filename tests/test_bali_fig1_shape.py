@@ -10,7 +10,7 @@ import pytest
 
 from reprokit import predictive_shape as sh_mod
 from reprokit.data import registry
-from reprokit.report.verdicts import claims
+from reprokit.report.verdicts import claims, decide, readings
 
 
 def _fmt(a) -> str:
@@ -130,20 +130,20 @@ def test_the_claim_check_holds_only_when_every_dataset_does():
         return pd.Series({**row, **sh_mod.as_metrics(sh_mod.of_cell(row))})
 
     good = [recorded(r) for r in (_regression_row("sines_trend"), _regression_row("sinc"), _moons_row(False))]
-    assert claims.smooth_predictive(Ctx(good), "bali_synthetic").status == claims.HOLDS
+    assert readings.smooth_predictive(Ctx(good), "bali_synthetic").status == decide.HOLDS
     # the check reads the recorded numbers only: without them (a cell from before they were recorded) it has none
-    assert claims.smooth_predictive(Ctx([_regression_row("sinc")]), "bali_synthetic").status == claims.NOT_RUN
+    assert readings.smooth_predictive(Ctx([_regression_row("sinc")]), "bali_synthetic").status == decide.NOT_RUN
     bad = [recorded(_regression_row("sines_trend", spikes=0.3)), good[1], good[2]]
-    verdict = claims.smooth_predictive(Ctx(bad), "bali_synthetic")
-    assert verdict.status == claims.FAILS and "sines_trend: the mean's total variation" in verdict.measured
-    assert claims.smooth_predictive(Ctx([]), "bali_synthetic").status == claims.NOT_RUN
+    verdict = readings.smooth_predictive(Ctx(bad), "bali_synthetic")
+    assert verdict.status == decide.FAILS and "sines_trend: the mean's total variation" in verdict.measured
+    assert readings.smooth_predictive(Ctx([]), "bali_synthetic").status == decide.NOT_RUN
     # an absolute floor on two moons' entropy far from the data (the variant reading) fails a panel whose entropy
     # grows only relatively
     moons = recorded(_moons_entropies(1e-9, 1e-3))
-    relative = claims.smooth_predictive(Ctx([good[0], good[1], moons]), "bali_synthetic")
-    assert relative.status == claims.HOLDS, relative.measured
-    floor = claims.smooth_predictive(Ctx([good[0], good[1], moons]), "bali_synthetic", entropy_far_min=0.1)
-    assert floor.status == claims.FAILS and "two_moons: entropy" in floor.measured and "short of" in floor.measured
+    relative = readings.smooth_predictive(Ctx([good[0], good[1], moons]), "bali_synthetic")
+    assert relative.status == decide.HOLDS, relative.measured
+    floor = readings.smooth_predictive(Ctx([good[0], good[1], moons]), "bali_synthetic", entropy_far_min=0.1)
+    assert floor.status == decide.FAILS and "two_moons: entropy" in floor.measured and "short of" in floor.measured
 
 
 # -- BBB's panels (App. I.2, Figs. 4-6): underfitting at the large KL factor, overconfidence at the small one ------
@@ -199,9 +199,9 @@ def _panels(rows, dataset: str):
 @pytest.mark.parametrize(
     "large_rmse, small_sd_far, status",
     [
-        (1.0, 0.0, claims.HOLDS),  # factor 1 explains nothing; factor 0.01's sd is flat: both halves
-        (0.01, 0.0, claims.FAILS),  # factor 1 fits the data: no underfitting
-        (1.0, 1.0, claims.FAILS),  # factor 0.01's sd grows away from the data: not overconfident
+        (1.0, 0.0, decide.HOLDS),  # factor 1 explains nothing; factor 0.01's sd is flat: both halves
+        (0.01, 0.0, decide.FAILS),  # factor 1 fits the data: no underfitting
+        (1.0, 1.0, decide.FAILS),  # factor 0.01's sd grows away from the data: not overconfident
     ],
 )
 def test_both_halves_of_the_bbb_sentence_must_hold(large_rmse, small_sd_far, status):
@@ -218,7 +218,7 @@ def test_both_halves_of_the_bbb_sentence_must_hold(large_rmse, small_sd_far, sta
     )
     assert ("(not underfit)" in v.measured) == (large_rmse < 0.5)
     assert ("(not overconfident: it grows)" in v.measured) == (small_sd_far > 0)
-    assert _panels(rows[:1], "sines_trend").status == claims.NOT_RUN  # the small factor has not run
+    assert _panels(rows[:1], "sines_trend").status == decide.NOT_RUN  # the small factor has not run
 
 
 def test_a_two_moons_panel_is_overconfident_when_its_entropy_far_away_is_below_rounding():
@@ -228,6 +228,6 @@ def test_a_two_moons_panel_is_overconfident_when_its_entropy_far_away_is_below_r
     large = _bbb(_moons_row(False), 1.0, train_nll=0.8 * h)  # recovers a fifth of the label entropy: underfit
     confident = _bbb(_moons_entropies(1e-9, 1e-7), 0.01, train_nll=0.01)  # p at 0 to float rounding far away
     unsure = _bbb(_moons_row(False), 0.01, train_nll=0.01)  # entropy grows away from the data
-    assert _panels([large, confident], "two_moons").status == claims.HOLDS
+    assert _panels([large, confident], "two_moons").status == decide.HOLDS
     v = _panels([large, unsure], "two_moons")
-    assert v.status == claims.FAILS and "(not overconfident: it grows)" in v.measured, v.measured
+    assert v.status == decide.FAILS and "(not overconfident: it grows)" in v.measured, v.measured

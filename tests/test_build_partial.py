@@ -1,4 +1,4 @@
-"""reprokit.report.records.build_partial: an artefact built from the cells of its grid that ran (results/ and the
+"""reprokit.report.commands.build_partial: an artefact built from the cells of its grid that ran (results/ and the
 archive), saying so. Cells are real cells of the paper-scale `bali_fig1_sweep` grid (27 cells) with SYNTHETIC
 predictives (watermarked "FAKE" in their info), in temporary folders."""
 
@@ -12,8 +12,9 @@ from reprokit import predictive_shape
 from reprokit.config import grid_of, load_pipeline_config
 from reprokit.data import registry
 from reprokit.plan import kind
-from reprokit.report.records import archive, build_partial
+from reprokit.report.commands import build_partial
 from reprokit.report.render import notebook
+from reprokit.report.store import archive
 
 REPO = Path(__file__).resolve().parents[1]
 EXP = "bali_fig1_sweep"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.report.records import compute
+from reprokit.report.commands import compute
 
 
 def _line(cell, device, name, pace=None, steps=None, ran=None, threads=None):
@@ -61,8 +61,8 @@ def test_committed_tables_match_the_archive(scale):
     repo = Path(__file__).resolve().parents[1]
     committed = repo / "figures" / scale / "compute.md"
     assert committed.exists(), (
-        f"{committed} missing: python -m reprokit.report.records.compute --scale {scale} --out {committed}"
+        f"{committed} missing: python -m reprokit.report.commands.compute --scale {scale} --out {committed}"
     )
     assert committed.read_text() == compute.markdown(compute.spent(repo / "figures" / scale / "cells"), scale), (
-        f"{committed} is stale: python -m reprokit.report.records.provenance --scale {scale} (or .compute --out)"
+        f"{committed} is stale: python -m reprokit.report.commands.provenance --scale {scale} (or .compute --out)"
     )

@@ -346,8 +346,8 @@ def test_a_cell_run_by_the_cli_records_its_machine_and_threads(monkeypatch, tmp_
     """`python -m reprokit.cell run --threads 2`: metrics.json's provenance names the CPU model, torch's CPU
     capability and the 2 intra-op threads the cell ran with; an archived line carries the same block, and the
     report's device string names the CPU model."""
-    from reprokit.report.cells import device_of
-    from reprokit.report.records import archive
+    from reprokit.report.store import archive
+    from reprokit.report.store.cells import device_of
 
     _fake_kind(monkeypatch, lambda cell, ctx: Run(_OOMAt(-1), n_steps=4, eval_every=2))
     cell = Cell(scale="test", experiment="tiny", coords=(("seed", 0),), settings={}, kind="fake")
@@ -416,7 +416,7 @@ def test_gpu_driver_is_none_without_nvml_or_nvidia_smi(monkeypatch):
 
 
 def test_device_of_names_the_cpu_model_and_still_reads_old_records():
-    from reprokit.report.cells import device_of
+    from reprokit.report.store.cells import device_of
 
     assert (
         device_of({"provenance": {"device": "cpu", "device_name": "x86_64"}}) == "cpu (x86_64)"

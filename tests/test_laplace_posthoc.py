@@ -16,7 +16,7 @@ from reprokit.methods.laplace_posthoc import PosthocDiagLaplace
 from reprokit.methods.standard import OptimConfig
 from reprokit.models.mlp import MLP
 from reprokit.plan import kind
-from reprokit.report.records import archive
+from reprokit.report.store import archive
 
 REPO = Path(__file__).resolve().parents[1]
 

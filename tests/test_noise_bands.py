@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from reprokit.report.verdicts import claims, noise
+from reprokit.report.verdicts import claims, coverage, noise
 from reprokit.report.verdicts.papers import Claim
 
 
@@ -201,7 +201,7 @@ def test_a_best_of_k_claim_reads_its_reference_experiments_noise_too():
         "vs_best_of",
         args={"experiment": "fig9_retrain", "metric": "test_acc", "reference": {"experiment": "fig9_random"}},
     )
-    assert claims.scope(object(), claim) == (["fig9_retrain", "fig9_random"], "test_acc")
+    assert coverage.scope(object(), claim) == (["fig9_retrain", "fig9_random"], "test_acc")
 
 
 class _Cells:

@@ -1,5 +1,7 @@
 """The package's import structure: report code (and the artefact notebooks) imports nothing that imports
-torch, and no two modules import each other, directly or around a longer loop (lazy imports included)."""
+torch, no two modules import each other, directly or around a longer loop (lazy imports included), imports inside
+report/ and plan/ run one way only (report: store < verdicts < render < commands; plan: base < kinds < the
+package), and every module entry point is a subcommand of the `reprokit` command."""
 
 import ast
 import subprocess
@@ -7,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from reprokit.cli import COMMANDS
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "reprokit"
@@ -84,8 +88,8 @@ def test_report_modules_import_each_other_without_a_loop():
 
 @pytest.mark.parametrize(
     "module",
-    sorted(_module_name(p) for p in (SRC / "report").glob("*.py"))
-    + ["reprokit.plan", "reprokit.job", "reprokit.config", "reprokit.budget", "reprokit.packing"]
+    sorted(_module_name(p) for p in (SRC / "report" / "store").glob("*.py"))
+    + ["reprokit.plan", "reprokit.job", "reprokit.config", "reprokit.budget", "reprokit.packing", "reprokit.cli"]
     + ["reprokit.runtime_settings", "reprokit.seeds", "reprokit.atomic", "reprokit.predictive_shape"],
 )
 def test_module_imports_no_torch(module):
@@ -136,6 +140,169 @@ def test_runtime_settings_work_with_torch_unimportable():
     assert res.stdout.strip() == "BLOCKED", res.stdout
 
 
+def _first_torch_import(wanted: list[tuple[str, str]]) -> str:
+    """Each (who, module) of `wanted` imported one after another in one fresh process: "CLEAN", or "TORCH who
+    module" for the first that brings torch in."""
+    code = (
+        "import importlib, sys\n"
+        f"for who, mod in {wanted!r}:\n"
+        "    importlib.import_module(mod)\n"
+        "    if 'torch' in sys.modules:\n"
+        "        print('TORCH', who, mod); break\n"
+        "else:\n"
+        "    print('CLEAN')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr[-1500:]
+    return res.stdout.strip()
+
+
+def test_no_report_module_imports_torch():
+    """Every module of report/ imported one after another in one fresh process: the first that brings torch in is
+    named."""
+    modules = sorted(_module_name(p) for p in (SRC / "report").rglob("*.py"))
+    found = _first_torch_import([("report", m) for m in modules])
+    assert found == "CLEAN", found
+
+
+# -- one direction inside report/ and plan/ ---------------------------------------------------------------------
+
+# report/'s layers in the direction data flows: reading cells, deciding verdicts, drawing, the command lines. A
+# module imports its own layer and the layers before it, never one after it.
+REPORT_LAYERS = ("store", "verdicts", "render", "commands")
+PLAN_SHARED = ("reprokit.plan.base", "reprokit.plan.costs")  # what every kind imports; they import no kind
+PLAN_BLOCKS = ("reprokit.plan.bali_blocks",)  # settings blocks shared by several kinds: above base, below the kinds
+
+
+def report_layer(module: str) -> tuple[int, str] | None:
+    """(rank, name) of a report/ module's layer (its folder under report/); None outside report/'s layers."""
+    parts = module.split(".")
+    if parts[:2] != ["reprokit", "report"] or len(parts) < 3 or parts[2] not in REPORT_LAYERS:
+        return None
+    return REPORT_LAYERS.index(parts[2]), parts[2]
+
+
+def plan_layer(module: str) -> tuple[int, str] | None:
+    """(rank, name) of a plan/ module: base and costs, then shared blocks, then the kinds, then the package itself
+    (which imports every kind to register it)."""
+    if module == "reprokit.plan":
+        return 3, "the package"
+    if not module.startswith("reprokit.plan."):
+        return None
+    if module in PLAN_SHARED:
+        return 0, "base"
+    if module in PLAN_BLOCKS:
+        return 1, "shared blocks"
+    return 2, "a kind"
+
+
+def _upward(graph: dict[str, set[str]], layer) -> list[str]:
+    """Every import that runs against the layers (`layer`: module -> (rank, name) or None): "a (its layer)
+    imports b (b's layer)"."""
+    out = []
+    for m, deps in graph.items():
+        mine = layer(m)
+        if mine is None:
+            continue
+        for d in deps:
+            theirs = layer(d)
+            if theirs is not None and theirs[0] > mine[0]:
+                out.append(f"{m} ({mine[1]}) imports {d} ({theirs[1]})")
+    return sorted(out)
+
+
+def test_the_layering_check_names_an_import_against_the_layers():
+    planted = {
+        "reprokit.report.store.cells": {"reprokit.report.render.style"},
+        "reprokit.report.render.style": {"reprokit.report.store.cells", "reprokit.report.verdicts.papers"},
+        "reprokit.report.verdicts.papers": {"reprokit.report.commands.glance"},
+        "reprokit.report.commands.glance": {"reprokit.report.verdicts.papers"},
+    }
+    assert _upward(planted, report_layer) == [
+        "reprokit.report.store.cells (store) imports reprokit.report.render.style (render)",
+        "reprokit.report.verdicts.papers (verdicts) imports reprokit.report.commands.glance (commands)",
+    ]
+    planted = {
+        "reprokit.plan.base": {"reprokit.plan.federated"},
+        "reprokit.plan.federated": {"reprokit.plan.base", "reprokit.plan"},
+        "reprokit.plan": {"reprokit.plan.base", "reprokit.plan.federated"},
+    }
+    assert _upward(planted, plan_layer) == [
+        "reprokit.plan.base (base) imports reprokit.plan.federated (a kind)",
+        "reprokit.plan.federated (a kind) imports reprokit.plan (the package)",
+    ]
+
+
+def test_report_layers_import_only_their_own_and_lower_layers():
+    """store < verdicts < render < commands: the verdicts draw nothing, the store decides nothing, and no library
+    module imports a command line. Every module of report/ lives in one of the layers."""
+    graph = _graph()
+    outside = [m for m in graph if m.startswith("reprokit.report.") and report_layer(m) is None]
+    assert outside == [], f"report/ modules outside the layers {REPORT_LAYERS}: {outside}"
+    assert _upward(graph, report_layer) == []
+
+
+def test_plan_imports_run_one_way():
+    """plan/base.py (KindPlan, the registry) imports no kind; a kind imports base, never the package that
+    imports every kind."""
+    assert _upward(_graph(), plan_layer) == []
+
+
+def test_builders_read_upstream_cells_through_the_store():
+    """A builder that reads another cell's result (settings._inputs) reads it with report.store.cells, the one
+    reader of a cell, not with json itself."""
+    readers = sorted(
+        f"{path.name}:{node.lineno}"
+        for path in (SRC / "builders").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("load", "loads")
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "json"
+    )
+    assert readers == []
+
+
+# -- the `reprokit` command ---------------------------------------------------------------------------------------
+
+
+def _entry_points() -> set[str]:
+    """The modules under src/ with a `main` and an `if __name__ == "__main__":` block."""
+    found = set()
+    for path in SRC.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        has_main = any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body)
+        guarded = any(
+            isinstance(n, ast.If) and "__name__" in ast.unparse(n.test) and "__main__" in ast.unparse(n.test)
+            for n in tree.body
+        )
+        if has_main and guarded:
+            found.add(_module_name(path))
+    return found
+
+
+def test_every_module_entry_point_is_a_subcommand():
+    assert _entry_points() == {module for module, _ in COMMANDS.values()}
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert '[project.scripts]\nreprokit = "reprokit.cli:main"' in pyproject
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_each_subcommand_prints_its_help(command):
+    res = subprocess.run(
+        [sys.executable, "-m", "reprokit", command, "--help"], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert res.stdout.strip(), f"reprokit {command} --help printed nothing"
+
+
+def test_the_command_lists_its_subcommands():
+    res = subprocess.run([sys.executable, "-m", "reprokit", "--help"], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0 and "build-partial" in res.stdout and "report" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "reprokit", "nonsense"], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 2 and "unknown command 'nonsense'" in res.stderr
+
+
 # notebooks that draw the library itself, not results: they need it, torch included
 LIBRARY_FIGURES = {
     "fig4.py": "the masks of a real partitioned nn.Linear (reprokit.partition.partition)",
@@ -154,18 +321,8 @@ def test_artefact_notebooks_import_only_torch_free_package_code():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("reprokit"):
                 wanted.append((nb.name, node.module))
     assert wanted
-    code = (
-        "import importlib, sys, json\n"
-        f"for nb, mod in {wanted!r}:\n"
-        "    importlib.import_module(mod)\n"
-        "    if 'torch' in sys.modules:\n"
-        "        print('TORCH', nb, mod); break\n"
-        "else:\n"
-        "    print('CLEAN')\n"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert res.returncode == 0, res.stderr[-1500:]
-    assert res.stdout.strip() == "CLEAN", res.stdout
+    found = _first_torch_import(wanted)
+    assert found == "CLEAN", found
 
 
 LIBRARY = ("augment", "bali", "models", "partition", "methods")  # what a researcher imports without the pipeline

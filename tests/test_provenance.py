@@ -1,7 +1,7 @@
 """Committed artefacts' provenance records (figures/<artefact>.provenance.json) still describe HEAD's config.
 
 A record names the commit, scale, devices, date and the fingerprint of the artefact's resolved config (the
-settings of every cell of its experiments at its scale; reprokit/report/records/provenance.py). If HEAD's config
+settings of every cell of its experiments at its scale; reprokit/report/store/provenance.py). If HEAD's config
 for the artefact differs from the recorded commit's, the committed artefact is stale: the test fails and
 names the artefact and the recorded commit.
 """
@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from reprokit.config import load_pipeline_config
-from reprokit.report.records import provenance
+from reprokit.report.commands.provenance import publish
 from reprokit.report.render import notebook
+from reprokit.report.store import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -107,7 +108,7 @@ def _fake_build(src: Path, scale: str) -> None:
 
 def test_publish_copies_one_scales_artefacts_and_report(tmp_path):
     _fake_build(tmp_path / "figures", "quick")
-    copied = provenance.publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
+    copied = publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
     names = sorted(p.name for p in copied)
     assert names == ["fig2.pdf", "fig2.png", f"fig2{provenance.SUFFIX}", "reproduction.md"]  # not the test-scale fig9
     assert (tmp_path / "figures" / "quick" / "fig2.pdf").read_bytes() == b"%PDF FAKE fig2"
@@ -130,7 +131,7 @@ def test_publish_rewrites_the_cost_table_from_the_archive(tmp_path):
     }
     (cells / "exp_a.jsonl").write_text(json.dumps(line) + "\n")
     (tmp_path / "figures" / "quick" / "compute.md").write_text("STALE\n")
-    copied = provenance.publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
+    copied = publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
     table = (tmp_path / "figures" / "quick" / "compute.md").read_text()
     assert tmp_path / "figures" / "quick" / "compute.md" in copied
     assert "| exp_a | cpu (AMD EPYC), 1 thread | 1 | 1.00 | 60.0 |" in table and "STALE" not in table
@@ -139,7 +140,7 @@ def test_publish_rewrites_the_cost_table_from_the_archive(tmp_path):
 def test_publish_refuses_a_report_of_another_scale(tmp_path):
     _fake_build(tmp_path / "figures", "test")
     with pytest.raises(FileNotFoundError, match="reproduction.md"):
-        provenance.publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
+        publish(tmp_path / "figures", tmp_path / "figures" / "quick", "quick")
 
 
 def test_cells_of_an_unavailable_dataset_do_not_stale_a_record():

@@ -12,9 +12,10 @@ import pytest
 from PIL import Image
 
 from reprokit.config import ExperimentGrid
-from reprokit.report import aggregate, cells
 from reprokit.report.render import bali_regression, invariance, na, style
+from reprokit.report.render.reproduction import write_report
 from reprokit.report.render.tables import write_table
+from reprokit.report.store import aggregate, cells
 from reprokit.report.verdicts import reproduction
 
 REPO = Path(__file__).resolve().parents[1]
@@ -175,14 +176,14 @@ def test_reproduction_report_names_the_missing_datasets(tmp_path):
     )
     (tmp_path / "quick" / "bali_cls_image_curves.csv").write_text("\n")  # an older empty curves file
     _, artefacts = reproduction.pipeline_config(REPO, "quick")
-    text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
+    text = write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
     missing = text.split("## Missing datasets")[1].split("\n## ")[0]
     assert f"- {NOTE}: `bali_cls_image`" in missing and cells.GET_DATA in missing
     section = text.split("### bali_fig3")[1].split("###")[0]
     assert "Missing data" in section and NOTE in section
     # without unavailable cells there is no such section
     other = tmp_path / "none"
-    text = reproduction.write_report(other / "out.md", other, "quick", PAPERS, generated="", artefacts=artefacts)
+    text = write_report(other / "out.md", other, "quick", PAPERS, generated="", artefacts=artefacts)
     assert "## Missing datasets" not in text and "Missing data" not in text
 
 

@@ -1,4 +1,4 @@
-"""The report's shared units: mean ± s.e. (report/stats.py), the LaTeX table writer (report/render/tables.py)
+"""The report's shared units: mean ± s.e. (report/store/stats.py), the LaTeX table writer (report/render/tables.py)
 and the notebooks' log file (report/notebook.start_log)."""
 
 import math
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reprokit.report import stats
 from reprokit.report.render import notebook, style
 from reprokit.report.render.tables import write_table
+from reprokit.report.store import stats
 
 
 def test_mean_se_hand_example():

@@ -12,7 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprokit.report.verdicts import claims, noise, papers, reproduction
+from reprokit.report.commands import reproduction as report_command
+from reprokit.report.render.reproduction import write_report
+from reprokit.report.verdicts import claims, decide, noise, papers, reproduction
 
 REPO = Path(__file__).resolve().parents[1]
 PAPERS = sorted((REPO / "config" / "papers").glob("*.yaml"))
@@ -60,7 +62,7 @@ def table8_rows(param_ratio: float) -> list[dict]:
 
 
 def report(root: Path, expected=None) -> str:
-    return reproduction.write_report(root / "out.md", root, "quick", PAPERS, expected, generated="")
+    return write_report(root / "out.md", root, "quick", PAPERS, expected, generated="")
 
 
 def line_of(text: str, *parts: str) -> str:
@@ -197,7 +199,7 @@ def test_cli_writes_the_report(tmp_path):
     write_csv(tmp_path, "table8_timing", table8_rows(1.1))
     out = tmp_path / "figures" / "reproduction.md"
     assert (
-        reproduction.main(
+        report_command.main(
             [
                 "--scale",
                 "quick",
@@ -222,7 +224,7 @@ def test_cli_writes_the_report(tmp_path):
 def test_every_pipeline_artefact_has_a_section(tmp_path):
     _, artefacts = reproduction.pipeline_config(REPO, "quick")
     assert {spec["paper"] for spec in artefacts.values()} == {"partitioned", "bali"}
-    text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
+    text = write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
     headers = {ln.split()[1].rstrip(":") for ln in text.splitlines() if ln.startswith("### ")}
     assert set(artefacts) <= headers
     # nothing ran: a figure without numbers says so, and its claims are not run
@@ -337,7 +339,7 @@ def test_a_baseline_far_from_the_papers_is_not_comparable(tmp_path):
 def test_the_report_opens_with_a_summary_per_paper_and_a_z_figure(tmp_path):
     uci_cells(tmp_path, "uci_yacht", [0.64, 0.65, 0.63], [0.66, 0.67, 0.68])
     out = tmp_path / "figures" / "reproduction.md"
-    text = reproduction.write_report(out, tmp_path, "paper", PAPERS, generated="")
+    text = write_report(out, tmp_path, "paper", PAPERS, generated="")
     head = text.split("## Missing datasets")[0].split("## BALI")[0]
     assert "### Summary: BALI" in head and "### Summary: Partitioned" in head
     assert (
@@ -353,7 +355,7 @@ def test_the_report_opens_with_a_summary_per_paper_and_a_z_figure(tmp_path):
     assert "](reproduction_z.png)" in head
     # nothing ran: the figure (a declared output of the report rule) still exists and says so
     empty = tmp_path / "empty" / "reproduction.md"
-    reproduction.write_report(empty, tmp_path / "none", "quick", PAPERS, generated="")
+    write_report(empty, tmp_path / "none", "quick", PAPERS, generated="")
     assert (tmp_path / "empty" / "reproduction_z.png").stat().st_size > 0
 
 
@@ -374,9 +376,7 @@ def test_a_failing_claim_says_why_below_paper_scale_and_is_flagged_otherwise(tmp
     )
     (tmp_path / "partitioned.yaml").write_text(doc)
     write_csv(tmp_path, "table8_timing", table8_rows(1.50), scale=scale)  # FAKE timings: over the 1.21x bound
-    text = reproduction.write_report(
-        tmp_path / "out.md", tmp_path, scale, [tmp_path / "partitioned.yaml"], generated=""
-    )
+    text = write_report(tmp_path / "out.md", tmp_path, scale, [tmp_path / "partitioned.yaml"], generated="")
     row = line_of(text, "| table8_partitioned_overhead |")
     assert "**does not hold**" in row
     explained = scale == "quick" or finding
@@ -442,7 +442,7 @@ def test_a_claim_not_testable_at_paper_scale_gives_its_paper_scale_note():
         below_paper_scale="FAKE quick note",
         at_paper_scale="FAKE paper note",
     )
-    v = claims.Verdict(claims.NOT_TESTABLE, "the cells cannot resolve it: FAKE")
+    v = decide.Verdict(decide.NOT_TESTABLE, "the cells cannot resolve it: FAKE")
     assert reproduction._why("paper", claim, v) == "Not testable at paper scale; looked into: FAKE paper note"
     assert reproduction._why("quick", claim, v) == "FAKE quick note"
     bare = papers.Claim("c", "bali", "bali_fig7", "FAKE words", "converges_faster", below_paper_scale="FAKE quick note")
@@ -594,7 +594,7 @@ def test_convergence_reads_crossings_from_the_early_curves(tmp_path, do_rate, ve
 
 
 def test_an_early_curve_gives_the_crossing_and_the_whole_curve_the_improvement():
-    from reprokit.report.verdicts.claims import _time_to
+    from reprokit.report.verdicts.convergence import _time_to
 
     whole = pd.Series({0: 1.0, 100: 0.5, 200: 0.1})  # improvement 0.9: 90% of it at NLL 0.19
     early = pd.Series({0: 1.0, 1: 0.9, 2: 0.6, 3: 0.2, 4: 0.15})  # (its own best, 0.15, would put it at 0.235)
@@ -666,9 +666,9 @@ def test_retrained_and_random_search_flip(tmp_path, retrain, verdict):
     _cells("retrain_mnist_c2", [{"method": "retrain", **cfg, "test_acc": retrain}], tmp_path)
     # one configuration, one seed: the n = 1 band of the affine_invariance family (conftest's FAKE spread). The
     # report is built with the pipeline's artefacts, as the CLI builds it: paired_gap's experiments are found
-    # through its artefact (claims.scope does not read `pairs`)
+    # through its artefact (coverage.scope does not read `pairs`)
     _, artefacts = reproduction.pipeline_config(REPO, "quick")
-    text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
+    text = write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, generated="", artefacts=artefacts)
     assert line_of(text, "| fig7_mnist_retrained_good |").split("**")[1] == verdict
     _cells(
         "fig9_random", [{"method": "random", "sample": i, "test_acc": a} for i, a in enumerate((0.8, 0.93))], tmp_path
@@ -857,7 +857,7 @@ def test_a_target_is_met_only_when_every_cell_it_names_reaches_it(tmp_path, accs
             },
         }
     }
-    text = reproduction.write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated="")
+    text = write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated="")
     line = line_of(text, "| fig5 | sens_mnist_c2 |")
     assert f"**{status}**" in line and "each >= 0.97" in line
     assert "param_proportions = [8, 1]" in line
@@ -903,9 +903,7 @@ def test_a_mean_target_reads_the_mean_of_the_cells(tmp_path):
         artefacts = {
             "bali_table1": {"paper": "bali", "experiments": ["bali_uci"], "targets": {"quick": [{**target, "of": of}]}}
         }
-        text = reproduction.write_report(
-            tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated=""
-        )
+        text = write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated="")
         line = line_of(text, "| bali_table1 | bali_uci |")
         assert f"**{status}**" in line and ("mean <= 1.6" if of == "mean" else "each <= 1.6") in line
 
@@ -935,9 +933,7 @@ def test_a_target_relative_to_paper_scale_computes_its_bound_from_the_paper_cell
                 },
             }
         }
-        text = reproduction.write_report(
-            tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated=""
-        )
+        text = write_report(tmp_path / "out.md", tmp_path, "quick", PAPERS, artefacts=artefacts, generated="")
         yacht = line_of(text, "dataset = uci_yacht | test_rmse")
         assert f"**{status}**" in yacht and f"mean <= {factor * 1.1:g}" in yacht
         assert f"within {factor:g}x the paper-scale mean 1.1 (2 cells)" in yacht
@@ -951,17 +947,17 @@ def test_a_target_relative_to_paper_scale_computes_its_bound_from_the_paper_cell
         ((1, 2), (4, 8), 0.5, True),  # at most 2 against more than 4: below 0.5x whatever lies between rows
         # same interval after doubling rows: the ratio is above 0.5 by the intervals, but crossings within one
         # evaluation of each other order nothing (a mean curve's crossing moves by an evaluation with its seeds)
-        ((16, 32), (16, 32), 0.5, claims.UNRESOLVED),
+        ((16, 32), (16, 32), 0.5, decide.UNRESOLVED),
         ((16, 32), (64, 128), 0.5, True),  # apart by an evaluation: at most 32 against more than 64
         ((64, 128), (16, 32), 0.5, False),  # apart, the other way round
-        ((16, 32), (16, 32), 1.0, claims.UNRESOLVED),  # ... but may be on either side of 1
-        ((0, 100), (0, 100), 0.5, claims.UNRESOLVED),  # both at the first evaluation
-        ((30, 60), (60, 120), 0.5, claims.UNRESOLVED),  # 60 against 60-120: could be 0.5-1, could be 0.25
+        ((16, 32), (16, 32), 1.0, decide.UNRESOLVED),  # ... but may be on either side of 1
+        ((0, 100), (0, 100), 0.5, decide.UNRESOLVED),  # both at the first evaluation
+        ((30, 60), (60, 120), 0.5, decide.UNRESOLVED),  # 60 against 60-120: could be 0.5-1, could be 0.25
         ((400, 500), (100, 200), 1.0, False),
     ],
 )
 def test_convergence_crossings_are_read_between_evaluations(fast, slow, ratio, expected):
-    from reprokit.report.verdicts.claims import _faster
+    from reprokit.report.verdicts.convergence import _faster
 
     assert _faster(fast, slow, ratio) == expected
 
@@ -1273,9 +1269,9 @@ def test_the_stated_rule_names_every_band():
         "not testable",
         "by construction",
     ):
-        assert words in claims.NOISE_RULE
+        assert words in decide.NOISE_RULE
     for words in ("2 s.e.", "1%", "1 %", "never below 1"):
-        assert words not in claims.NOISE_RULE  # no fixed z, no fixed floor
+        assert words not in decide.NOISE_RULE  # no fixed z, no fixed floor
     for name in (
         "vs_best_of",
         "threshold",
@@ -1287,7 +1283,7 @@ def test_the_stated_rule_names_every_band():
 
 
 def test_correlation_interval_resamples_the_points_whole():
-    from reprokit.report.stats import correlation_ci
+    from reprokit.report.store.stats import correlation_ci
 
     assert correlation_ci([0, 1, 2, 3], [0, 2, 4, 6]) == (pytest.approx(1.0), pytest.approx(1.0), pytest.approx(1.0))
     r, lo, hi = correlation_ci([1, 2, 3, 4], [4, 3, 2, 1], "spearman")

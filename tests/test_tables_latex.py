@@ -2,8 +2,8 @@
 `\\documentclass{article}` that loads only the packages its `% needs:` line names, and fits the page: no LaTeX
 error, no overfull \\hbox wider than a few points, no table taller than the page's text (nor LaTeX's "Float too
 large for page" warning), and a caption of a few lines, at most CAPTION_MAX_CHARS (350) printed characters with its
-provenance note (reprokit.report.render.tables.check_latex). Also: pure ASCII, no text-mode < or > (OT1 prints them
-as inverted punctuation), and write_table's layout rules on synthetic tables.
+provenance note (reprokit.report.render.latex_check.check_latex). Also: pure ASCII, no text-mode < or > (OT1
+prints them as inverted punctuation), and write_table's layout rules on synthetic tables.
 
 Without pdflatex the compile tests skip with a reason; with REPROKIT_REQUIRE_LATEX=1 (CI, .ci/run) they fail instead.
 REPROKIT_LATEX_TABLES (glob patterns, separated by the path separator) adds tables to check, e.g. freshly built
@@ -21,18 +21,16 @@ import pandas as pd
 import pytest
 
 from reprokit.report.render import notebook
-from reprokit.report.render.tables import (
+from reprokit.report.render.latex import (
     CAPTION_MAX_CHARS,
     MIN_SHRINK,
     TEXT_HEIGHT_PT,
     TEXT_WIDTH_PT,
     caption_length,
-    check_latex,
     latex_escape,
-    n_per_entry,
-    needs_of,
-    write_table,
 )
+from reprokit.report.render.latex_check import check_latex, needs_of
+from reprokit.report.render.tables import n_per_entry, write_table
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_OVERFULL_PT = 3.0  # "a few points": TeX's own \hfuzz is 0.1pt, rounding in a resized box stays far below this
@@ -181,7 +179,7 @@ def test_long_headers_wrap_onto_lines_and_cells_with_newlines_stack(tmp_path):
 
 
 def test_paragraph_columns_need_array_and_keep_their_width(tmp_path):
-    from reprokit.report.render.tables import PARAGRAPH_COLUMN
+    from reprokit.report.render.latex import PARAGRAPH_COLUMN
 
     out = tmp_path / "p.tex"
     df = pd.DataFrame({"Layer": ["conv"], "Specification": ["channels=20, kernel size=(5, 5), padding=2, " * 3]})

@@ -17,7 +17,7 @@ from reprokit.builders.update_timing import UpdateTiming, summarize
 from reprokit.config import ConfigError, grid_of, load_pipeline_config
 from reprokit.plan import kind
 from reprokit.plan.update_timing import UpdateTimingSettings
-from reprokit.report.stats import median_ci
+from reprokit.report.store.stats import median_ci
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

@@ -1,4 +1,4 @@
-"""The verdict rules of report/verdicts/claims.py and noise.py, on FAKE cells.
+"""The verdict rules of report/verdicts/ (decide.py, the checks claims.py dispatches to, noise.py), on FAKE cells.
 
 Every number here is SYNTHETIC: one two-sided Student-t band at noise.LEVEL for every check (paired, Welch's or a
 mean against a bound; a single value's from its family's measured seed spread, never a fixed floor, never the
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprokit.report.verdicts import claims, noise, papers, reproduction
+from reprokit.report.verdicts import claims, comparisons, convergence, coverage, decide, noise, papers, reproduction
 from reprokit.report.verdicts.papers import Claim
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,7 +95,7 @@ def test_a_paired_gap_that_held_at_two_se_is_inconclusive_under_t_with_two_df():
     assert 2 * se < 0.2 < T2 * se
     assert v.status == "inconclusive", v.measured
     assert f"noise band {T2 * se:.3g}" in v.measured and "3 paired seed differences (2 df)" in v.measured
-    assert claims.paired_band(se, 3) == pytest.approx(T2 * se, rel=1e-5)
+    assert decide.paired_band(se, 3) == pytest.approx(T2 * se, rel=1e-5)
     # the same differences over six seeds: t(5) x s.e. is below the gap, it holds
     rows6 = [{"k": 15, "seed": s, "lml": 0.0} for s in range(6)]
     rows6 += [{"k": 16, "seed": s, "lml": -d} for s, d in enumerate((0.1, 0.2, 0.3, 0.1, 0.2, 0.3))]
@@ -109,12 +109,12 @@ def test_two_means_use_welch_and_a_mean_against_a_bound_uses_t_of_n_minus_one():
     rows = [{"method": "a", "seed": s, "test_acc": x} for s, x in enumerate((0.98, 1.0, 1.02))]
     rows += [{"method": "b", "seed": s, "test_acc": x} for s, x in enumerate((0.94, 0.96, 0.98))]
     se = 0.02 / math.sqrt(3)
-    assert claims.noise_band(1.0, se, 3, 0.96, se, 3) == pytest.approx(T4 * math.hypot(se, se), rel=1e-5)
+    assert decide.noise_band(1.0, se, 3, 0.96, se, 3) == pytest.approx(T4 * math.hypot(se, se), rel=1e-5)
     assert 2 * math.hypot(se, se) < 0.04 < T4 * math.hypot(se, se)
     v = claims.verdict(Cells({"e": rows}, spread=fam()), compare_claim())
     assert v.status == "inconclusive" and v.n == 3, v.measured
     # a mean of 3 against a fixed bound: t(2) x its s.e.
-    assert claims.bound_band(1.0, se, 3, 0.95) == pytest.approx(T2 * se, rel=1e-5)
+    assert decide.bound_band(1.0, se, 3, 0.95) == pytest.approx(T2 * se, rel=1e-5)
     th = Claim("th", "fake", "fake_art", "FAKE: a is at least 0.97", "threshold", args={})
     th = replace(th, args={"experiment": "e", "where": {"method": "a"}, "metric": "test_acc", "at_least": 0.97})
     # 1.00 - 0.97 = 0.03 beyond 2 s.e. (0.023), inside t(2) x s.e. (0.050)
@@ -130,8 +130,8 @@ def test_two_means_use_welch_and_a_mean_against_a_bound_uses_t_of_n_minus_one():
     "b, status, lean",
     [
         (0.901, "holds", ""),  # 0.009 inside the tolerance, band 0.0078
-        (0.906, "inconclusive", claims.LEANS_WITH),  # 0.004 inside: within the band
-        (0.914, "inconclusive", claims.LEANS_AGAINST),  # 0.004 outside: within the band
+        (0.906, "inconclusive", decide.LEANS_WITH),  # 0.004 inside: within the band
+        (0.914, "inconclusive", decide.LEANS_AGAINST),  # 0.004 outside: within the band
         (0.95, "does not hold", ""),  # 0.04 outside: far beyond the band
     ],
 )
@@ -142,8 +142,8 @@ def test_a_similarity_holds_only_inside_its_tolerance_by_more_than_the_band(b, s
     assert v.status == status and v.lean == lean, v.measured
     band = T30 * math.sqrt(2) * 0.003 * max(0.90, b)
     with noise.measured(fam()):
-        outcome, got = claims._similar(0.90, 0.0, 1, b, 0.0, 1, 0.01, 1)
-    assert outcome == {"holds": True, "does not hold": False}.get(status, claims.INCONCLUSIVE)
+        outcome, got = comparisons._similar(0.90, 0.0, 1, b, 0.0, 1, 0.01, 1)
+    assert outcome == {"holds": True, "does not hold": False}.get(status, decide.INCONCLUSIVE)
     assert got == pytest.approx(band, rel=1e-4)
 
 
@@ -189,7 +189,7 @@ def test_a_one_cell_claim_without_a_family_spread_is_not_testable():
 # -- (4) the lean of an inconclusive verdict ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("a, lean", [(0.902, claims.LEANS_WITH), (0.898, claims.LEANS_AGAINST)])
+@pytest.mark.parametrize("a, lean", [(0.902, decide.LEANS_WITH), (0.898, decide.LEANS_AGAINST)])
 def test_an_inconclusive_verdict_states_its_lean(a, lean):
     claim = compare_claim()
     v = claims.verdict(Cells(one_seed(a, 0.90), spread=fam()), claim)
@@ -216,9 +216,9 @@ def test_a_claim_inconclusive_on_two_comparisons_that_lean_apart_leans_both_ways
 def test_a_claim_true_by_construction_is_shown_and_not_counted():
     claim = replace(compare_claim(), by_construction="FAKE: a is b plus a constant we chose")
     v = claims.verdict(Cells(one_seed(0.95, 0.90), spread=fam()), claim)
-    assert v.status == claims.BY_CONSTRUCTION == "by construction"
+    assert v.status == decide.BY_CONSTRUCTION == "by construction"
     assert v.measured.startswith("FAKE: a is b plus a constant we chose; measured:") and v.measured.endswith("(holds)")
-    assert claims.BY_CONSTRUCTION in claims.STATUSES and claims.BY_CONSTRUCTION not in claims.TESTED
+    assert decide.BY_CONSTRUCTION in decide.STATUSES and decide.BY_CONSTRUCTION not in decide.TESTED
     ctx = type("Ctx", (), {"scale": "quick"})()
     assert reproduction.why_not_here(ctx, claim, v) == (
         "Holds by construction, so it is no evidence: FAKE: a is b plus a constant we chose"
@@ -364,10 +364,10 @@ def test_the_paper_files_requires_read_the_configs_settings(tmp_path):
         s["rounds"] for c, s in ctx.cell_values("table4_mnist") if c["method"] == "partitioned" and not c["rotated"]
     ]
     assert read and max(read) < 2000
-    assert claims.short_of(ctx, claim, ["table4_mnist"]) == (
+    assert coverage.short_of(ctx, claim, ["table4_mnist"]) == (
         f"its cells run rounds = {min(read)}, its words need at least 2000"
     )
-    assert claims.short_of(ctx, replace(claim, requires={"rounds": min(read)}), ["table4_mnist"]) == ""
+    assert coverage.short_of(ctx, replace(claim, requires={"rounds": min(read)}), ["table4_mnist"]) == ""
 
 
 def test_a_paper_minimum_compares_each_cell_with_its_own_paper_configuration():
@@ -414,7 +414,7 @@ def test_the_sensitivity_claims_need_the_papers_partition_updates(tmp_path):
     steps = {tuple(c["chunk_proportions"]): s["steps"] for c, s in ctx.cell_values("sens_rotmnist_c2")}
     assert quick[(1, 8)] == round(steps[(1, 8)] / 9)
     assert all(quick[k] < paper[k] for k in quick)
-    assert claims.short_of(ctx, claim, ["sens_rotmnist_c2"]).startswith("its cells run as few as")
+    assert coverage.short_of(ctx, claim, ["sens_rotmnist_c2"]).startswith("its cells run as few as")
 
 
 # -- (8) method and baseline counted apart ---------------------------------------------------------------------------
@@ -452,10 +452,10 @@ def test_glance_counts_method_claims_and_numbers_apart_from_baselines(tmp_path):
     m3 = replace(m, id="m3", by_construction="FAKE")
     b = replace(m, id="b1", about="baseline")
     verdicts = [
-        (m, claims.Verdict("holds", "FAKE", 3)),
-        (m2, claims.Verdict("inconclusive", "FAKE", 3, lean=claims.LEANS_AGAINST)),
-        (m3, claims.Verdict("by construction", "FAKE", 3)),
-        (b, claims.Verdict("does not hold", "FAKE", 3)),
+        (m, decide.Verdict("holds", "FAKE", 3)),
+        (m2, decide.Verdict("inconclusive", "FAKE", 3, lean=decide.LEANS_AGAINST)),
+        (m3, decide.Verdict("by construction", "FAKE", 3)),
+        (b, decide.Verdict("does not hold", "FAKE", 3)),
     ]
     g = reproduction.glance(ctx, doc, verdicts)
     assert g["method"] == "BALI"
@@ -527,7 +527,7 @@ def test_the_context_floors_an_accuracy_at_its_test_sets_binomial_se(tmp_path):
     # the 2-point gap over the best draw: outside the 0.3 % family band, inside the binomial one
     assert claims.verdict(big, claim).status == "holds"
     v = claims.verdict(small, claim)
-    assert v.status == "inconclusive" and v.lean == claims.LEANS_WITH and "binomial s.e." in v.measured
+    assert v.status == "inconclusive" and v.lean == decide.LEANS_WITH and "binomial s.e." in v.measured
 
 
 # -- (10) the machine spread is never the band, nor another family's seed spread -------------------------------------
@@ -637,14 +637,14 @@ def _speed_args(**extra) -> dict:
 
 def test_crossings_within_one_evaluation_order_nothing_and_apart_they_decide():
     # FAKE evaluations every 10 steps: crossings are known between two evaluations, (before, at]
-    assert claims._faster((10.0, 20.0), (40.0, 50.0), 0.5) is True  # 20 / 40 <= 0.5: faster, apart by an interval
-    assert claims._faster((40.0, 50.0), (10.0, 20.0), 0.5) is False  # apart, the other way round
+    assert convergence._faster((10.0, 20.0), (40.0, 50.0), 0.5) is True  # 20 / 40 <= 0.5: faster, apart by an interval
+    assert convergence._faster((40.0, 50.0), (10.0, 20.0), 0.5) is False  # apart, the other way round
     # adjacent intervals (20, 30] and (10, 20]: ordered by the intervals alone, but one evaluation is the seeds' scatter
-    assert claims._faster((20.0, 30.0), (10.0, 20.0), 0.5) == claims.UNRESOLVED
-    assert claims._faster((10.0, 20.0), (10.0, 20.0), 0.5) == claims.UNRESOLVED  # the same interval
-    assert claims._faster((0.0, 10.0), (0.0, 10.0), 0.5) == claims.UNRESOLVED  # both at the first evaluation
+    assert convergence._faster((20.0, 30.0), (10.0, 20.0), 0.5) == decide.UNRESOLVED
+    assert convergence._faster((10.0, 20.0), (10.0, 20.0), 0.5) == decide.UNRESOLVED  # the same interval
+    assert convergence._faster((0.0, 10.0), (0.0, 10.0), 0.5) == decide.UNRESOLVED  # both at the first evaluation
     # apart, but the intervals allow both answers: (20, 30] against (40, 50] is a ratio in (0.4, 0.75)
-    assert claims._faster((20.0, 30.0), (40.0, 50.0), 0.5) == claims.UNRESOLVED
+    assert convergence._faster((20.0, 30.0), (40.0, 50.0), 0.5) == decide.UNRESOLVED
 
 
 @pytest.mark.parametrize(

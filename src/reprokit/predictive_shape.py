@@ -3,7 +3,7 @@ further away"): one synthetic cell's predictive on its plotting grid, reduced to
 
 The cell computes it when it finishes (builders/synthetic_predictive.py, `of_cell`, which regenerates the
 training data from the cell's `data_kwargs`) and records it as `shape_<name>` metrics, with the training points
-and plotting grid its figure draws (`plot_points`); the claim check (report/verdicts/claims.smooth_predictive)
+and plotting grid its figure draws (`plot_points`); the claim check (report/verdicts/readings.smooth_predictive)
 and the Fig. 1 notebooks read those back (`recorded`, `recorded_points`), so the report never loads training
 data. Torch-free (numpy; the data generators are loaded only by `of_cell`).
 """

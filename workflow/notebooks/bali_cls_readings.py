@@ -19,11 +19,11 @@
 # %%
 import pandas as pd
 
-from reprokit.report import cells
 from reprokit.report.render import bali_classification as bc
 from reprokit.report.render import na, notebook
 from reprokit.report.render.tables import write_table
-from reprokit.report.stats import format_mean_se
+from reprokit.report.store import cells
+from reprokit.report.store.stats import format_mean_se
 
 log = notebook.start_log(snakemake)
 

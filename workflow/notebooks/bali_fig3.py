@@ -21,7 +21,7 @@ import pandas as pd
 
 from reprokit.report.render import bali_classification as bc
 from reprokit.report.render import na, notebook, style
-from reprokit.report.stats import format_mean_se
+from reprokit.report.store.stats import format_mean_se
 
 log = notebook.start_log(snakemake)
 

@@ -18,9 +18,9 @@
 # %%
 import pandas as pd
 
-from reprokit.report import cells
 from reprokit.report.render import bali_classification as bc
 from reprokit.report.render import na, notebook, style
+from reprokit.report.store import cells
 
 log = notebook.start_log(snakemake)
 

@@ -25,7 +25,7 @@ from reprokit.report.render import bali_classification as bc
 from reprokit.report.render import bali_regression as br
 from reprokit.report.render import na, notebook, style
 from reprokit.report.render.tables import split_note, write_table
-from reprokit.report.stats import format_mean_se, format_pm
+from reprokit.report.store.stats import format_mean_se, format_pm
 
 log = notebook.start_log(snakemake)
 

@@ -20,9 +20,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from reprokit.report.cells import read_csv
 from reprokit.report.render import invariance as inv
 from reprokit.report.render import na, notebook, style
+from reprokit.report.store.cells import read_csv
 
 log = notebook.start_log(snakemake)
 style.setup()

@@ -20,8 +20,8 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from reprokit.report import cells
 from reprokit.report.render import input_selection, notebook, style
+from reprokit.report.store import cells
 
 log = notebook.start_log(snakemake)
 

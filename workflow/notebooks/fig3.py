@@ -24,7 +24,7 @@ import pandas as pd
 
 from reprokit.report.render import na, notebook, style
 from reprokit.report.render.invariance import METHOD_STYLE, as_bool, completed
-from reprokit.report.stats import grouped_mean_se
+from reprokit.report.store.stats import grouped_mean_se
 
 log = notebook.start_log(snakemake)
 

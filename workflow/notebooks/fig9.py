@@ -22,9 +22,9 @@ import math
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from reprokit.report import cells
 from reprokit.report.render import na, notebook, style
 from reprokit.report.render.invariance import AUG_LABELS, AUG_NAMES, as_bool, completed
+from reprokit.report.store import cells
 
 log = notebook.start_log(snakemake)
 

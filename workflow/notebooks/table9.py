@@ -19,7 +19,8 @@ import pandas as pd
 
 from reprokit.models.registry import build_model, describe_architecture
 from reprokit.report.render import notebook
-from reprokit.report.render.tables import PARAGRAPH_COLUMN, static_note, write_table
+from reprokit.report.render.latex import PARAGRAPH_COLUMN
+from reprokit.report.render.tables import static_note, write_table
 
 log = notebook.start_log(snakemake)
 

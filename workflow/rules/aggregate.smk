@@ -25,6 +25,6 @@ rule aggregate:
             json.dumps(unavailable_reasons(w.experiment, w.scale))
         ),
     shell:
-        "python -m reprokit.report.aggregate --experiment {wildcards.experiment} --scale {wildcards.scale} "
+        "python -m reprokit.report.commands.aggregate --experiment {wildcards.experiment} --scale {wildcards.scale} "
         "--spec {params.spec} --results {params.results} --unavailable {params.unavailable} --reasons {params.reasons} "
         "--table {output.table} --curves {output.curves} > {log} 2>&1"

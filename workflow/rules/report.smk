@@ -1,6 +1,6 @@
 # The reproduction report: every number the papers state next to ours, and a verdict per claim, computed
-# by reprokit.report.verdicts.reproduction from the experiments' results at this scale (config/papers/*.yaml hold
-# the papers' numbers and claims). Also `python -m reprokit.report.verdicts.reproduction` on partial results.
+# by reprokit.report.commands.reproduction from the experiments' results at this scale (config/papers/*.yaml hold
+# the papers' numbers and claims). Also `python -m reprokit.report.commands.reproduction` on partial results.
 
 PAPER_FILES = sorted(str(p) for p in Path("config/papers").glob("*.yaml"))
 # their claims' reasons, merged in by claim id when a paper file is loaded (not passed as paper files)
@@ -45,6 +45,6 @@ rule reproduction_report:
         ),
         artefacts=shlex.quote(json.dumps(config["artefacts"])),
     shell:
-        "python -m reprokit.report.verdicts.reproduction --scale {params.scale} --results {params.results} --out {output.md} "
+        "python -m reprokit.report.commands.reproduction --scale {params.scale} --results {params.results} --out {output.md} "
         "--papers {input.papers} --expected {params.expected} --artefacts {params.artefacts} --no-archive "
         "> {log} 2>&1"

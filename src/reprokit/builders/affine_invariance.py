@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 
 import numpy as np
@@ -71,6 +70,7 @@ from ..methods.validation_opt import ValidationSetOptimisation
 from ..models.registry import build_model
 from ..partition import PartitionedHPO, partition
 from ..plan.affine_invariance import CHUNKED, PLAN, AffineSettings
+from ..report.store.cells import read_record
 from . import CellContext, Evaluation, Run
 
 # ----------------------------------------------------------------------------------------------
@@ -122,8 +122,7 @@ def found_ranges(cell, names) -> tuple[dict[str, float] | None, str]:
             f"{cell.rel_dir}: method 'retrain' needs settings._inputs.found (the source cell's "
             "metrics.json, given by the pipeline; see required_cells)"
         )
-    with open(inputs["found"]) as f:
-        record = json.load(f)
+    record = read_record(inputs["found"], require=())  # the store's reader of a cell, as the report reads it
     metrics = record.get("metrics", {})
     missing = [n for n in names if f"aug_{n}" not in metrics]
     if missing:

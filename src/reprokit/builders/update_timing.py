@@ -77,7 +77,7 @@ from ..partition import (
     partition,
 )
 from ..plan.update_timing import PLAN, UpdateTimingSettings
-from ..report.stats import median_ci
+from ..report.store.stats import median_ci
 from ..runtime_settings import cpu_model
 from . import CellContext, Measurement
 
@@ -87,7 +87,7 @@ RATIO_KINDS = KINDS[1:]  # each as a ratio to the standard update of its repetit
 
 
 def cpu_model_name() -> str:
-    """The CPU model string with family/model numbers (reprokit.runtime_settings.cpu_model: virtual machines often report
+    """The CPU model string with family/model numbers (reprokit.runtime.cpu_model: virtual machines often report
     a generic name such as "AMD EPYC"); platform fallbacks elsewhere."""
     return cpu_model(with_family=True)
 

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from ..data import variant_names as variants
 from ..errors import ConfigError
-from . import KindPlan, Settings, register
+from .base import KindPlan, Settings, register
 from .costs import EVAL_FORWARD_SHARE, IMAGE_TEST_SIZE, CellWork, Part
 
 Method = Literal[

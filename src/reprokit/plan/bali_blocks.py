@@ -14,7 +14,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from ..errors import ConfigError
-from . import Settings
+from .base import Settings
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
 

@@ -6,8 +6,8 @@ from typing import ClassVar, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors
+from .base import KindPlan, Settings, register
 from .costs import CellWork, bali_step, mlp_cell
 
 Method = Literal["bali", "dropout", "map"]

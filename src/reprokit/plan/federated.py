@@ -12,7 +12,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field
 
 from ..data import variant_names as variants
-from . import KindPlan, Settings, register
+from .base import KindPlan, Settings, register
 from .costs import EVAL_FORWARD_SHARE, CellWork, Part
 
 Method = Literal["fedavg", "augerino", "partitioned"]

@@ -11,7 +11,7 @@ from typing import Literal, get_args
 from pydantic import Field
 
 from ..data import variant_names as variants
-from . import KindPlan, Settings, register
+from .base import KindPlan, Settings, register
 from .costs import CellWork, mlp_cell
 
 Method = Literal["partitioned", "laplace", "partitioned_mask"]

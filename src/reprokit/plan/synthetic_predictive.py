@@ -7,8 +7,8 @@ from typing import Literal, get_args
 from pydantic import Field
 
 from ..data.specs import dataset_info
-from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliOptions, BbbNoise, Fraction
+from .base import KindPlan, Settings, register
 from .costs import CellWork, bali_step, mlp_cell
 
 Method = Literal["bali", "bbb"]

@@ -9,8 +9,8 @@ from pydantic import Field
 from ..errors import ConfigError
 from ..methods.cv_protocol import protocol_steps
 from ..methods.gal_protocol import gal_protocol_steps
-from . import KindPlan, Settings, register
 from .bali_blocks import BaliKindSettings, BaliPriors, BbbNoise
+from .base import KindPlan, Settings, register
 from .costs import CellWork, bali_step, mlp_cell
 
 Method = Literal["bali", "bali_yraw", "dropout", "bbb", "pbp", "vadam"]

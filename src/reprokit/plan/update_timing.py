@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from . import KindPlan, Settings, register
+from .base import KindPlan, Settings, register
 from .costs import CellWork, Part
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import cells
-from ..cells import SCALE_NOTE
-from ..stats import format_mean_se
+from ..store import cells
+from ..store.cells import SCALE_NOTE
+from ..store.stats import format_mean_se
 from . import na, style
 
 DATASETS = {

@@ -1,7 +1,7 @@
 """Tables and figure helpers for the BALI regression artefacts (Tables 1, 4, 7; Figs. 1, 4-7).
 
 Cells come from the tidy CSVs of the `uci_regression` / `synthetic_predictive` experiments
-(report/aggregate.py); the paper's numbers from config/papers/bali.yaml (reprokit.report.verdicts.papers).
+(report/store/aggregate.py); the paper's numbers from config/papers/bali.yaml (reprokit.report.verdicts.papers).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pandas as pd
 
 from ...predictive_shape import SHAPE, _nearest, explained, floats, recorded_points, shape_text  # noqa: F401 (re-exported)
 from ...predictive_shape import recorded as predictive_shape  # the notebooks read the cells' recorded reading
-from .. import cells
-from ..stats import format_pm, mean_se
+from ..store import cells
+from ..store.stats import format_pm, mean_se
 from ..verdicts import papers
 from . import na, style
 from .tables import write_table

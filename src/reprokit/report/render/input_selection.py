@@ -1,5 +1,5 @@
 """Fig. 2 of the partitioned-networks paper (input selection): the panels and the footer, from the tidy aggregates
-of the `input_selection` cells (report/aggregate.py).
+of the `input_selection` cells (report/store/aggregate.py).
 
 (a) For fixed masks keeping the first K of 30 inputs: an objective against K (`panel`: the partitioned LML
 estimate, or the post-hoc diagonal Laplace log marginal likelihood) with a zoom on K near 15 where the panel has
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from ..stats import grouped_mean_se
+from ..store.stats import grouped_mean_se
 from . import na, style
 
 INFORMATIVE = 15  # the data's informative inputs: x_1..x_15 carry the label, x_16..x_30 are noise (Sec. 5)

@@ -1,7 +1,7 @@
 """Plot helpers and table entries for the learned-augmentation artefacts (partitioned paper Figs. 3, 5-9,
 Tables 1-3).
 
-Tables are the tidy aggregates of `affine_invariance` experiments (report/aggregate.py): one row per
+Tables are the tidy aggregates of `affine_invariance` experiments (report/store/aggregate.py): one row per
 cell with its coordinates (list-valued axes such as `chunk_proportions` appear as "[8, 1, 1]"), the
 status, and the metrics (`test_acc`, learned or fixed ranges `aug_<name>`).
 """
@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import cells
-from ..stats import format_mean_se
+from ..store import cells
+from ..store.stats import format_mean_se
 from . import na, style
 
 AUG_NAMES = ("rotation", "shear", "translate_x", "translate_y", "scale_x", "scale_y")

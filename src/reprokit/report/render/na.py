@@ -1,6 +1,6 @@
 """n/a in figures and tables: what a panel or an entry without data says, and how to get the data.
 
-Cells whose dataset is unavailable are rows with status 'unavailable' and a `note` (report/aggregate.py).
+Cells whose dataset is unavailable are rows with status 'unavailable' and a `note` (report/store/aggregate.py).
 Every artefact still builds then: a figure panel without data is an n/a panel (`panel`: "n/a: <note>" and how
 to get the data), a table shows n/a entries and says why in a footnote (`footnotes`).
 """
@@ -12,7 +12,7 @@ import textwrap
 
 import pandas as pd
 
-from ..cells import GET_DATA, unavailable_notes
+from ..store.cells import GET_DATA, unavailable_notes
 
 NA_GID = "reprokit-na"  # the gid of an n/a panel's text (finish_figure puts those texts in the file's metadata)
 

@@ -3,7 +3,7 @@
 `start_log(snakemake)` is every notebook's first line, as in the snakemake workflow template's scripts: it logs
 the rule, scale, inputs and outputs to the rule's log file, remembers which artefact is being built (so figures
 and tables state what it rebuilds and its claims' verdicts: report/verdicts/statement.py) and whether it is built
-from part of its grid, and at exit writes the artefact's provenance record (report/records/provenance.py).
+from part of its grid, and at exit writes the artefact's provenance record (report/store/provenance.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..records import provenance
+from ..store import provenance
 from ..verdicts import statement
 
 
@@ -28,7 +28,8 @@ def _sized(path: str) -> str:
 
 
 # Set by start_log from the rule's `params.partial` ({experiment: [cells found, cells in the grid]}), which only
-# reprokit.report.records.build_partial passes: an artefact built from part of its grid says so in its footer / caption.
+# reprokit.report.commands.build_partial passes: an artefact built from part of its grid says so in its footer or
+# caption.
 _PARTIAL: dict = {"note": ""}
 
 
@@ -145,7 +146,7 @@ def start_log(smk) -> logging.Logger:
 
 def write_record(smk, scale, logger) -> None:
     """`figures/<artefact>.provenance.json` beside an artefact rule's outputs, once they all exist: commit,
-    scale, devices, date and the fingerprint of the artefact's resolved config (report/records/provenance.py)."""
+    scale, devices, date and the fingerprint of the artefact's resolved config (report/store/provenance.py)."""
     rule = str(getattr(smk, "rule", "") or "")
     config = getattr(smk, "config", None) or {}
     name = rule.removeprefix("artefact_")

@@ -19,7 +19,7 @@ import pandas as pd
 import seaborn as sns
 
 from ...atomic import atomic_write_bytes
-from ..cells import SCALE_NOTE
+from ..store.cells import SCALE_NOTE
 from . import na
 from .notebook import artefact_statement, notes_pointer, with_partial
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..stats import median_ci
+from ..store.stats import median_ci
 from ..verdicts import papers
 from . import style
 

@@ -9,7 +9,7 @@ measured, never assumed:
 * :func:`own_spread` measures it on groups of cells equal but for the seed that ran at least ``MIN_SEEDS`` (3)
   seeds: the pooled relative variance sum((k - 1) (sd / |mean|)^2) / sum(k - 1) over those groups, with
   sum(k - 1) degrees of freedom. The claim's own experiments come first; where they ran fewer seeds, the family's
-  (every experiment of its kind at this scale), measured by ``python -m reprokit.report.records.seed_spread`` into
+  (every experiment of its kind at this scale), measured by ``python -m reprokit.report.commands.seed_spread`` into
   figures/<scale>/seed_spread.json so a notebook finds the band the report finds (:func:`family`);
 * a band is a Student-t interval at ``LEVEL`` (two-sided) with the spread's degrees of freedom
   (:func:`t_quantile`); an accuracy's spread is never below the binomial s.e. of its test set (the Context

@@ -9,18 +9,16 @@ hold / not run), computed by reprokit/report/verdicts/claims.py from the results
 Results are read as they are now: the cells' metrics.json under results/<scale>/<experiment>/ (so cells
 still running show as a partial experiment with the n that finished), else the tidy CSV
 results/<scale>/<experiment>.csv; an experiment with neither is "not run". With an archive (the command line
-reads figures/<scale>/cells/, reprokit/report/records/archive.py), archived cells that are not under results/ count
+reads figures/<scale>/cells/, reprokit/report/store/archive.py), archived cells that are not under results/ count
 too, each checked against the config's settings for it now; the report says how many came from there and
-names any it did not use. Nothing here knows Snakemake.
+names any it did not use. Nothing here knows Snakemake, and nothing here draws: this module makes the report's
+text (`render`); reprokit.report.render.reproduction writes it with its z-score figure, and the command line is
 
-    python -m reprokit.report.verdicts.reproduction --scale quick --results results --out figures/reproduction.md
+    python -m reprokit.report.commands.reproduction --scale quick --results results --out figures/reproduction.md
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as _dt
-import glob
 import json
 import math
 import re
@@ -29,12 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...atomic import atomic_write_text
 from ...config import grid_of, load_pipeline_config
-from ..cells import GET_DATA, SCALE_NOTE
-from ..records import provenance
+from ..store.cells import GET_DATA, SCALE_NOTE
 from . import claims as claim_checks
-from . import papers
+from . import decide, papers
 from .results import Context, Ours, fill_numbers, finished_cells, matches  # noqa: F401 (the report's results reader, re-exported)
 
 PAPER_NAMES = {
@@ -247,7 +243,7 @@ def summary_lines(ctx: Context, doc: dict, verdicts: list) -> list[str]:
     compared), the paper's method's apart from its baselines', and the claims per verdict, those about the method
     apart from those about baselines."""
     zs = pd.DataFrame(z_rows(ctx, doc), columns=["artefact", "z_paper", "role"])
-    statuses = claim_checks.STATUSES
+    statuses = decide.STATUSES
     name = method_name(doc)
     lines = [
         f"| artefact | {name}: numbers within {WITHIN_Z:g} paper s.e. / compared | baselines: numbers within / "
@@ -387,142 +383,6 @@ def target_lines(ctx: Context) -> list[str]:
     return lines + [""]
 
 
-def z_figure(ctx: Context, out: str | Path) -> Path:
-    """One labelled dot per compared number (dataset / row, method / column; the metric in the panel's y labels), a
-    panel per paper; x = z_better, ours - paper in units of the paper's s.e., signed so that right is better than
-    the paper, on a symlog axis (linear within +-2, so large z do not pile up at a clip); colour: within 2 s.e.,
-    better, worse (legend). Numbers the paper prints with an s.e. that we did not measure are counted under the
-    panel with why; a paper none of whose numbers was compared gets a panel saying so. Written atomically (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    from ..render.style import finish_figure  # matplotlib: only this figure of the report draws
-
-    per_paper = {
-        doc["paper"]: pd.DataFrame(
-            z_rows(ctx, doc, with_missing=True),
-            columns=[
-                "paper",
-                "artefact",
-                "row",
-                "column",
-                "label",
-                "metric",
-                "role",
-                "z_paper",
-                "z_better",
-                "n",
-                "why",
-            ],
-        )
-        for doc in ctx.docs
-    }
-    heights = [max(1.6, 0.17 * int(d["z_better"].notna().sum()) + 1.2) for d in per_paper.values()] or [1.6]
-    fig, axes = plt.subplots(
-        max(1, len(per_paper)), 1, figsize=(8, sum(heights)), squeeze=False, gridspec_kw={"height_ratios": heights}
-    )
-    colours = {"within": "tab:blue", "better": "tab:green", "worse": "tab:red"}
-    lim = 1.0
-    for ax, (paper, d) in zip(axes[:, 0], per_paper.items()):
-        done, missing = d[d["z_better"].notna()], d[d["z_better"].isna()]
-        name = PAPER_NAMES.get(paper, paper)
-        why = "; ".join(f"{n} {w}" for w, n in missing.groupby("why").size().sort_values(ascending=False).items())
-        if done.empty:
-            text = f"{name}: none of its {len(d)} numbers with a printed s.e. was compared at {ctx.scale} scale" + (
-                f" (not measured: {why})" if why else ""
-            )
-            ax.text(
-                0.5,
-                0.5,
-                "\n".join(__import__("textwrap").wrap(text, 100)),
-                ha="center",
-                va="center",
-                fontsize=7.5,
-                transform=ax.transAxes,
-            )
-            ax.set_yticks([])
-            ax.set_xticks([])
-            continue
-        done = done.sort_values(["artefact", "z_better"]).reset_index(drop=True)
-        y = range(len(done))
-        kind = ["within" if abs(z) <= WITHIN_Z else ("better" if z > 0 else "worse") for z in done["z_better"]]
-        ax.axvspan(-WITHIN_Z, WITHIN_Z, color="0.92", zorder=0)
-        ax.axvline(0, color="0.5", lw=0.6, zorder=1)
-        for role, marker in (("method", "o"), ("baseline", "s")):
-            pick = (done["role"] == role).to_numpy()
-            ax.scatter(
-                done["z_better"][pick],
-                [i for i, p in zip(y, pick) if p],
-                s=16,
-                marker=marker,
-                c=[colours[k] for k, p in zip(kind, pick) if p],
-                zorder=2,
-            )
-        ax.set_yticks(
-            list(y),
-            [
-                f"{a} ({m}): {lab}" + ("" if r == "method" else " [baseline]")
-                for a, m, lab, r in zip(done["artefact"], done["metric"], done["label"], done["role"])
-            ],
-            fontsize=6.5,
-        )
-        ax.set_xscale("symlog", linthresh=WITHIN_Z)
-        lim = max(lim, float(done["z_better"].abs().max()) * 1.3)
-        ax.set_ylim(len(done) - 0.5, -0.5)
-        doc = next(d for d in ctx.docs if d["paper"] == paper)
-        by_role = []
-        for role in ("method", "baseline"):
-            part = done[done["role"] == role]
-            who = method_name(doc) if role == "method" else "its baselines"
-            by_role.append(f"{who} {int((part['z_better'].abs() <= WITHIN_Z).sum())} of {len(part)}")
-        title = f"{name}: numbers within {WITHIN_Z:g} paper s.e.: " + "; ".join(by_role)
-        if len(missing):
-            title += f"; not compared: {why}"
-        ax.set_title("\n".join(__import__("textwrap").wrap(title, 110)), fontsize=8)
-    ticks = [t for t in (-1000, -100, -10, -2, 0, 2, 10, 100, 1000) if abs(t) <= lim]
-    for ax in axes[:, 0]:
-        if ax.get_xscale() == "symlog":
-            ax.set_xlim(-lim, lim)
-            ax.set_xticks(ticks, [str(t) for t in ticks])
-            ax.set_xlabel(
-                "z = (ours - paper) / s.e.(paper), signed so that right is better than the paper "
-                "(symlog axis: linear within +-2)",
-                fontsize=7.5,
-            )
-    handles = [
-        Line2D([], [], marker="o", ls="", color=c, label=lab)
-        for lab, c in (
-            (f"within {WITHIN_Z:g} paper s.e.", colours["within"]),
-            ("better than the paper", colours["better"]),
-            ("worse than the paper", colours["worse"]),
-        )
-    ] + [
-        Line2D([], [], marker=m, ls="", color="0.4", label=lab)
-        for m, lab in (("o", "the paper's method"), ("s", "a baseline it compares against"))
-    ]
-    fig.legend(handles=handles, loc="upper center", ncol=5, frameon=False, bbox_to_anchor=(0.5, 1.0), fontsize=7)
-    fig.suptitle(
-        f"Reproduction at {ctx.scale} scale: every number the papers print with a standard error"
-        + ("" if ctx.scale == "paper" else f" ({ctx.scale}-scale numbers, not paper scale)"),
-        fontsize=9,
-        y=1.03,
-    )
-    fig.tight_layout()
-    n = sum(int(d["z_better"].notna().sum()) for d in per_paper.values())
-    finish_figure(
-        fig,
-        ctx.scale,
-        f"{n} numbers compared; results at {ctx.scale} scale "
-        f"({ctx.results / ctx.scale}, archived cells included where read)",
-        None,
-        out,
-    )
-    return Path(out)
-
-
 def why_not_here(ctx: Context, claim, verdict) -> str:
     """Why `claim` does not hold (or did not run) at `scale`: its `below_paper_scale` note below paper scale,
     what its `at_paper_scale` note found at paper scale (marked as a paper-scale finding, not a scale effect),
@@ -532,28 +392,28 @@ def why_not_here(ctx: Context, claim, verdict) -> str:
 
 
 def _why(scale: str, claim, verdict) -> str:
-    if verdict.status in (claim_checks.HOLDS, claim_checks.NOT_RUN):  # a claim that has not run has no finding yet
+    if verdict.status in (decide.HOLDS, decide.NOT_RUN):  # a claim that has not run has no finding yet
         return ""
     if scale != "paper" and claim.below_paper_scale:
         return claim.below_paper_scale
-    if verdict.status == claim_checks.NOT_TESTABLE:
+    if verdict.status == decide.NOT_TESTABLE:
         if scale == "paper" and claim.at_paper_scale:  # the quick-scale note would describe other cells
             return f"Not testable at paper scale; looked into: {claim.at_paper_scale}"
         return claim.below_paper_scale or f"Not testable at {scale} scale: {verdict.measured.split(';')[0]}."
-    if verdict.status == claim_checks.BY_CONSTRUCTION:
+    if verdict.status == decide.BY_CONSTRUCTION:
         return f"Holds by construction, so it is no evidence: {claim.by_construction}"
-    if verdict.status == claim_checks.INCONCLUSIVE:
+    if verdict.status == decide.INCONCLUSIVE:
         lean = f"; it {verdict.lean}" if verdict.lean else ""
         return f"The effect is inside the noise (see measured){lean}." + (
             f" Looked into at paper scale: {claim.at_paper_scale}" if scale == "paper" and claim.at_paper_scale else ""
         )
-    if verdict.status == claim_checks.NOT_COMPARABLE:
+    if verdict.status == decide.NOT_COMPARABLE:
         return "A baseline entry is far from the paper's own number for it at this scale (see measured)." + (
             f" Looked into at paper scale: {claim.at_paper_scale}" if scale == "paper" and claim.at_paper_scale else ""
         )
-    if scale == "paper" and verdict.status == claim_checks.FAILS and claim.at_paper_scale:
+    if scale == "paper" and verdict.status == decide.FAILS and claim.at_paper_scale:
         return f"Does not reproduce at paper scale; looked into: {claim.at_paper_scale}"
-    if verdict.status == claim_checks.FAILS:
+    if verdict.status == decide.FAILS:
         key = "at_paper_scale" if scale == "paper" else "below_paper_scale"
         return f"UNEXPLAINED: no reason recorded (config/papers/<paper>.yaml `{key}`); look into it."
     return ""
@@ -597,7 +457,7 @@ _DATASET = re.compile(r"(?:^dataset unavailable: |, )([A-Za-z0-9_]+)(?= \(|,|$)"
 def not_run_reason(ctx: Context, claim, verdict) -> str:
     """Why a claim did not run at this scale, in a few words: the datasets this machine lacks, no cell of its
     experiments in this scale's grid, or its cells not run yet."""
-    if verdict.status == claim_checks.NOT_TESTABLE:
+    if verdict.status == decide.NOT_TESTABLE:
         return f"not testable at {ctx.scale} scale: " + _testable_why(verdict.measured)
     known = (
         set(ctx.expected)
@@ -629,7 +489,7 @@ def glance(ctx: Context, doc: dict, verdicts: list) -> dict:
     zs = z_rows(ctx, doc)
     reasons: dict[str, int] = {}
     for c, v in mine:
-        if v.status in (claim_checks.NOT_RUN, claim_checks.NOT_TESTABLE):
+        if v.status in (decide.NOT_RUN, decide.NOT_TESTABLE):
             key = not_run_reason(ctx, c, v)
             reasons[key] = reasons.get(key, 0) + 1
 
@@ -646,17 +506,17 @@ def glance(ctx: Context, doc: dict, verdicts: list) -> dict:
         "scale": ctx.scale,
         "method": method_name(doc),
         "claims": len(mine),
-        "counts": {s: sum(v.status == s for _, v in mine) for s in claim_checks.STATUSES},
+        "counts": {s: sum(v.status == s for _, v in mine) for s in decide.STATUSES},
         "baseline_claims": len(base),
-        "baseline_counts": {s: sum(v.status == s for _, v in base) for s in claim_checks.STATUSES},
+        "baseline_counts": {s: sum(v.status == s for _, v in base) for s in decide.STATUSES},
         "within": w_m,
         "compared": n_m,
         "baseline_within": w_b,
         "baseline_compared": n_b,
         "not_run": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
-        "holds": [c.headline for c in named(claim_checks.HOLDS)],
-        "fails": [[c.headline, c.gist] for c in named(claim_checks.FAILS)],
-        "inconclusive": [[c.headline, v.lean] for c, v in mine if v.status == claim_checks.INCONCLUSIVE and c.headline],
+        "holds": [c.headline for c in named(decide.HOLDS)],
+        "fails": [[c.headline, c.gist] for c in named(decide.FAILS)],
+        "inconclusive": [[c.headline, v.lean] for c, v in mine if v.status == decide.INCONCLUSIVE and c.headline],
     }
 
 
@@ -667,14 +527,14 @@ def _plural(n: int, one: str, many: str) -> str:
 def _counts_text(c: dict) -> str:
     """The tested verdicts' counts in words (a check true by construction is not among them)."""
     parts = [
-        _plural(c[claim_checks.HOLDS], "holds", "hold"),
-        f"{c[claim_checks.INCONCLUSIVE]} inconclusive",
-        _plural(c[claim_checks.FAILS], "does not hold", "do not hold"),
+        _plural(c[decide.HOLDS], "holds", "hold"),
+        f"{c[decide.INCONCLUSIVE]} inconclusive",
+        _plural(c[decide.FAILS], "does not hold", "do not hold"),
     ]
-    parts += [f"{c[claim_checks.NOT_COMPARABLE]} not comparable"] if c.get(claim_checks.NOT_COMPARABLE) else []
+    parts += [f"{c[decide.NOT_COMPARABLE]} not comparable"] if c.get(decide.NOT_COMPARABLE) else []
     text = ", ".join(parts)
-    if c.get(claim_checks.BY_CONSTRUCTION):
-        n = c[claim_checks.BY_CONSTRUCTION]
+    if c.get(decide.BY_CONSTRUCTION):
+        n = c[decide.BY_CONSTRUCTION]
         text += f"; {n} more {'holds' if n == 1 else 'hold'} by construction, no evidence"
     return text
 
@@ -688,7 +548,7 @@ def bottom_line(g: dict) -> str:
     paper's method (its baselines' apart), the headline claims that hold, those that do not with their one-line
     reason, those inside the noise and which way they lean, the numbers, and what was not tested and why."""
     c, n = g["counts"], g["claims"]
-    tested = sum(c[s] for s in claim_checks.TESTED)
+    tested = sum(c[s] for s in decide.TESTED)
     name, method = SHORT_NAMES.get(g["paper"], g["paper"]), g.get("method", "")
     out = []
     if tested == 0:
@@ -700,7 +560,7 @@ def bottom_line(g: dict) -> str:
         )
     if g.get("baseline_claims"):
         bc = g["baseline_counts"]
-        b_tested = sum(bc[s] for s in claim_checks.TESTED)
+        b_tested = sum(bc[s] for s in decide.TESTED)
         out[-1] = out[-1][:-1] + (
             f"; its {_plural(g['baseline_claims'], 'claim', 'claims')} about the baselines it compares against "
             f"{'is' if g['baseline_claims'] == 1 else 'are'} counted apart ("
@@ -724,7 +584,7 @@ def bottom_line(g: dict) -> str:
     else:
         out.append("None of the numbers it prints with a standard error was compared at this scale.")
     if g["not_run"]:
-        untested = c[claim_checks.NOT_RUN] + c[claim_checks.NOT_TESTABLE]
+        untested = c[decide.NOT_RUN] + c[decide.NOT_TESTABLE]
         out.append(f"Not tested: {untested} (" + "; ".join(f"{k}: {v}" for k, v in g["not_run"].items()) + ").")
     return " ".join(out)
 
@@ -750,21 +610,21 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     own = [(c, v) for c, v in verdicts if not c.variant]  # variants (another reading) are shown, not counted
     for about, words in (("method", "about the papers' own methods"), ("baseline", "about their baselines")):
         part = [(c, v) for c, v in own if c.about == about]
-        counts = {s: sum(v.status == s for _, v in part) for s in claim_checks.STATUSES}
+        counts = {s: sum(v.status == s for _, v in part) for s in decide.STATUSES}
         unexplained = sum(why_not_here(ctx, c, v).startswith("UNEXPLAINED") for c, v in part)
         lines += [
             f"Claims {words} at {ctx.scale} scale: "
             + ", ".join(f"{n} {s}" for s, n in counts.items())
             + (
-                f" ({counts[claim_checks.FAILS] - unexplained} of those that do not hold with the reason "
+                f" ({counts[decide.FAILS] - unexplained} of those that do not hold with the reason "
                 f"recorded below the claim, {unexplained} unexplained)"
-                if counts[claim_checks.FAILS]
+                if counts[decide.FAILS]
                 else ""
             )
             + ".",
             "",
         ]
-    lines += [f"Verdict rule: {claim_checks.NOISE_RULE}.", ""]
+    lines += [f"Verdict rule: {decide.NOISE_RULE}.", ""]
     lines += [stability_line(ctx.scale), ""]
     for doc in ctx.docs:
         lines += [f"### Summary: {PAPER_NAMES.get(doc['paper'], doc['paper'])}", ""]
@@ -797,7 +657,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
             "",
             (
                 f"These cells of figures/{ctx.scale}/cells ran with settings the config no longer gives them "
-                "(re-run them: `benchmarks/run_cells.py` or snakemake; then `python -m reprokit.report.records.archive`):"
+                "(re-run them: `benchmarks/run_cells.py` or snakemake; then `python -m reprokit.report.commands.archive`):"
             ),
             "",
         ]
@@ -848,34 +708,6 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(
-    out: str | Path,
-    results: str | Path,
-    scale: str,
-    paper_files: list[str | Path],
-    expected: dict | None = None,
-    generated: str | None = None,
-    artefacts: dict | None = None,
-    archive: tuple[str | Path, dict] | None = None,
-) -> str:
-    """Render the report from what is under `results` now and write it atomically to `out`. `artefacts`: the
-    pipeline config's `artefacts:` (each gets a section, "not run" where nothing exists). `archive`:
-    (repository root, pipeline config) to read the committed cells of figures/<scale>/cells too."""
-    docs = [papers.load(p) for p in paper_files]
-    if generated is None:
-        commit, dirty = provenance.git_state()
-        generated = (
-            f"Generated {_dt.datetime.now().isoformat(timespec='seconds')} at commit {commit[:12]}"
-            + (" (config/ modified)" if dirty else "")
-            + "."
-        )
-    ctx = Context(results, scale, docs, expected, artefacts, archive)
-    figure = z_figure(ctx, z_figure_path(out))
-    text = render(ctx, generated, figure.name)
-    atomic_write_text(out, text)
-    return text
-
-
 def stability_line(scale: str) -> str:
     """What benchmarks/verdict_stability.py found at this scale (figures/<scale>/verdict_stability.json): which
     verdicts stay the same when their cells run again with another thread count, a stand-in for another machine."""
@@ -894,11 +726,6 @@ def stability_line(scale: str) -> str:
     )
 
 
-def z_figure_path(out: str | Path) -> Path:
-    """Where the report's z-score figure goes: beside the report, `<name>_z.png`."""
-    return Path(out).with_name(Path(out).stem + "_z.png")
-
-
 def pipeline_config(root: str | Path, scale: str, with_config: bool = False) -> tuple:
     """(cells per experiment, the `artefacts:` block[, the whole config]) of the pipeline's config at `scale`
     (torch-free)."""
@@ -912,45 +739,5 @@ def expected_cells(root: str | Path, scale: str) -> dict[str, int]:
     return pipeline_config(root, scale)[0]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m reprokit.report.verdicts.reproduction", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--scale", default="quick", choices=sorted(SCALE_NOTE))
-    parser.add_argument("--results", default="results")
-    parser.add_argument("--out", default="figures/reproduction.md")
-    parser.add_argument("--papers", nargs="*", default=None, help="paper files (default: config/papers/*.yaml)")
-    parser.add_argument(
-        "--root",
-        default=".",
-        help="repository root: its config gives the cells expected per experiment (partial experiments); '' to skip",
-    )
-    parser.add_argument(
-        "--no-archive",
-        action="store_true",
-        help="read results/ only, not the committed cells of <root>/figures/<scale>/cells",
-    )
-    parser.add_argument(
-        "--expected",
-        default=None,
-        help="JSON {experiment: cells in its grid} (the pipeline's "
-        "report rule hands it over; default: from --root's config)",
-    )
-    parser.add_argument("--artefacts", default=None, help="JSON: the config's artefacts: (with --expected)")
-    args = parser.parse_args(argv)
-    files = args.papers or sorted(glob.glob(str(Path(args.root or ".") / "config" / "papers" / "*.yaml")))
-    if not files:
-        print("error: no paper files (config/papers/*.yaml)", file=sys.stderr)
-        return 2
-    if args.expected is not None:
-        expected, artefacts, cfg = json.loads(args.expected), json.loads(args.artefacts or "null"), None
-    else:
-        expected, artefacts, cfg = pipeline_config(args.root, args.scale, True) if args.root else (None, None, None)
-    archive = None if args.no_archive or cfg is None else (args.root, cfg)
-    write_report(args.out, args.results, args.scale, files, expected, artefacts=artefacts, archive=archive)
-    print(f"wrote {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command moved: fail loudly rather than exit 0 having written nothing
+    sys.exit("the report's command is python -m reprokit.report.commands.reproduction (or: reprokit report)")

@@ -19,10 +19,10 @@ import pandas as pd
 from ...config import grid_of, load_pipeline_config, unavailable_cells
 from ...data.mirrors import is_available
 from ...plan import kind as plan_kind
-from .. import cells
-from ..cells import RAN_STATUSES, matches, metric_values, norm, read_csv, unavailable_notes
-from ..records import archive as cell_archive
-from ..stats import mean_se
+from ..store import archive as cell_archive
+from ..store import cells
+from ..store.cells import RAN_STATUSES, matches, metric_values, norm, read_csv, unavailable_notes
+from ..store.stats import mean_se
 from . import noise, papers
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import claims as claim_checks
-from . import papers
+from . import decide, papers
 from .results import InputsContext
 
 PAPER_NAMES = {
@@ -77,8 +77,8 @@ class Statement:
         head = f"Rebuilds {self.source}."
         if not self.verdicts:
             return [head + " The paper makes no claim in words about it that we check."]
-        counts = {s: sum(v.status == s for c, v in self.verdicts if not c.variant) for s in claim_checks.STATUSES}
-        plural = {claim_checks.HOLDS: "hold", claim_checks.FAILS: "do not hold"}
+        counts = {s: sum(v.status == s for c, v in self.verdicts if not c.variant) for s in decide.STATUSES}
+        plural = {decide.HOLDS: "hold", decide.FAILS: "do not hold"}
         tally = ", ".join(f"{n} {plural.get(s, s) if n > 1 else s}" for s, n in counts.items() if n)
         return [
             f"{head} Its claims at {self.scale} scale: {tally} (full reasons: figures/{self.scale}/reproduction.md)."

@@ -9,8 +9,8 @@ provenance record a `partial` entry {experiment: [n, m]}. A cell that did not ru
 CSV, not an n/a row; an experiment none of whose cells ran gives an empty table (an error only when that is true
 of every experiment of the artefact).
 
-    python -m reprokit.report.records.build_partial --artefact fig2 --scale paper      # -> figures/fig2.pdf/.png
-    python -m reprokit.report.records.provenance --scale paper                         # then copy into figures/paper/
+    python -m reprokit.report.commands.build_partial --artefact fig2 --scale paper      # -> figures/fig2.pdf/.png
+    python -m reprokit.report.commands.provenance --scale paper                         # then copy into figures/paper/
 
 Torch-free itself; the notebook imports what it imports.
 """
@@ -27,12 +27,11 @@ from pathlib import Path
 import pandas as pd
 
 from ...config import grid_of, load_pipeline_config
-from .. import aggregate, cells
 from ..render import notebook
+from ..store import aggregate, archive, cells, provenance
 from ..verdicts import papers
 from ..verdicts.results import unavailable
 from ..verdicts.statement import experiments_read
-from . import archive, provenance
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -157,7 +156,7 @@ def _build(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m reprokit.report.records.build_partial", description=__doc__.split("\n\n")[0]
+        prog="python -m reprokit.report.commands.build_partial", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("--artefact", nargs="+", help="artefact names (default with --all: every artefact of the config)")
     p.add_argument(

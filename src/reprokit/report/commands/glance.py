@@ -1,9 +1,9 @@
 """The README's "Results at a glance": per paper and scale, the claims per verdict and the numbers within 2 s.e.,
 written from the committed reproduction reports (their `<!-- glance: {...} -->` lines, reproduction.glance), so the
-README cannot drift from them. tests/test_readme_glance.py fails when it does.
+README cannot drift from them. tests/test_artefact_statements.py fails when it does.
 
-    python -m reprokit.report.verdicts.glance            # rewrite the block in README.md from figures/{quick,paper}/
-    python -m reprokit.report.verdicts.glance --check    # exit 1 when README.md's block differs
+    python -m reprokit.report.commands.glance            # rewrite the block in README.md from figures/{quick,paper}/
+    python -m reprokit.report.commands.glance --check    # exit 1 when README.md's block differs
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ...atomic import atomic_write_text
-from .reproduction import GLANCE_TAG, SHORT_NAMES, WITHIN_Z, bottom_line
+from ..verdicts.reproduction import GLANCE_TAG, SHORT_NAMES, WITHIN_Z, bottom_line
 
 START, END = "<!-- results-at-a-glance:start -->", "<!-- results-at-a-glance:end -->"
 SCALES = ("paper", "quick")
@@ -28,7 +28,7 @@ def read(report: str | Path) -> list[dict]:
     found = [json.loads(m) for m in _LINE.findall(text)]
     if not found:
         raise ValueError(
-            f"{report}: no '<!-- {GLANCE_TAG}: ... -->' line (rebuild it with python -m reprokit.report.verdicts.reproduction)"
+            f"{report}: no '<!-- {GLANCE_TAG}: ... -->' line (rebuild it with python -m reprokit.report.commands.reproduction)"
         )
     return found
 
@@ -64,7 +64,7 @@ def block(root: str | Path = ".") -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     note = (
-        "Written by `python -m reprokit.report.verdicts.glance` from the committed reports; paper scale counts only "
+        "Written by `python -m reprokit.report.commands.glance` from the committed reports; paper scale counts only "
         "the cells that have run (most of the partitioned paper's need GPUs); quick-scale numbers are never "
         "paper-scale numbers. A claim about the paper's method and one about a baseline it compares against are "
         'counted apart; "by construction" checks hold whatever was trained and are no evidence.'
@@ -81,7 +81,7 @@ def splice(readme: str, new_block: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m reprokit.report.verdicts.glance", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m reprokit.report.commands.glance", description=__doc__.split("\n\n")[0])
     p.add_argument("--root", default=".")
     p.add_argument("--check", action="store_true", help="exit 1 when README.md's block differs from the reports")
     args = p.parse_args(argv)
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if new != text:
             print(
                 "README.md's results block differs from figures/*/reproduction.md: run python -m "
-                "reprokit.report.verdicts.glance",
+                "reprokit.report.commands.glance",
                 file=sys.stderr,
             )
             return 1

@@ -4,7 +4,7 @@ The verdicts' single-value noise band (report.verdicts.noise) falls back on this
 experiments ran fewer than 3 seeds (its family's: the experiments of the same kind); a notebook reads the same
 file, so its figure's verdicts match the report's.
 
-    python -m reprokit.report.records.seed_spread --scale quick
+    python -m reprokit.report.commands.seed_spread --scale quick
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..verdicts.results import Context
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m reprokit.report.records.seed_spread", description=__doc__.split("\n\n")[0]
+        prog="python -m reprokit.report.commands.seed_spread", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("--scale", default="quick")
     p.add_argument("--results", default="results")

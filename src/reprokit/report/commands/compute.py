@@ -7,10 +7,10 @@ run's pace over all its steps); a cell without a per-step pace counts its `secon
 wall-clock hours of one cell process (one thread unless `threads` says otherwise), summed over cells:
 CPU cells on the same machine often shared its cores, so the sum is an upper bound on the machine's time.
 
-    python -m reprokit.report.records.compute --scale paper                  # prints the table
-    python -m reprokit.report.records.compute --scale paper --out figures/paper/compute.md
+    python -m reprokit.report.commands.compute --scale paper                  # prints the table
+    python -m reprokit.report.commands.compute --scale paper --out figures/paper/compute.md
 
-Publishing a scale's build (`python -m reprokit.report.records.provenance --scale paper`) rewrites that file too.
+Publishing a scale's build (`python -m reprokit.report.commands.provenance --scale paper`) rewrites that file too.
 
 Torch-free; reads only figures/<scale>/cells/*.jsonl.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...atomic import atomic_write_text
-from . import archive
+from ..store import archive
 
 
 @dataclass
@@ -82,7 +82,7 @@ def markdown(rows: list[Spent], scale: str) -> str:
     """The table, with a line saying how it was estimated and the totals per device kind."""
     head = (
         f"# Compute spent on the archived {scale}-scale cells\n\n"
-        f"Written by `python -m reprokit.report.records.compute --scale {scale}` from figures/{scale}/cells/*.jsonl. "
+        f"Written by `python -m reprokit.report.commands.compute --scale {scale}` from figures/{scale}/cells/*.jsonl. "
         "A cell's time is its last run's seconds per step times its steps (a resumed cell's earlier runs at the "
         "same pace); hours are summed over cells, so CPU cells that shared a machine's cores count each one's "
         "wall-clock time.\n\n"

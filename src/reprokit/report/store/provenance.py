@@ -4,7 +4,7 @@ A record names the commit, scale, devices the cells ran on, the date, and a fing
 resolved config: the settings (`plan.cell_settings`) of every cell of its experiments at its scale, plus
 the artefact's own entry (notebook, experiments, data files). tests/test_provenance.py recomputes the
 fingerprint of every committed record at HEAD and fails when the config changed since the artefact was
-built. Torch-free.
+built. Publishing a scale's build into figures/<scale>/ is reprokit.report.commands.provenance. Torch-free.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...atomic import atomic_write_json, atomic_write_text
+from ...atomic import atomic_write_json
 from ...config import grid_of
 from ...data.mirrors import is_available
 from ...plan import kind
-from . import compute
 
 SUFFIX = ".provenance.json"
 
@@ -132,62 +131,3 @@ def mismatch(rec: dict, config_at_head: dict) -> str | None:
             f"for it differs from HEAD's (fingerprint {rec['fingerprint']} != {now}): rebuild it"
         )
     return None
-
-
-def publish(src: str | Path, dst: str | Path, scale: str) -> list[Path]:
-    """Copy the artefacts built at `scale` (those whose record in `src` names that scale: the record and every
-    `<artefact>.*` beside it) and the reproduction report (with its z-score figure) into `dst`
-    (`figures/<scale>/`), the folder that is committed, and rewrite `dst/compute.md` from the archive in
-    `dst/cells` (what the archived cells cost). The pipeline never writes there, so a committed build does not
-    make Snakemake skip a fresh clone's build (an existing output with missing inputs counts as up to date).
-    Returns the written paths."""
-    src, dst = Path(src), Path(dst)
-    records = sorted(src.glob(f"*{SUFFIX}"))
-    if not records:
-        raise FileNotFoundError(f"no {SUFFIX} records in {src}: build the artefacts first (snakemake --cores 2)")
-    report = src / "reproduction.md"
-    if not report.exists() or f"# Reproduction report: {scale} scale" not in report.read_text():
-        raise FileNotFoundError(f"{report}: missing or not built at scale {scale} (snakemake {report})")
-    dst.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for rec_path in records:
-        rec = json.loads(rec_path.read_text())
-        if rec.get("scale") != scale:
-            continue
-        name = rec["artefact"]
-        for path in sorted(src.glob(f"{name}.*")):
-            if path.name == f"{name}{SUFFIX}" or path.suffix in (".pdf", ".png", ".tex", ".html", ".csv"):
-                target = dst / path.name
-                target.write_bytes(path.read_bytes())
-                copied.append(target)
-    (dst / report.name).write_bytes(report.read_bytes())
-    copied.append(dst / report.name)
-    z = src / "reproduction_z.png"  # the report's z-score figure, written beside it by the same command
-    if z.exists():
-        (dst / z.name).write_bytes(z.read_bytes())
-        copied.append(dst / z.name)
-    if any((dst / "cells").glob("*.jsonl")):  # the archive's cost table, kept in step with the report it feeds
-        table = dst / "compute.md"
-        atomic_write_text(table, compute.markdown(compute.spent(dst / "cells"), scale))
-        copied.append(table)
-    return copied
-
-
-def main(argv=None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(
-        description="Copy the artefacts of one scale's build and its reproduction report "
-        "from figures/ into the committed figures/<scale>/."
-    )
-    p.add_argument("--scale", default="quick")
-    p.add_argument("--src", default="figures")
-    p.add_argument("--dst", default=None, help="default: <src>/<scale>")
-    args = p.parse_args(argv)
-    copied = publish(args.src, args.dst or Path(args.src) / args.scale, args.scale)
-    print(f"copied {len(copied)} files to {args.dst or Path(args.src) / args.scale}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

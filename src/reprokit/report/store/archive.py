@@ -5,10 +5,10 @@ are gone with the machine; a paper-scale table built over weeks from CPU runs, a
 needs every one of them. The archive keeps what the reproduction report reads from a cell: one JSON line
 per cell with its metrics.json record (status, coordinates, metrics, info, device and provenance) and the
 settings it ran with (its config.json), and its learning curve (curve.csv, column by column), which the
-figures need (`reprokit.report.records.build_partial` builds an artefact from these lines).
+figures need (`reprokit.report.commands.build_partial` builds an artefact from these lines).
 
-    python -m reprokit.report.records.archive --scale paper                    # results/paper/* -> figures/paper/cells/
-    python -m reprokit.report.verdicts.reproduction --scale paper --out figures/paper/reproduction.md   # reads both
+    python -m reprokit.report.commands.archive --scale paper          # results/paper/* -> figures/paper/cells/
+    python -m reprokit.report.commands.reproduction --scale paper --out figures/paper/reproduction.md   # reads both
 
 Updating merges: a cell found under results/ replaces its archived line (a re-run wins), every other archived
 line is kept. Reading checks each line against HEAD's config: a cell whose settings differ from what the
@@ -18,15 +18,13 @@ as `benchmarks/run_cells.py` does for a finished cell in results/. Torch-free.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
 from ...atomic import atomic_write_text
 from ...config import grid_of
 from ...plan import kind
-from .. import cells
+from . import cells
 
 FIELDS = (
     "status",
@@ -188,33 +186,3 @@ def rename(root: str | Path, scale: str, old: str, new: str, date: str, why: str
     write(target, moved)
     source.unlink()
     return len(moved)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m reprokit.report.records.archive", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--scale", default="paper")
-    parser.add_argument("--results", default="results")
-    parser.add_argument("--root", default=".", help="repository root (the archive is <root>/figures/<scale>/cells)")
-    parser.add_argument("--experiment", nargs="*", default=None, help="default: every experiment under results/<scale>")
-    args = parser.parse_args(argv)
-    try:
-        summary = update(args.root, args.results, args.scale, args.experiment)
-    except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if not summary:
-        print(f"error: nothing under {Path(args.results) / args.scale} to archive", file=sys.stderr)
-        return 2
-    for name, (added, replaced, kept) in summary.items():
-        total = len(load(path_of(args.root, args.scale, name)))
-        print(
-            f"{path_of(args.root, args.scale, name)}: {added} cells added, {replaced} replaced (re-run), "
-            f"{total - added - replaced - kept} unchanged, {kept} kept (archived only); {total} cells in all"
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

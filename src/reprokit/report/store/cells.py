@@ -2,8 +2,8 @@
 
 A finished cell leaves `metrics.json` (its record: status, scale, experiment, coordinates, metrics, info,
 provenance), `config.json` (the settings it ran with) and `curve.csv` (its learning curve) in its folder under
-`results/<scale>/<experiment>/`. The aggregate step (report/aggregate.py), the verdict engine
-(report/verdicts/results.py) and the archive (report/records/archive.py) all read them here, and all turn a
+`results/<scale>/<experiment>/`. The aggregate step (report/store/aggregate.py), the verdict engine
+(report/verdicts/results.py) and the archive (report/store/archive.py) all read them here, and all turn a
 record into a table row with `row`, so a cell reads the same whichever way it reaches a table.
 
 Torch-free and free of plotting.
@@ -107,7 +107,7 @@ def unavailable_note(missing_datasets: list[str], reasons: dict | None = None) -
 
 # ------------------------------------------------------------------------------------------ reading a table
 def read_csv(path) -> pd.DataFrame:
-    """An experiment's tidy CSV or curves CSV (report/aggregate.py); a file without even a header (a curves CSV of
+    """An experiment's tidy CSV or curves CSV (report/store/aggregate.py); a file without even a header (a curves CSV of
     an experiment none of whose cells ran, as older aggregations wrote it) reads as an empty frame."""
     try:
         return pd.read_csv(path)
