@@ -31,10 +31,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+ARCHIVE_ROOT = REPO  # figures/<scale>/cells/ lives under it
 sys.path.insert(0, str(REPO / "src"))
 
 from reprokit.config import format_value, grid_of, load_pipeline_config
 from reprokit.job import cell_job, data_context
+from reprokit.report.store import archive
 from reprokit.report.store.archive import differing_keys
 from reprokit.runtime_settings import cpu_isa_env
 
@@ -181,7 +183,12 @@ def main(argv=None) -> int:
 
     # 1. variant files, each once
     needed = {}
-    jobs, skipped, stale = [], [], []
+    jobs, skipped, stale, kept = [], [], [], []
+    # a cell archived with these settings (figures/<scale>/cells/, e.g. run on another machine) is not run again
+    # unless --rerun; a run under --root is a second run beside the first, which runs every cell it is asked for
+    archived = (
+        {} if args.rerun or args.root else archive.load(archive.path_of(ARCHIVE_ROOT, args.scale, args.experiment))
+    )
     for c in cells:
         job = cell_job(c, cfg, **data_kw)
         missing = [p for p in job.upstream.values() if not _completed(Path(p))]
@@ -192,6 +199,11 @@ def main(argv=None) -> int:
             )
         out = Path(job.out)
         metrics = out / "metrics.json"
+        line = archived.get(c.rel_dir)
+        if not _completed(metrics) and line and line.get("status") == "completed":
+            if not differing_keys(line.get("settings") or {}, job.cell["settings"]):
+                kept.append(c.rel_dir)
+                continue
         if not args.rerun and _completed(metrics):
             changed = changed_settings(out / "config.json", job.cell["settings"])
             if not changed:
@@ -208,8 +220,8 @@ def main(argv=None) -> int:
     jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
     print(
         f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run ({len(stale)} completed with other "
-        f"settings); {len(skipped)} already completed with these settings (skipped; --rerun runs them again); "
-        f"{len(needed)} variant files",
+        f"settings); {len(skipped)} already completed with these settings and {len(kept)} archived with them "
+        f"(skipped; --rerun runs them again); {len(needed)} variant files",
         flush=True,
     )
     if args.dry_run:

@@ -85,6 +85,30 @@ def test_a_cell_completed_with_other_settings_runs_again(run_cells, tmp_path, ca
     assert head.startswith("2 cells") and "(2 completed with other settings)" in head and "0 already completed" in head
 
 
+def test_a_cell_archived_with_these_settings_is_not_run_again(run_cells, tmp_path, capsys, monkeypatch):
+    """A cell whose archive line (figures/<scale>/cells/) holds the config's settings, run on another machine and
+    absent from results/, is skipped unless --rerun; one archived with other settings runs."""
+    args = ["--experiment", "bali_uci", "--scale", "test", "--where", "method=dropout", "--dry-run"]
+    assert run_cells.main(args) == 0
+    _, (a, b) = _listed(capsys)
+    other = _settings_now(b)
+    other["dropout"] = {**other["dropout"], "epochs": other["dropout"]["epochs"] + 1}
+    cells_dir = tmp_path / "figures" / "test" / "cells"
+    cells_dir.mkdir(parents=True)
+    lines = [  # FAKE: archive lines as `reprokit archive` writes them
+        {"cell": cell, "settings": settings, "status": "completed", "coords": {}, "metrics": {}}
+        for cell, settings in ((a, _settings_now(a)), (b, other))
+    ]
+    (cells_dir / "bali_uci.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    monkeypatch.setattr(run_cells, "ARCHIVE_ROOT", tmp_path)
+    assert run_cells.main(args) == 0
+    head, cells = _listed(capsys)
+    assert cells == [b] and "1 archived with them" in head
+    assert run_cells.main(args + ["--rerun"]) == 0
+    head, cells = _listed(capsys)
+    assert sorted(cells) == sorted([a, b]) and "0 archived with them" in head
+
+
 def _size_cells():
     spec = importlib.util.spec_from_file_location("size_cells", REPO / "benchmarks" / "size_cells.py")
     mod = importlib.util.module_from_spec(spec)
