@@ -51,6 +51,17 @@ def _finished(tmp_path, rel_dir: str, settings: dict | None) -> None:
         (out / "config.json").write_text(json.dumps({"settings": settings}))
 
 
+def _skipped_until_rerun(run_cells, args, capsys, skipped: str, runs: str, counted: str) -> None:
+    """`args` lists only `runs` (the `skipped` cell counted as `counted`, e.g. "1 already completed"); with
+    --rerun both, and the count falls to 0."""
+    assert run_cells.main(args) == 0
+    head, cells = _listed(capsys)
+    assert cells == [runs] and f"1 {counted}" in head
+    assert run_cells.main(args + ["--rerun"]) == 0
+    head, cells = _listed(capsys)
+    assert sorted(cells) == sorted([skipped, runs]) and f"0 {counted}" in head
+
+
 def test_completed_cells_are_skipped_unless_rerun(run_cells, tmp_path, capsys):
     args = ["--experiment", "bali_uci", "--scale", "test", "--where", "method=dropout", "--dry-run"]
     assert run_cells.main(args) == 0
@@ -61,12 +72,7 @@ def test_completed_cells_are_skipped_unless_rerun(run_cells, tmp_path, capsys):
     (tmp_path / "results" / stopped).mkdir(parents=True)  # FAKE: a cell that wrote no metrics.json yet
     (tmp_path / "results" / stopped / "metrics.json.tmp").write_text("{}")
 
-    assert run_cells.main(args) == 0
-    head, cells = _listed(capsys)
-    assert cells == [stopped] and "1 already completed" in head
-    assert run_cells.main(args + ["--rerun"]) == 0
-    head, cells = _listed(capsys)
-    assert sorted(cells) == sorted([done, stopped]) and "0 already completed" in head
+    _skipped_until_rerun(run_cells, args, capsys, skipped=done, runs=stopped, counted="already completed")
 
 
 def test_a_cell_completed_with_other_settings_runs_again(run_cells, tmp_path, capsys):
@@ -101,12 +107,7 @@ def test_a_cell_archived_with_these_settings_is_not_run_again(run_cells, tmp_pat
     ]
     (cells_dir / "bali_uci.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     monkeypatch.setattr(run_cells, "ARCHIVE_ROOT", tmp_path)
-    assert run_cells.main(args) == 0
-    head, cells = _listed(capsys)
-    assert cells == [b] and "1 archived with them" in head
-    assert run_cells.main(args + ["--rerun"]) == 0
-    head, cells = _listed(capsys)
-    assert sorted(cells) == sorted([a, b]) and "0 archived with them" in head
+    _skipped_until_rerun(run_cells, args, capsys, skipped=a, runs=b, counted="archived with them")
 
 
 def _size_cells():
