@@ -46,6 +46,20 @@ def fake_families(rel_sd: float = FAKE_FAMILY_SD, df: float = 30.0) -> dict:
     return {"scale": "FAKE", "families": {k: {m: dict(rec) for m in FAKE_SCORES} for k in kinds}}
 
 
+def pytest_collection_modifyitems(config, items):
+    """The longest work first, so that `-n 2 --dist loadgroup` does not end with one worker still running a long
+    chain while the other idles: the SLURM group (one cluster, its runs one after another), then the other `slow`
+    tests, then the rest, each in collection order (a stable sort)."""
+
+    def rank(item) -> int:
+        group = item.get_closest_marker("xdist_group")
+        if group is not None and group.args and group.args[0] == "slurm":
+            return 0
+        return 1 if item.get_closest_marker("slow") is not None else 2
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(autouse=True)
 def no_committed_noise(tmp_path_factory, monkeypatch):
     """Verdicts computed in a test are decided by the bands their (fake) cells carry and a FAKE family spread
@@ -59,6 +73,20 @@ def no_committed_noise(tmp_path_factory, monkeypatch):
     folder = tmp_path_factory.mktemp("fake_noise")
     (folder / "seed_spread.json").write_text(json.dumps(fake_families()))
     monkeypatch.setattr(noise, "pooled_path", lambda scale: folder / "seed_spread.json")
+
+
+@pytest.fixture(autouse=True)
+def no_artefact_left_from_another_test():
+    """A notebook run in this process (start_log) leaves the artefact it built and its partial-grid note in
+    render/notebook.py's module state, which the next write_table or finish_figure of the same worker would print
+    as its own statement: each test starts and ends with none."""
+    from reprokit.report.render import notebook
+
+    notebook._ARTEFACT.clear()
+    notebook.set_partial(None)
+    yield
+    notebook._ARTEFACT.clear()
+    notebook.set_partial(None)
 
 
 @pytest.fixture

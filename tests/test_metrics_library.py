@@ -1,12 +1,13 @@
-"""reprokit.metrics against torchmetrics: AUROC/ROC come from it (exactly, ties and confident scores
-included); the hand-written ECE (the BALI paper's binning) agrees with its calibration error except for
+"""reprokit.metrics against torchmetrics: the hand-written AUROC/ROC (reprokit.metrics says why) equal its
+`binary_auroc` / `binary_roc` (exactly, ties included) and keep the order of confident scores it would squash;
+the hand-written ECE (the BALI paper's binning) agrees with its calibration error except for
 confidences exactly on a bin edge."""
 
 import itertools
 
 import pytest
 import torch
-from torchmetrics.functional.classification import binary_auroc, multiclass_calibration_error
+from torchmetrics.functional.classification import binary_auroc, binary_roc, multiclass_calibration_error
 
 from reprokit import metrics
 
@@ -25,7 +26,29 @@ def test_auroc_is_torchmetrics_in_float64():
     ours = metrics.auroc(probs, labels)
     assert ours == pytest.approx(_pair_auc(probs, labels), abs=1e-14)  # exact, not float32
     assert ours == pytest.approx(float(binary_auroc(probs, labels)), abs=1e-6)  # torchmetrics' own (float32)
-    assert torch.get_default_dtype() == torch.float32  # the float64 switch is undone
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_roc_curve_is_torchmetrics_binary_roc(seed):
+    g = torch.Generator().manual_seed(seed)
+    n = 300 + 100 * seed
+    probs = (torch.rand(n, generator=g, dtype=torch.float64) * 25).round() / 25  # many ties
+    labels = torch.randint(0, 2, (n,), generator=g)
+    fpr, tpr = metrics.roc_curve(probs, labels)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # torchmetrics divides counts in the default dtype
+    try:
+        ref_fpr, ref_tpr, _ = binary_roc(probs, labels)
+    finally:
+        torch.set_default_dtype(old)
+    assert fpr.dtype == tpr.dtype == torch.float64
+    torch.testing.assert_close(fpr, ref_fpr.to(torch.float64), rtol=0, atol=1e-15)
+    torch.testing.assert_close(tpr, ref_tpr.to(torch.float64), rtol=0, atol=1e-15)
+    assert metrics.auroc(probs, labels) == pytest.approx(_pair_auc(probs, labels), abs=1e-14)
+
+
+def test_auroc_without_both_classes_is_nan():
+    assert metrics.auroc(torch.rand(5), torch.ones(5)) != metrics.auroc(torch.rand(5), torch.ones(5))
 
 
 def test_auroc_keeps_the_order_of_scores_torchmetrics_would_squash():

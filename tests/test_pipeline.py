@@ -87,7 +87,7 @@ def env_without_slurm_probe_wait(tmp_path: Path) -> dict | None:
 # functions the rules call, then prints what it did as JSON: CPU time (not wall time, which measures
 # whatever else runs on the machine), per-call-site counts, and whether torch was executed.
 _PLAN_PROBE = r"""
-import collections, json, resource, runpy, sys
+import collections, json, runpy, sys
 import reprokit.config as config
 import reprokit.plan as plan
 from reprokit.data import mirrors
@@ -116,9 +116,7 @@ try:
     runpy.run_module("snakemake", run_name="__main__")
 except SystemExit as e:
     code = e.code
-usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
 print("PROBE" + json.dumps({"exit": code, "torch_executed": "torch._C" in sys.modules,
-                            "cpu_s": sum(u.ru_utime + u.ru_stime for u in usage),
                             "calls": [[json.loads(k), n] for k, n in calls.items()]}))
 """
 
@@ -142,13 +140,6 @@ def paper_dag_plan(tmp_path_factory):
     plan = json.loads(line[len("PROBE") :])
     assert plan["exit"] == 0, res.stdout[-3000:]
     return plan
-
-
-@pytest.mark.xdist_group("paper_dag")  # one worker builds the module fixture once
-def test_paper_scale_dag_builds_in_bounded_cpu_time(paper_dag_plan):
-    """The whole process (Python start, snakemake, every experiment's DAG) at most 10 s of CPU on this
-    2-core machine; CPU time, unlike wall time, does not grow with the machine's load."""
-    assert paper_dag_plan["cpu_s"] < 10, paper_dag_plan["cpu_s"]
 
 
 @pytest.mark.xdist_group("paper_dag")  # one worker builds the module fixture once

