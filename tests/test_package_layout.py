@@ -170,7 +170,7 @@ def test_no_report_module_imports_torch():
 # report/'s layers in the direction data flows: reading cells, deciding verdicts, drawing, the command lines. A
 # module imports its own layer and the layers before it, never one after it.
 REPORT_LAYERS = ("store", "verdicts", "render", "commands")
-PLAN_SHARED = ("reprokit.plan.base", "reprokit.plan.costs")  # what every kind imports; they import no kind
+PLAN_SHARED = ("reprokit.plan.base", "reprokit.plan.costs", "reprokit.plan.methods")  # every kind imports; no kind
 PLAN_BLOCKS = ("reprokit.plan.bali_blocks",)  # settings blocks shared by several kinds: above base, below the kinds
 
 

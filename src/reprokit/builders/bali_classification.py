@@ -41,7 +41,14 @@ from ..methods.bali import BaliMethod
 from ..methods.mc_dropout import MAP, MCDropout
 from ..methods.standard import OptimConfig
 from ..metrics import ood_metrics, predictive_metrics, split_metrics
-from ..plan.bali_classification import IMAGES, PLAN, UCI, ClassificationSettings  # noqa: F401 - IMAGES: for tests
+from ..plan.bali_classification import (  # noqa: F401 - IMAGES: for tests
+    IMAGES,
+    METHOD_TABLE,
+    PLAN,
+    UCI,
+    ClassificationSettings,
+)
+from ..plan.methods import load_builder
 from . import CellContext, Evaluation, Run
 
 # ------------------------------------------------------------------------------------------------ data
@@ -205,6 +212,56 @@ class ClassificationEvaluation:
         return out
 
 
+def build_bali(st: ClassificationSettings, data: TaskData, info: dict) -> BaliMethod:
+    """Method `bali` (the table's builder): BaliMethod from the `bali` block; records what it ran with."""
+    b = st.need("bali")
+    batch, eval_samples = int(st.batch_size), int(st.eval_samples)
+    cfg = BaliConfig(**b.config_kwargs(data.n_train, int(st.n_steps), batch))
+    inner = BaliMethod(data, list(st.hidden), st.activation, cfg, batch, int(st.seed), n_eval_samples=eval_samples)
+    info.update(
+        {
+            "alpha": cfg.alpha,
+            "beta": cfg.beta,
+            "beta_decay": cfg.beta_decay,
+            "beta_milestones": " ".join(f"{m:g}" for m in cfg.beta_milestones),
+            "sigma_r2": cfg.prior_var_r,
+            "sigma_u2": cfg.prior_var_u,
+            "sigma_u2_factor": cfg.sigma_u2_factor,
+            "n_eff": cfg.n_eff,
+            "wishart_n": cfg.wishart_n,
+            "gram_dtype": cfg.gram_dtype or cfg.stats_dtype,
+            "n_eff_divisor": float(b.n_eff_divisor),
+            "sigma_init": cfg.sigma_init,
+            "reparam": cfg.reparam,
+            "scale_input_layer": cfg.scale_input_layer,
+        }
+    )
+    return inner
+
+
+def _adam(st: ClassificationSettings, info: dict, dropout_p: float) -> OptimConfig:
+    o = st.need("optim")
+    optim = OptimConfig(
+        optimizer="adam", lr=float(o.lr), weight_decay=float(o.weight_decay), batch_size=int(st.batch_size)
+    )
+    info.update({"optimizer": "adam", "lr": optim.lr, "weight_decay": optim.weight_decay, "dropout_p": dropout_p})
+    return optim
+
+
+def build_dropout(st: ClassificationSettings, data: TaskData, info: dict) -> MCDropout:
+    """Method `dropout` (the table's builder): MC dropout trained with Adam (`optim`, `dropout_p`)."""
+    p = float(st.need("dropout_p"))
+    optim = _adam(st, info, p)
+    hidden, n_eval = list(st.hidden), int(st.eval_samples)
+    return MCDropout(data, hidden, st.activation, p, optim, int(st.n_steps), int(st.seed), n_eval_samples=n_eval)
+
+
+def build_map(st: ClassificationSettings, data: TaskData, info: dict) -> MAP:
+    """Method `map` (the table's builder): the same network without dropout, trained with Adam (`optim`)."""
+    optim = _adam(st, info, 0.0)
+    return MAP(data, list(st.hidden), st.activation, optim, int(st.n_steps), int(st.seed))
+
+
 def build(cell, ctx: CellContext) -> Run:
 
     st = PLAN.settings(cell)
@@ -232,37 +289,7 @@ def build(cell, ctx: CellContext) -> Run:
     )
     if st.stop_at is not None:  # the first stop_at iterations of the n_steps run
         info["stop_at"] = int(st.stop_at)
-    if method == "bali":
-        b = st.need("bali")
-        cfg = BaliConfig(**b.config_kwargs(data.n_train, n_steps, batch))
-        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
-        info.update(
-            {
-                "alpha": cfg.alpha,
-                "beta": cfg.beta,
-                "beta_decay": cfg.beta_decay,
-                "beta_milestones": " ".join(f"{m:g}" for m in cfg.beta_milestones),
-                "sigma_r2": cfg.prior_var_r,
-                "sigma_u2": cfg.prior_var_u,
-                "sigma_u2_factor": cfg.sigma_u2_factor,
-                "n_eff": cfg.n_eff,
-                "wishart_n": cfg.wishart_n,
-                "gram_dtype": cfg.gram_dtype or cfg.stats_dtype,
-                "n_eff_divisor": float(b.n_eff_divisor),
-                "sigma_init": cfg.sigma_init,
-                "reparam": cfg.reparam,
-                "scale_input_layer": cfg.scale_input_layer,
-            }
-        )
-    else:
-        o = st.need("optim")
-        optim = OptimConfig(optimizer="adam", lr=float(o.lr), weight_decay=float(o.weight_decay), batch_size=batch)
-        p = float(st.need("dropout_p")) if method == "dropout" else 0.0
-        if method == "dropout":
-            inner = MCDropout(data, hidden, activation, p, optim, n_steps, seed, n_eval_samples=eval_samples)
-        else:
-            inner = MAP(data, hidden, activation, optim, n_steps, seed)
-        info.update({"optimizer": "adam", "lr": optim.lr, "weight_decay": optim.weight_decay, "dropout_p": p})
+    inner = load_builder(METHOD_TABLE[method])(st, data, info)
     ood_x = None
     if st.ood_dataset:
         info["ood_dataset"] = st.ood_dataset

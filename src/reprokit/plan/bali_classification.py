@@ -9,13 +9,49 @@ from pydantic import Field, model_validator
 from .bali_blocks import BaliKindSettings, BaliPriors
 from .base import KindPlan, Settings, register
 from .costs import CellWork, bali_step, mlp_cell
+from .methods import MethodEntry, method_keys, register_methods, table
 
-Method = Literal["bali", "dropout", "map"]
+_BUILD = "reprokit.builders.bali_classification:"
+# The kind's methods, in the order tables and figures list them: label, colour, line, the settings blocks each
+# alone reads, its builder and its cost model step (plan/methods.py). Adding a method starts here.
+METHOD_TABLE = register_methods(
+    "bali_classification",
+    table(
+        MethodEntry(
+            "bali",
+            label="BALI",
+            colour="tab:blue",
+            line={"lw": 1.5, "zorder": 4, "marker": "o"},
+            blocks=("bali",),
+            builder=_BUILD + "build_bali",
+            cost_step=lambda st: bali_step(st.need("bali").reparam),
+        ),
+        MethodEntry(
+            "dropout",
+            label="DO",
+            colour="tab:orange",
+            line={"lw": 3.2, "alpha": 0.45, "zorder": 2, "marker": "s"},
+            blocks=("optim", "dropout_p"),
+            builder=_BUILD + "build_dropout",
+            cost_step="dropout",
+        ),
+        MethodEntry(
+            "map",
+            label="MAP",
+            colour="tab:green",
+            line={"lw": 1.0, "zorder": 5, "marker": "^"},
+            blocks=("optim",),
+            builder=_BUILD + "build_map",
+            cost_step="map",
+        ),
+    ),
+)
+Method = Literal[tuple(METHOD_TABLE)]
 Uci = Literal["spambase", "magic", "cdc_diabetes"]
 Image = Literal["mnist", "fashion_mnist"]
 METHODS, UCI, IMAGES = get_args(Method), get_args(Uci), get_args(Image)
-# Settings only one method reads; `cell_settings` drops the other methods' keys from a cell's parameters.
-METHOD_KEYS = {"bali": ("bali",), "dropout": ("optim", "dropout_p"), "map": ("optim",)}
+# Settings only one method reads (the table's `blocks`); `cell_settings` drops the other methods' keys.
+METHOD_KEYS = method_keys(METHOD_TABLE)
 
 
 class ClassificationBaliBlock(BaliPriors):
@@ -120,17 +156,17 @@ class BaliClassificationPlan(KindPlan):
     build_target = "reprokit.builders.bali_classification:build"
 
     def needs(self, st) -> tuple:
-        return (*METHOD_KEYS[st.method], *(() if st.eval_every is not None else ("eval_every_epochs",)))
+        return (*METHOD_TABLE[st.method].blocks, *(() if st.eval_every is not None else ("eval_every_epochs",)))
 
     def other_methods_keys(self, cell, resolved: dict) -> set:
         """The other methods' keys (METHOD_KEYS; BALI: `bali`; DO: `optim`, `dropout_p`; MAP: `optim`), so editing
         one method's settings leaves the others' cells untouched."""
-        own = set(METHOD_KEYS[resolved["method"]])
-        return {k for keys in METHOD_KEYS.values() for k in keys} - own
+        own = set(METHOD_TABLE[resolved["method"]].blocks)
+        return {k for e in METHOD_TABLE.values() for k in e.blocks} - own
 
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)
-        step = bali_step(st.need("bali").reparam) if st.method == "bali" else st.method
+        step = METHOD_TABLE[st.method].step(st)
         return mlp_cell(st.steps_run, st.hidden, st.dataset, step, int(st.batch_size))
 
     def n_steps(self, cell) -> int:

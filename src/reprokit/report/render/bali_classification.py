@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...plan.bali_classification import METHOD_TABLE
+from ...plan.methods import Column
 from ..store import cells
 from ..store.cells import SCALE_NOTE
 from ..store.stats import format_mean_se
@@ -27,8 +29,9 @@ DATASETS = {
 # "bali_n": BALI with the other reading of N in Sigma's degrees of freedom (wishart_n n, Alg. 1's actual N;
 # experiments bali_cls_image_wishart / bali_cls_uci_wishart), drawn beside the paper's methods where its cells
 # ran (ours, not the paper's); "bali" itself reads N_eff (the config's wishart_n)
-METHODS = {"bali": "BALI", "dropout": "DO", "map": "MAP", "bali_n": "BALI (Wishart N)"}
-COLORS = {"bali": "tab:blue", "dropout": "tab:orange", "map": "tab:green", "bali_n": "tab:purple"}
+# The grid's methods' labels, colours and lines come from the kind's method table (plan/bali_classification.py).
+METHODS = Column(METHOD_TABLE, "label", {"bali_n": "BALI (Wishart N)"})
+COLORS = Column(METHOD_TABLE, "colour", {"bali_n": "tab:purple"})
 UCI = ("spambase", "cdc_diabetes", "magic")
 ROC_PREFIX = "roc_tpr_at_fpr_"
 
@@ -264,12 +267,8 @@ def roc_mean(df: pd.DataFrame, dataset: str, method: str) -> tuple[np.ndarray, n
 
 # How each method's curve is drawn, so that none hides another where they overlap: DO wide and pale under the
 # others, MAP thin on top of it, BALI in between, and a marker of its own each (also `bali_fig7`'s variants).
-LINE = {
-    "bali": {"lw": 1.5, "zorder": 4, "marker": "o"},
-    "dropout": {"lw": 3.2, "alpha": 0.45, "zorder": 2, "marker": "s"},
-    "map": {"lw": 1.0, "zorder": 5, "marker": "^"},
-    "bali_n": {"lw": 1.0, "zorder": 6, "marker": "v"},
-}
+# (the grid's methods: their table's `line`)
+LINE = Column(METHOD_TABLE, "line", {"bali_n": {"lw": 1.0, "zorder": 6, "marker": "v"}})
 SPLIT_LS = {"test": "-", "train": "--"}
 FIG2_ORDER = ["mnist", "fashion_mnist", "spambase", "cdc_diabetes", "magic"]
 
