@@ -27,7 +27,8 @@ from ..data.task import TaskData
 from ..methods.bali import BaliMethod
 from ..methods.bbb import BBBMethod
 from ..methods.standard import OptimConfig
-from ..plan.synthetic_predictive import PLAN, SyntheticSettings
+from ..plan.methods import load_builder
+from ..plan.synthetic_predictive import METHOD_TABLE, PLAN, SyntheticSettings
 from . import CellContext, Evaluation, Run
 
 
@@ -57,6 +58,72 @@ def grid_predictive(method, x_grid: torch.Tensor, task: str, n_samples: int, see
     return dict(grid_p1=_fmt(p1.mean(0)), grid_p1_sd=_fmt(p1.std(0, unbiased=False)))
 
 
+def _batch(st, data) -> int:
+    return min(int(st.batch_size or data.n_train), data.n_train)
+
+
+def build_bali(st, data, info: dict) -> BaliMethod:
+    """Method `bali` (the table's builder): BALI with the priors of the dataset's task; records what it ran with."""
+    b, t = st.need("bali"), st.need(data.task)
+    batch, n_steps = _batch(st, data), int(st.n_steps)
+    cfg = BaliConfig(
+        alpha=float(b.alpha),
+        beta=float(b.beta),
+        beta_milestones=tuple(b.beta_milestones),
+        beta_decay=float(b.beta_decay),
+        n_iterations=n_steps,
+        n_eff=float(data.n_train),
+        n_data=float(data.n_train),
+        sigma_init=float(t.sigma_init),
+        sigma_r=float(t.sigma_r),
+        sigma_u2_factor=float(t.sigma_u2_factor),
+        batch_size=batch,
+        reparam=b.reparam,
+        wishart_n="n",
+        **b.library_options(),
+    )  # N_eff = N here: both readings count the same N
+    inner = BaliMethod(
+        data, list(st.hidden), st.activation, cfg, batch, int(st.seed), n_eval_samples=int(st.eval_samples)
+    )
+    info.update(
+        {
+            "alpha": cfg.alpha,
+            "beta": cfg.beta,
+            "sigma_init": cfg.sigma_init,
+            "sigma_r": float(t.sigma_r),
+            "sigma_u2": cfg.prior_var_u,
+            "n_eff": cfg.n_eff,
+            "reparam": cfg.reparam,
+        }
+    )
+    return inner
+
+
+def build_bbb(st, data, info: dict) -> BBBMethod:
+    """Method `bbb` (the table's builder): Bayes by Backprop with the cell's KL factor."""
+    b = st.need("bbb")
+    kl = float(st.kl_factor)
+    optim = OptimConfig(optimizer="adam", lr=float(b.lr), batch_size=_batch(st, data))
+    inner = BBBMethod(
+        data,
+        list(st.hidden),
+        st.activation,
+        kl,
+        optim,
+        int(st.n_steps),
+        int(st.seed),
+        prior_sigma=float(b.prior_sigma),
+        init_sigma=float(b.init_sigma),
+        noise_std=b.noise_std,
+        init_noise_std=float(b.init_noise_std),
+        n_eval_samples=int(st.eval_samples),
+    )
+    info.update(
+        {"kl_factor": kl, "lr": optim.lr, "prior_sigma": float(b.prior_sigma), "init_sigma": float(b.init_sigma)}
+    )
+    return inner
+
+
 def build(cell, ctx: CellContext) -> Run:
 
     st = PLAN.settings(cell)
@@ -65,8 +132,7 @@ def build(cell, ctx: CellContext) -> Run:
     data, x_grid = ctx.runtime.to(data), ctx.runtime.to(x_grid)  # once; methods follow data.device
     hidden, activation = list(st.hidden), st.activation
     n_steps = int(st.n_steps)
-    batch = min(int(st.batch_size or data.n_train), data.n_train)
-    eval_samples, final_samples = int(st.eval_samples), int(st.final_samples)
+    batch, final_samples = _batch(st, data), int(st.final_samples)
     info = {
         "dataset_name": dataset,
         "task": data.task,
@@ -79,57 +145,7 @@ def build(cell, ctx: CellContext) -> Run:
         "batch_size": batch,
         "final_samples": final_samples,
     }
-    if method == "bali":
-        b, t = st.need("bali"), st.need(data.task)
-        cfg = BaliConfig(
-            alpha=float(b.alpha),
-            beta=float(b.beta),
-            beta_milestones=tuple(b.beta_milestones),
-            beta_decay=float(b.beta_decay),
-            n_iterations=n_steps,
-            n_eff=float(data.n_train),
-            n_data=float(data.n_train),
-            sigma_init=float(t.sigma_init),
-            sigma_r=float(t.sigma_r),
-            sigma_u2_factor=float(t.sigma_u2_factor),
-            batch_size=batch,
-            reparam=b.reparam,
-            wishart_n="n",
-            **b.library_options(),
-        )  # N_eff = N here: both readings count the same N
-        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples)
-        info.update(
-            {
-                "alpha": cfg.alpha,
-                "beta": cfg.beta,
-                "sigma_init": cfg.sigma_init,
-                "sigma_r": float(t.sigma_r),
-                "sigma_u2": cfg.prior_var_u,
-                "n_eff": cfg.n_eff,
-                "reparam": cfg.reparam,
-            }
-        )
-    else:
-        b = st.need("bbb")
-        kl = float(st.kl_factor)
-        optim = OptimConfig(optimizer="adam", lr=float(b.lr), batch_size=batch)
-        inner = BBBMethod(
-            data,
-            hidden,
-            activation,
-            kl,
-            optim,
-            n_steps,
-            seed,
-            prior_sigma=float(b.prior_sigma),
-            init_sigma=float(b.init_sigma),
-            noise_std=b.noise_std,
-            init_noise_std=float(b.init_noise_std),
-            n_eval_samples=eval_samples,
-        )
-        info.update(
-            {"kl_factor": kl, "lr": optim.lr, "prior_sigma": float(b.prior_sigma), "init_sigma": float(b.init_sigma)}
-        )
+    inner = load_builder(METHOD_TABLE[method])(st, data, info)
 
     def final() -> dict:
         out = {

@@ -30,9 +30,9 @@ class MethodEntry:
 
     name: str
     label: str  # in tables and legends
-    colour: str  # a matplotlib colour
     builder: str  # 'module:function' that builds the method's training object (builders/<kind>.py)
     cost_step: str | Callable[[Any], str]  # the step kind priced by the cost model (plan/costs.py, Part.step)
+    colour: str = ""  # a matplotlib colour (kinds whose figures draw methods side by side)
     blocks: tuple[str, ...] = ()  # the settings keys only this method reads (a cell keeps its own method's only)
     line: Mapping[str, Any] = field(default_factory=dict)  # matplotlib line keywords (lw, zorder, marker, alpha)
 

@@ -10,8 +10,24 @@ from ..data.specs import dataset_info
 from .bali_blocks import BaliKindSettings, BaliOptions, BbbNoise, Fraction
 from .base import KindPlan, Settings, register
 from .costs import CellWork, bali_step, mlp_cell
+from .methods import MethodEntry, register_methods, table
 
-Method = Literal["bali", "bbb"]
+_BUILD = "reprokit.builders.synthetic_predictive:"
+# The kind's methods (plan/methods.py): each figure draws one method, so no colour or line of their own
+METHOD_TABLE = register_methods(
+    "synthetic_predictive",
+    table(
+        MethodEntry(
+            "bali",
+            label="BALI",
+            blocks=("bali",),  # and the priors of the dataset's task (`needs`)
+            builder=_BUILD + "build_bali",
+            cost_step=lambda st: bali_step(st.need("bali").reparam),
+        ),
+        MethodEntry("bbb", label="BBB", blocks=("bbb",), builder=_BUILD + "build_bbb", cost_step="bbb"),
+    ),
+)
+Method = Literal[tuple(METHOD_TABLE)]
 Dataset = Literal["sines_trend", "sinc", "two_moons"]
 METHODS, DATASETS = get_args(Method), get_args(Dataset)
 
@@ -85,16 +101,18 @@ class SyntheticPredictivePlan(KindPlan):
     def needs(self, st) -> tuple:
         """BALI: its block and the priors of the dataset's task; Bayes by Backprop: its block."""
 
-        return ("bali", dataset_info(st.dataset).task) if st.method == "bali" else ("bbb",)
+        task = (dataset_info(st.dataset).task,) if st.method == "bali" else ()
+        return (*METHOD_TABLE[st.method].blocks, *task)
 
     def other_methods_keys(self, cell, resolved: dict) -> set:
         """The method and task blocks the cell does not read (`needs`: BALI reads `bali` and its dataset's task
         block, BBB `bbb`), so editing BBB's settings leaves the BALI cells untouched and the reverse."""
-        return {"bali", "bbb", "regression", "classification"} - set(self.needs(self.settings(cell)))
+        every = {k for e in METHOD_TABLE.values() for k in e.blocks} | {"regression", "classification"}
+        return every - set(self.needs(self.settings(cell)))
 
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)
-        step = bali_step(st.need("bali").reparam) if st.method == "bali" else st.method
+        step = METHOD_TABLE[st.method].step(st)
         images = int(st.batch_size) if st.batch_size else None  # 0: full batch
         return mlp_cell(int(st.n_steps), st.hidden, st.dataset, step, images)
 
