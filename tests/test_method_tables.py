@@ -16,6 +16,11 @@ from reprokit.plan.methods import TABLES, MethodEntry, load_builder
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # kind -> the render module whose METHODS / COLORS / LINE draw its methods
 RENDER = {"bali_classification": "reprokit.report.render.bali_classification"}
+# kind -> (render module, its {method: label}) where tables name a kind's methods
+LABELS = {
+    "bali_classification": ("reprokit.report.render.bali_classification", "METHODS"),
+    "uci_regression": ("reprokit.report.render.bali_regression", "OURS"),
+}
 
 
 def allowed_methods(plan) -> tuple:
@@ -63,6 +68,15 @@ def test_render_names_draws_and_styles_every_method_of_the_table(kind):
     for name, e in TABLES[kind].items():
         assert render.METHODS[name] == e.label and render.COLORS[name] == e.colour
         assert render.LINE[name] == dict(e.line)
+
+
+@pytest.mark.parametrize("kind", sorted(LABELS))
+def test_render_labels_every_method_of_the_table(kind):
+    import importlib
+
+    module, name = LABELS[kind]
+    labels = getattr(importlib.import_module(module), name)
+    assert {m: labels[m] for m in TABLES[kind]} == {m: e.label for m, e in TABLES[kind].items()}
 
 
 # ------------------------------------------------------------------------------------------ a new method

@@ -30,7 +30,8 @@ from ..methods.mc_dropout import MCDropout
 from ..methods.pbp import PBPMethod
 from ..methods.standard import OptimConfig
 from ..methods.vadam import VadamProtocol
-from ..plan.uci_regression import BALI_METHODS, PLAN, batch_size_of
+from ..plan.methods import load_builder
+from ..plan.uci_regression import METHOD_TABLE, PLAN, batch_size_of
 from . import CellContext, Evaluation, Run
 
 
@@ -56,16 +57,18 @@ def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool
 
 
 def build(cell, ctx: CellContext) -> Run:
+    """The cell's Run from its method's builder in the kind's table (plan/uci_regression.py, METHOD_TABLE)."""
 
     st = PLAN.settings(cell)
-    method, dataset, seed = st.method, str(st.dataset), int(st.seed)
+    return load_builder(METHOD_TABLE[st.method])(st, ctx)
+
+
+def _mlp_run(st, ctx: CellContext, make) -> Run:
+    """A Run of the MLP methods that share data, evaluation and final metrics (BALI, learned-noise dropout, BBB):
+    `make(st, data, common, info) -> method` builds the method and records its own settings in `info`."""
+
     m = st.block
-    if method == "dropout" and m.protocol == "gal":
-        return build_gal_dropout(st, ctx)
-    if method == "pbp":
-        return build_pbp(st, ctx)
-    if method == "vadam":
-        return build_vadam(st, ctx)
+    dataset, seed = str(st.dataset), int(st.seed)
     data, y_std, info = load_task(dataset, seed, bool(m.standardize_x), bool(m.standardize_y), ctx)
     data = ctx.runtime.to(data)  # once; methods build their models and generators on data.device
     hidden, activation = list(st.hidden), st.activation
@@ -84,64 +87,7 @@ def build(cell, ctx: CellContext) -> Run:
             "final_samples": final_samples,
         }
     )
-    if method in BALI_METHODS:
-        cfg = BaliConfig(**m.config_kwargs(data.n_train, n_steps, batch))
-        inner = BaliMethod(data, hidden, activation, cfg, batch, seed, n_eval_samples=eval_samples, **common)
-        info.update(
-            {
-                "alpha": cfg.alpha,
-                "beta": cfg.beta,
-                "beta_decay": cfg.beta_decay,
-                "beta_milestones": " ".join(f"{x:g}" for x in cfg.beta_milestones),
-                "sigma_r2": cfg.prior_var_r,
-                "sigma_u2": cfg.prior_var_u,
-                "sigma_u2_factor": cfg.sigma_u2_factor,
-                "n_eff": cfg.n_eff,
-                "wishart_n": cfg.wishart_n,
-                "n_eff_divisor": float(m.n_eff_divisor),
-                "sigma_init": cfg.sigma_init,
-                "reparam": cfg.reparam,
-                "u0": "D_y",
-                "scale_input_layer": cfg.scale_input_layer,
-            }
-        )
-    elif method == "dropout":  # protocol learned_noise
-        p = float(m.p)
-        # Gal & Ghahramani (2016): the dropout-VI prior with length-scale l gives the L2 term
-        # l^2 (1 - p) / (2 N) ||W||^2 per data point, i.e. Adam weight decay l^2 (1 - p) / N.
-        wd = float(m.prior_lengthscale) ** 2 * (1.0 - p) / data.n_train
-        optim = OptimConfig(optimizer="adam", lr=float(m.lr), weight_decay=wd, batch_size=batch)
-        inner = MCDropout(
-            data,
-            hidden,
-            activation,
-            p,
-            optim,
-            n_steps,
-            seed,
-            n_eval_samples=eval_samples,
-            dropout_input=bool(m.dropout_input),
-            **common,
-        )
-        info.update({"dropout_p": p, "lr": optim.lr, "weight_decay": wd, "dropout_input": bool(m.dropout_input)})
-    else:
-        optim = OptimConfig(optimizer="adam", lr=float(m.lr), batch_size=batch)
-        inner = BBBMethod(
-            data,
-            hidden,
-            activation,
-            float(m.kl_factor),
-            optim,
-            n_steps,
-            seed,
-            prior_sigma=float(m.prior_sigma),
-            init_sigma=float(m.init_sigma),
-            noise_std=m.noise_std,
-            init_noise_std=float(m.init_noise_std),
-            n_eval_samples=eval_samples,
-            **common,
-        )
-        info.update({"kl_factor": float(m.kl_factor), "lr": optim.lr, "prior_sigma": float(m.prior_sigma)})
+    inner = make(st, data, common, info)
     eval_every = int(st.eval_every) if st.eval_every else max(1, n_steps // int(st.n_evals))
     info["eval_every"] = eval_every
     # curve rows with `eval_samples` Monte Carlo draws, the final metrics with `final_samples`
@@ -152,6 +98,97 @@ def build(cell, ctx: CellContext) -> Run:
         info=info,
         evaluation=Evaluation(inner.evaluate, lambda: inner.final_metrics(n_samples=final_samples)),
     )
+
+
+def _bali(st, data, common: dict, info: dict) -> BaliMethod:
+    m = st.block
+    n_steps, batch = int(m.n_steps), batch_size_of(m.batch_size, data.n_train)
+    cfg = BaliConfig(**m.config_kwargs(data.n_train, n_steps, batch))
+    inner = BaliMethod(
+        data, list(st.hidden), st.activation, cfg, batch, int(st.seed), n_eval_samples=int(st.eval_samples), **common
+    )
+    info.update(
+        {
+            "alpha": cfg.alpha,
+            "beta": cfg.beta,
+            "beta_decay": cfg.beta_decay,
+            "beta_milestones": " ".join(f"{x:g}" for x in cfg.beta_milestones),
+            "sigma_r2": cfg.prior_var_r,
+            "sigma_u2": cfg.prior_var_u,
+            "sigma_u2_factor": cfg.sigma_u2_factor,
+            "n_eff": cfg.n_eff,
+            "wishart_n": cfg.wishart_n,
+            "n_eff_divisor": float(m.n_eff_divisor),
+            "sigma_init": cfg.sigma_init,
+            "reparam": cfg.reparam,
+            "u0": "D_y",
+            "scale_input_layer": cfg.scale_input_layer,
+        }
+    )
+    return inner
+
+
+def _learned_noise_dropout(st, data, common: dict, info: dict) -> MCDropout:
+    m = st.block
+    p = float(m.p)
+    # Gal & Ghahramani (2016): the dropout-VI prior with length-scale l gives the L2 term
+    # l^2 (1 - p) / (2 N) ||W||^2 per data point, i.e. Adam weight decay l^2 (1 - p) / N.
+    wd = float(m.prior_lengthscale) ** 2 * (1.0 - p) / data.n_train
+    batch = batch_size_of(m.batch_size, data.n_train)
+    optim = OptimConfig(optimizer="adam", lr=float(m.lr), weight_decay=wd, batch_size=batch)
+    inner = MCDropout(
+        data,
+        list(st.hidden),
+        st.activation,
+        p,
+        optim,
+        int(m.n_steps),
+        int(st.seed),
+        n_eval_samples=int(st.eval_samples),
+        dropout_input=bool(m.dropout_input),
+        **common,
+    )
+    info.update({"dropout_p": p, "lr": optim.lr, "weight_decay": wd, "dropout_input": bool(m.dropout_input)})
+    return inner
+
+
+def _bbb(st, data, common: dict, info: dict) -> BBBMethod:
+    m = st.block
+    optim = OptimConfig(optimizer="adam", lr=float(m.lr), batch_size=batch_size_of(m.batch_size, data.n_train))
+    inner = BBBMethod(
+        data,
+        list(st.hidden),
+        st.activation,
+        float(m.kl_factor),
+        optim,
+        int(m.n_steps),
+        int(st.seed),
+        prior_sigma=float(m.prior_sigma),
+        init_sigma=float(m.init_sigma),
+        noise_std=m.noise_std,
+        init_noise_std=float(m.init_noise_std),
+        n_eval_samples=int(st.eval_samples),
+        **common,
+    )
+    info.update({"kl_factor": float(m.kl_factor), "lr": optim.lr, "prior_sigma": float(m.prior_sigma)})
+    return inner
+
+
+def build_bali(st, ctx: CellContext) -> Run:
+    """Methods `bali` and `bali_yraw` (the table's builder; the same block keys)."""
+    return _mlp_run(st, ctx, _bali)
+
+
+def build_dropout(st, ctx: CellContext) -> Run:
+    """Method `dropout`: Gal's protocol in the cell (`protocol: gal`) or one learned-noise run."""
+    if st.block.protocol == "gal":
+        return build_gal_dropout(st, ctx)
+    return _mlp_run(st, ctx, _learned_noise_dropout)
+
+
+def build_bbb(st, ctx: CellContext) -> Run:
+    """Method `bbb`: Bayes by Backprop."""
+    return _mlp_run(st, ctx, _bbb)
 
 
 def build_gal_dropout(st, ctx: CellContext) -> Run:

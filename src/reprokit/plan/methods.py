@@ -90,10 +90,11 @@ def load_builder(entry: MethodEntry) -> Callable:
 
 class Column(Mapping):
     """{method: one attribute of its entry}, read from the table at each look-up (a method registered later, as
-    a test does, is in it), followed by `extra` entries (drawn things that are not grid methods)."""
+    a test does, is in it), followed by `extra` entries (drawn things that are not grid methods). `first`: methods
+    listed before the others in this order (a table whose columns keep an order of their own)."""
 
-    def __init__(self, entries: MethodTable, attr: str, extra: Mapping | None = None):
-        self._entries, self._attr, self._extra = entries, attr, dict(extra or {})
+    def __init__(self, entries: MethodTable, attr: str, extra: Mapping | None = None, first: tuple = ()):
+        self._entries, self._attr, self._extra, self._first = entries, attr, dict(extra or {}), tuple(first)
 
     def _value(self, e: MethodEntry):
         v = getattr(e, self._attr)
@@ -105,7 +106,8 @@ class Column(Mapping):
         return self._extra[key]
 
     def __iter__(self):
-        yield from self._entries
+        yield from (m for m in self._first if m in self._entries)
+        yield from (m for m in self._entries if m not in self._first)
         yield from (k for k in self._extra if k not in self._entries)
 
     def __len__(self) -> int:

@@ -12,10 +12,35 @@ from ..methods.gal_protocol import gal_protocol_steps
 from .bali_blocks import BaliKindSettings, BaliPriors, BbbNoise
 from .base import KindPlan, Settings, register
 from .costs import CellWork, bali_step, mlp_cell
+from .methods import MethodEntry, register_methods, table
 
-Method = Literal["bali", "bali_yraw", "dropout", "bbb", "pbp", "vadam"]
+_BUILD = "reprokit.builders.uci_regression:"
+
+
+def _bali_step(st) -> str:
+    return bali_step(st.block.reparam)
+
+
+def _entry(name: str, label: str, builder: str, cost_step) -> MethodEntry:
+    """Each method reads one settings block, named after it."""
+    return MethodEntry(name, label=label, blocks=(name,), builder=_BUILD + builder, cost_step=cost_step)
+
+
+# The kind's methods, in the order tables list them (plan/methods.py). `n_steps` and `cost_parts` still say how
+# dropout / vadam (protocol steps) and pbp (a step is an epoch) count their steps.
+METHOD_TABLE = register_methods(
+    "uci_regression",
+    table(
+        _entry("bali", "BALI", "build_bali", _bali_step),
+        _entry("bali_yraw", "BALI raw-y", "build_bali", _bali_step),
+        _entry("dropout", "DO", "build_dropout", "dropout"),
+        _entry("bbb", "BBB", "build_bbb", "bbb"),
+        _entry("pbp", "PBP", "build_pbp", "pbp"),
+        _entry("vadam", "VADAM", "build_vadam", "vadam"),
+    ),
+)
+Method = Literal[tuple(METHOD_TABLE)]
 METHODS = get_args(Method)
-BALI_METHODS = ("bali", "bali_yraw")
 Positive = Annotated[float, Field(gt=0)]
 Batch = Annotated[
     Annotated[int, Field(ge=1)] | Literal["full"],
@@ -200,10 +225,14 @@ class UciRegressionPlan(KindPlan):
     Settings = UciSettings
     axes = ("method", "dataset", "seed", "bali.wishart_n", "bali_yraw.wishart_n")  # the *_wishart sweeps
     build_target = "reprokit.builders.uci_regression:build"
-    method_blocks = METHODS  # one block per method
 
     def needs(self, st) -> tuple:
-        return (st.method,)  # the method's own block
+        return METHOD_TABLE[st.method].blocks  # the method's own block
+
+    def other_methods_keys(self, cell, resolved: dict) -> set:
+        """The other methods' blocks (each method reads the block named after it)."""
+        own = set(METHOD_TABLE[resolved["method"]].blocks)
+        return {k for e in METHOD_TABLE.values() for k in e.blocks} - own
 
     def n_steps(self, cell) -> int:
         st = self.settings(cell)
@@ -217,12 +246,12 @@ class UciRegressionPlan(KindPlan):
         st = self.settings(cell)
         m = st.block
         n = self.n_steps(cell)  # dropout with Gal's protocol: grid points x epochs x batches, plus the retraining
+        step = METHOD_TABLE[st.method].step(st)
         if st.method == "pbp":  # a step is an epoch of per-point updates: as measured on that dataset
-            return mlp_cell(n, st.hidden, st.dataset, "pbp", None)
+            return mlp_cell(n, st.hidden, st.dataset, step, None)
         if st.method == "vadam":  # a step draws mc_samples weights for its minibatch
-            return mlp_cell(n, st.hidden, st.dataset, "vadam", int(m.batch_size) * int(m.mc_samples))
+            return mlp_cell(n, st.hidden, st.dataset, step, int(m.batch_size) * int(m.mc_samples))
         images = None if m.batch_size in FULL_BATCH else int(m.batch_size)  # full batch: as measured on that dataset
-        step = bali_step(m.reparam) if st.method.startswith("bali") else st.method
         return mlp_cell(n, st.hidden, st.dataset, step, images)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...plan.methods import Column
+from ...plan.uci_regression import METHOD_TABLE
 from ...predictive_shape import SHAPE, _nearest, explained, floats, recorded_points, shape_text  # noqa: F401 (re-exported)
 from ...predictive_shape import recorded as predictive_shape  # the notebooks read the cells' recorded reading
 from ..store import cells
@@ -27,7 +29,8 @@ NAMES = {
     "uci_powerplant": "Powerplant",
     "uci_protein": "Protein",
 }
-OURS = {"bali": "BALI", "bali_yraw": "BALI raw-y", "dropout": "DO", "bbb": "BBB", "vadam": "VADAM", "pbp": "PBP"}
+# our methods' labels, from the kind's method table, in the tables' order (a method added later comes last)
+OURS = Column(METHOD_TABLE, "label", first=("bali", "bali_yraw", "dropout", "bbb", "vadam", "pbp"))
 # which of the paper's columns each of ours is compared with (both BALI readings with the paper's BALI; our
 # BBB, VADAM and PBP with the values the paper quotes)
 PAPER_COLUMN = {
