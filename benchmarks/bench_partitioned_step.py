@@ -1,6 +1,6 @@
 """CPU cost of one paper-scale Partitioned step on MNIST, per phase, against plain torch and the CPU's throughput.
 
-The cell's objects are built by the pipeline's own builder (`builders.affine_invariance._partitioned`) from the
+The cell's objects are built by the pipeline's own builder (`builders.affine_invariance.build_partitioned`) from the
 paper-scale settings of a Fig. 3a Partitioned cell (MNIST CNN, batch 200, 20 augmentation samples, Schwoebel
 augmentation, chunks [0.8, 0.1, 0.1], Adam), on synthetic MNIST-shaped data (no dataset read). One step of
 `PartitionedHPO.train_step` is timed with process CPU time (one intra-op thread: not inflated by other
@@ -91,7 +91,7 @@ def build_partitioned(cell, st, batch: int, aug_samples: int, seed: int = 0):
     shared = ai.Shared(
         st, cell, rt, data, chunk_ids, optim, int(st.steps), 10**9, seed, aug_samples, None, 0, gen, {}, no_eval
     )
-    return ai._partitioned(shared).method
+    return ai.build_partitioned(shared).method
 
 
 def phase_step(m):

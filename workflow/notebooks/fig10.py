@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from reprokit.plan.federated import METHOD_TABLE
 from reprokit.report.render import invariance as inv
 from reprokit.report.render import na, notebook, style
 from reprokit.report.store.cells import read_csv
@@ -27,11 +28,7 @@ from reprokit.report.store.cells import read_csv
 log = notebook.start_log(snakemake)
 style.setup()
 
-METHODS = {
-    "fedavg": ("FedAvg", "tab:gray"),
-    "augerino": ("FedAvg + Augerino", "tab:blue"),
-    "partitioned": ("FedAvg + Partitioned", "tab:red"),
-}
+METHODS = {m: (e.label, e.colour) for m, e in METHOD_TABLE.items()}  # plan/federated.py
 cells = pd.read_csv(snakemake.input["table4_mnist"])
 curves = read_csv(snakemake.input["table4_mnist_curves"])
 scale = style.scale_of(cells)

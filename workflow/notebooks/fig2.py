@@ -20,6 +20,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from reprokit.plan.input_selection import METHOD_TABLE
 from reprokit.report.render import input_selection, notebook, style
 from reprokit.report.store import cells
 
@@ -40,17 +41,24 @@ scale = style.scale_of(a)
 
 # %%
 fig, axes = plt.subplots(2, 3, figsize=(13, 9))  # room for the legends below the panels
+LABEL = {m: e.label for m, e in METHOD_TABLE.items()}  # plan/input_selection.py
 part = input_selection.of(a, "partitioned")
 lap = input_selection.of(a, "laplace")
 peak_part = input_selection.panel(
-    axes[0, 0], axes[1, 0], part, "lml", "(a) Partitioned", "LML estimate", input_selection.of(a_pm1, "partitioned")
+    axes[0, 0],
+    axes[1, 0],
+    part,
+    "lml",
+    f"(a) {LABEL['partitioned']}",
+    "LML estimate",
+    input_selection.of(a_pm1, "partitioned"),
 )
 peak_lap = input_selection.panel(
     axes[0, 1],
     axes[1, 1],
     lap,
     "laplace_lml",
-    "(a) Diag. Laplace",
+    f"(a) {LABEL['laplace']}",
     "log marginal likelihood",
     input_selection.of(a_pm1, "laplace"),
     otherwise="no Laplace cell early-stopped on its LML (App. I.4) has run yet; the cells before 2026-12-07 "

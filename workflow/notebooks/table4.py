@@ -22,6 +22,7 @@
 # %%
 import pandas as pd
 
+from reprokit.plan.federated import METHOD_TABLE
 from reprokit.report.render import invariance as inv
 from reprokit.report.render import na, notebook, style
 from reprokit.report.render.tables import write_table
@@ -29,7 +30,7 @@ from reprokit.report.verdicts import papers
 
 log = notebook.start_log(snakemake)
 
-METHODS = {"fedavg": "FedAvg", "augerino": "FedAvg + Augerino", "partitioned": "FedAvg + Partitioned"}
+METHODS = {m: e.label for m, e in METHOD_TABLE.items()}  # plan/federated.py, METHOD_TABLE
 BLOCKS = [  # experiment, dataset, label, paper row key, rotated
     ("table4_mnist", "mnist", "MNIST", "mnist", False),
     ("table4_mnist", "mnist", "RotMNIST", "rotmnist", True),

@@ -69,7 +69,8 @@ from ..methods.standard import OptimConfig, StandardTraining
 from ..methods.validation_opt import ValidationSetOptimisation
 from ..models.registry import build_model
 from ..partition import PartitionedHPO, partition
-from ..plan.affine_invariance import CHUNKED, PLAN, AffineSettings
+from ..plan.affine_invariance import CHUNKED, METHOD_TABLE, PLAN, AffineSettings
+from ..plan.methods import load_builder
 from ..report.store.cells import read_record
 from . import CellContext, Evaluation, Run
 
@@ -182,7 +183,8 @@ def _hyper_lr(st: AffineSettings, cell) -> float:
 
 
 def build(cell, ctx: CellContext) -> Run:
-    """The cell's data, optimiser settings and evaluation, then its method's builder (`BUILDERS`)."""
+    """The cell's data, optimiser settings and evaluation, then its method's builder (plan/affine_invariance.py,
+    METHOD_TABLE; random, retrain and fixed share standard training with fixed ranges)."""
     st = PLAN.settings(cell)
     rt = ctx.runtime
     method, seed = st.method, int(st.seed)
@@ -245,7 +247,7 @@ def build(cell, ctx: CellContext) -> Run:
     shared = Shared(
         st, cell, rt, data, chunk_ids, optim, n_steps, eval_every, seed, S, S_eval, eval_seed, gen, info, evaluation
     )
-    return BUILDERS[method](shared)
+    return load_builder(METHOD_TABLE[method])(shared)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,7 +273,7 @@ class Shared:
     evaluation: object
 
 
-def _partitioned_ens(b: Shared) -> Run:
+def build_partitioned_ens(b: Shared) -> Run:
     """C separate networks, one per chunk (methods/partitioned_ensemble.py)."""
     aug = make_augmentation(b.st)
     c = len(b.st.chunks)
@@ -296,7 +298,7 @@ def _partitioned_ens(b: Shared) -> Run:
     return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(nets[-1], aug, lml))
 
 
-def _partitioned(b: Shared) -> Run:
+def build_partitioned(b: Shared) -> Run:
     """A partitioned network; psi = the augmentation ranges, or the Wide-ResNet's stem (Table 3)."""
     pprops = b.st.params
     if len(pprops) != len(b.st.chunks):
@@ -342,7 +344,7 @@ def _partitioned(b: Shared) -> Run:
     return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, aug, lml, full))
 
 
-def _validation_opt(b: Shared) -> Run:
+def build_validation_opt(b: Shared) -> Run:
     """Validation-set optimisation, then finetuning on all data with psi fixed (Tables 2, 3)."""
 
     if b.st.psi == "feature_extractor":  # Table 3: psi = the Wide-ResNet's stem + stages 1-2
@@ -382,7 +384,7 @@ def _validation_opt(b: Shared) -> Run:
     return Run(m, m.total_steps, b.eval_every, b.info, Evaluation(ev.curve, m.final_metrics))
 
 
-def _augerino(b: Shared) -> Run:
+def build_augerino(b: Shared) -> Run:
     """Augerino (safe variant by default)."""
 
     ag = b.st.augerino
@@ -403,7 +405,7 @@ def _augerino(b: Shared) -> Run:
     return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, aug))
 
 
-def _diff_laplace(b: Shared) -> Run:
+def build_diff_laplace(b: Shared) -> Run:
     """Diff. Laplace (LILA): psi and the prior precision on a KFAC Laplace marginal likelihood."""
 
     aug = make_augmentation(b.st)
@@ -431,7 +433,7 @@ def _diff_laplace(b: Shared) -> Run:
     return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, aug, m.hyper_metrics))
 
 
-def _last_layer_ml(b: Shared) -> Run:
+def build_last_layer_ml(b: Shared) -> Run:
     """Last-layer ML: an invariant sparse GP on the CNN's last-layer features."""
     # gpytorch, which this module pulls in, loads only in the cells that use it
     from ..methods.last_layer_gp import LastLayerGPConfig, LastLayerGPTraining, mnist_cnn_features
@@ -467,14 +469,14 @@ def _last_layer_ml(b: Shared) -> Run:
     return Run(m, b.n_steps, b.eval_every, b.info, Evaluation.of(m))
 
 
-def _baseline(b: Shared) -> Run:
+def build_baseline(b: Shared) -> Run:
     """Standard training, no augmentation."""
     net = b.rt.model(SeededAugmentedModel(make_model(b.st), None, 1, b.gen))
     m = StandardTraining(net, b.data, b.optim, b.n_steps, b.seed)
     return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, None))
 
 
-def _fixed_ranges(b: Shared) -> Run:
+def build_fixed_ranges(b: Shared) -> Run:
     """Standard training with fixed ranges: drawn (`random`), a partitioned cell's (`retrain`), `fixed`."""
     # standard training with fixed ranges: random / retrain / fixed
     aug = make_augmentation(b.st)
@@ -497,18 +499,3 @@ def _fixed_ranges(b: Shared) -> Run:
     m = StandardTraining(net, b.data, b.optim, b.n_steps, b.seed)
     b.info["fixed_ranges"] = ranges
     return Run(m, b.n_steps, b.eval_every, b.info, b.evaluation(net, aug))
-
-
-# One builder per method (random, retrain and fixed share standard training with fixed ranges).
-BUILDERS = {
-    "partitioned_ens": _partitioned_ens,
-    "partitioned": _partitioned,
-    "validation_opt": _validation_opt,
-    "augerino": _augerino,
-    "diff_laplace": _diff_laplace,
-    "last_layer_ml": _last_layer_ml,
-    "baseline": _baseline,
-    "random": _fixed_ranges,
-    "retrain": _fixed_ranges,
-    "fixed": _fixed_ranges,
-}

@@ -29,7 +29,8 @@ from ..augment.affine import build_augmentation
 from ..data import variants
 from ..methods.federated import FedConfig, FedData, FederatedTraining, FedNet
 from ..models.registry import build_model
-from ..plan.federated import PLAN, FederatedSettings
+from ..plan.federated import METHOD_TABLE, PLAN, FederatedSettings
+from ..plan.methods import load_builder
 from . import CellContext, Run
 
 
@@ -48,8 +49,27 @@ def load_data(st: FederatedSettings, ctx: CellContext):
 
 
 def build(cell, ctx: CellContext) -> Run:
-
+    """The cell's Run from its method's builder in the kind's table (plan/federated.py, METHOD_TABLE)."""
     st = PLAN.settings(cell)
+    return load_builder(METHOD_TABLE[st.method])(st, ctx)
+
+
+def build_fedavg(st, ctx: CellContext) -> Run:
+    """FedAvg with a server Adam (FedOpt): one network, no augmentation."""
+    return _run(st, ctx, augment=False, partitioned=False)
+
+
+def build_augerino(st, ctx: CellContext) -> Run:
+    """FedAvg + Augerino: the learnable augmentation trained with the weights, its width regularised."""
+    return _run(st, ctx, augment=True, partitioned=False)
+
+
+def build_partitioned(st, ctx: CellContext) -> Run:
+    """FedAvg + Partitioned: clients hold chunks, the augmentation and dropout rates are learned on held-out chunks."""
+    return _run(st, ctx, augment=True, partitioned=True)
+
+
+def _run(st, ctx: CellContext, augment: bool, partitioned: bool) -> Run:
     rt = ctx.runtime
     seed = int(st.seed)
     data, _n_classes = load_data(st, ctx)
@@ -61,9 +81,9 @@ def build(cell, ctx: CellContext) -> Run:
     )
     torch.manual_seed(seeds.stream_seed(seed, "init"))
     model = build_model(
-        st.model, dropout=float(st.dropout), learnable_dropout=st.method == "partitioned", **dict(st.model_kwargs or {})
+        st.model, dropout=float(st.dropout), learnable_dropout=partitioned, **dict(st.model_kwargs or {})
     )
-    aug = None if st.method == "fedavg" else build_augmentation(st.augmentation, init=float(st.aug_init))
+    aug = build_augmentation(st.augmentation, init=float(st.aug_init)) if augment else None
     net = rt.model(FedNet(model, aug, int(st.aug_samples)))
     cfg = FedConfig.from_settings(st)
     m = FederatedTraining(net, data, cfg, seed)
@@ -80,6 +100,6 @@ def build(cell, ctx: CellContext) -> Run:
         "weight_bytes": m.weight_bytes(),
         "client_batching": m.batching,
     }
-    if st.method == "partitioned":
+    if partitioned:
         info["clients_per_chunk"] = [m.client_chunk.count(k) for k in range(1, m.n_chunks + 1)]
     return Run(m, int(st.rounds), int(st.eval_every), info)

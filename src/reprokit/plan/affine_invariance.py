@@ -16,19 +16,60 @@ from ..data import variant_names as variants
 from ..errors import ConfigError
 from .base import KindPlan, Settings, register
 from .costs import EVAL_FORWARD_SHARE, IMAGE_TEST_SIZE, CellWork, Part
+from .methods import MethodEntry, register_methods, table
 
-Method = Literal[
-    "baseline",
-    "augerino",
-    "diff_laplace",
-    "last_layer_ml",
-    "partitioned",
-    "partitioned_ens",
-    "validation_opt",
-    "random",
-    "retrain",
-    "fixed",
-]
+_BUILD = "reprokit.builders.affine_invariance:"
+
+
+def _entry(name, label, builder, cost_step, colour="", marker="", blocks=(), needs=()) -> MethodEntry:
+    return MethodEntry(
+        name,
+        label=label,
+        colour=colour,
+        line={"marker": marker} if marker else {},
+        blocks=blocks,
+        needs=needs,
+        builder=_BUILD + builder,
+        cost_step=cost_step,
+    )
+
+
+_HYPER_LR = ("hyper_lr",)  # learn psi with the `hyper_lr` optimiser
+# The kind's methods (plan/methods.py). `blocks`: a method's own settings block, named as the method (a cell keeps
+# its own method's block); `needs`: optional settings it requires; `cost_step`: its main step (`cost_parts` still
+# adds the methods' other updates: Diff. Laplace's marginal likelihood, the ensemble's psi step, finetuning).
+# Colours and markers: Fig. 3's (report/render/invariance.py, METHOD_STYLE, lists them in the paper's order).
+METHOD_TABLE = register_methods(
+    "affine_invariance",
+    table(
+        _entry("baseline", "Baseline", "build_baseline", "standard", "tab:gray", "o"),
+        _entry("augerino", "Augerino", "build_augerino", "standard", "tab:green", "s", blocks=("augerino",)),
+        _entry("diff_laplace", "Diff. Laplace", "build_diff_laplace", "standard", "tab:blue", "P", ("diff_laplace",)),
+        _entry("last_layer_ml", "Last-layer ML", "build_last_layer_ml", "llml", "tab:orange", "v", ("last_layer_ml",)),
+        _entry("partitioned", "Partitioned", "build_partitioned", "partitioned", "tab:red", "D", needs=_HYPER_LR),
+        _entry(
+            "partitioned_ens",
+            "Partitioned (Ens.)",
+            "build_partitioned_ens",
+            "standard",
+            "tab:purple",
+            "^",
+            needs=_HYPER_LR,
+        ),
+        _entry(
+            "validation_opt",
+            "Validation set optim.",
+            "build_validation_opt",
+            "partitioned",
+            blocks=("validation_opt",),
+            needs=_HYPER_LR,
+        ),
+        _entry("random", "Random ranges", "build_fixed_ranges", "standard"),
+        _entry("retrain", "Retrained on found ranges", "build_fixed_ranges", "standard"),
+        _entry("fixed", "Fixed ranges", "build_fixed_ranges", "standard"),
+    ),
+)
+Method = Literal[tuple(METHOD_TABLE)]
 METHODS = get_args(Method)
 CHUNKED = ("partitioned", "partitioned_ens", "validation_opt")  # the `chunks` variant (validation_opt: [train, val])
 PSI_FEATURE_METHODS = ("partitioned", "validation_opt")  # the methods that learn a feature extractor
@@ -112,13 +153,10 @@ class ValidationOptBlock(Settings):
     )
 
 
-METHOD_BLOCKS = ("augerino", "diff_laplace", "last_layer_ml", "validation_opt")  # a block each, named as the method
-
-
 class AffineSettings(Settings):
     """Grid axes (an experiment uses the ones it needs; the rest come from settings), data, model and optimiser,
     psi (the augmentation, or a Wide-ResNet's stem and first two stages: methods/feature_extractor.py), and a
-    block of settings for each method that has its own (`METHOD_BLOCKS`; a cell keeps its own method's block)."""
+    block of settings for each method that has its own (its entry's `blocks`; a cell keeps its own method's block)."""
 
     dataset: Literal["mnist", "fashion_mnist", "cifar10", "tinyimagenet"]
     method: Method
@@ -266,19 +304,15 @@ class AffineSettings(Settings):
         return epochs * (int(self.n_train) // min(int(self.batch_size), int(self.n_train)))
 
 
-HYPER_LR_METHODS = ("partitioned", "partitioned_ens", "validation_opt")  # learn psi with the `hyper_lr` optimiser
-
-
 class AffineInvariancePlan(KindPlan):
     name = "affine_invariance"
     title = "affine_invariance experiments (learned affine augmentations: Figs. 3, 5-9, Tables 1-3)"
     Settings = AffineSettings
     axes = ("dataset", "rotated", "method", "n_train", "param_proportions", "chunk_proportions", "sample", "seed")
     build_target = "reprokit.builders.affine_invariance:build"
-    method_blocks = METHOD_BLOCKS
 
     def needs(self, st) -> tuple:
-        return ("hyper_lr",) if st.method in HYPER_LR_METHODS else ()
+        return METHOD_TABLE[st.method].needs
 
     def n_steps(self, cell) -> int:
         st = self.settings(cell)
@@ -316,25 +350,24 @@ class AffineInvariancePlan(KindPlan):
         model, method = st.model, st.method
         n, B, S = st.steps, int(st.batch_size), int(st.aug_samples)
         S_eval = st.eval_samples
+        step = METHOD_TABLE[method].step(st)
         if method == "baseline":  # no augmentation: one sample
-            parts = [Part(model, "standard", B, n)]
-        elif method == "partitioned":
-            parts = [Part(model, "partitioned", B * S, n)]
+            parts = [Part(model, step, B, n)]
         elif method == "partitioned_ens":  # C networks step ("all"), then one hyper update
             per = len(st.chunks) if st.ens_update == "all" else 1
-            parts = [Part(model, "standard", B * S, n * per), Part(model, "hyper", B * S, n)]
+            parts = [Part(model, step, B * S, n * per), Part(model, "hyper", B * S, n)]
         elif method == "diff_laplace":  # MAP steps, then every `marglik_every` steps the KFAC marginal likelihood
             dl = st.diff_laplace
             rounds = sum(1 for k in range(1, n + 1) if k >= dl.burnin and k % dl.marglik_every == 0)
             images = dl.marglik_batches * (dl.marglik_batch_size or B) * dl.n_aug_marglik
-            parts = [Part(model, "standard", B * S, n), Part(model, "lila_hyper", images, rounds * dl.marglik_steps)]
+            parts = [Part(model, step, B * S, n), Part(model, "lila_hyper", images, rounds * dl.marglik_steps)]
         elif method == "validation_opt":  # a weight step and a psi step, each a full forward/backward; then finetuning
-            parts = [Part(model, "partitioned", B * S, n), Part(model, "standard", B * S, st.finetune_steps)]
+            parts = [Part(model, step, B * S, n), Part(model, "standard", B * S, st.finetune_steps)]
         elif method == "last_layer_ml":  # CNN features of B x orbit images + the sparse GP; evaluated at its orbit size
             S, S_eval = st.last_layer_ml.orbit_size, st.last_layer_ml.eval_orbit_size or st.last_layer_ml.orbit_size
-            parts = [Part(model, "llml", B * S, n)]
-        else:  # augerino (psi in the same backward), random, retrain, fixed
-            parts = [Part(model, "standard", B * S, n)]
+            parts = [Part(model, step, B * S, n)]
+        else:  # partitioned, augerino (psi in the same backward), random, retrain, fixed
+            parts = [Part(model, step, B * S, n)]
         n = self.n_steps(cell)  # validation_opt: search + finetune steps
         every = int(st.eval_every or 0)
         n_evals = (n // every if every > 0 else 0) + 1

@@ -158,12 +158,6 @@ class BaliClassificationPlan(KindPlan):
     def needs(self, st) -> tuple:
         return (*METHOD_TABLE[st.method].blocks, *(() if st.eval_every is not None else ("eval_every_epochs",)))
 
-    def other_methods_keys(self, cell, resolved: dict) -> set:
-        """The other methods' keys (METHOD_KEYS; BALI: `bali`; DO: `optim`, `dropout_p`; MAP: `optim`), so editing
-        one method's settings leaves the others' cells untouched."""
-        own = set(METHOD_TABLE[resolved["method"]].blocks)
-        return {k for e in METHOD_TABLE.values() for k in e.blocks} - own
-
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)
         step = METHOD_TABLE[st.method].step(st)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .._jsonschema import first_error
 from ..errors import ConfigError
+from .methods import TABLES
 
 
 class Settings(BaseModel):
@@ -78,7 +79,6 @@ class KindPlan:
     Settings: type[Settings] = Settings
     axes: tuple[str, ...] = ()  # the settings a grid may sweep (dotted for a method block's key)
     build_target: str = ""
-    method_blocks: tuple[str, ...] = ()  # settings blocks named after a method: a cell keeps its own method's only
 
     def schema(self) -> dict:
         """The kind's JSON schema for the config, generated from `Settings`: `axes` and `settings` (every key
@@ -122,9 +122,14 @@ class KindPlan:
         return {k: v for k, v in resolved.items() if k not in drop}
 
     def other_methods_keys(self, cell, resolved: dict) -> set:
-        """Keys of `resolved` that only another method than the cell's reads: here the `method_blocks` but
-        the cell's own."""
-        return set(self.method_blocks) - {resolved.get("method")}
+        """Keys of `resolved` that only another method than the cell's reads: the other entries' `blocks` of the
+        kind's method table (plan/methods.py), so editing one method's settings leaves the others' cells untouched;
+        none for a kind without a `method` axis (no table)."""
+        methods = TABLES.get(self.name)
+        if methods is None:
+            return set()
+        own = set(methods[resolved["method"]].blocks)
+        return {k for e in methods.values() for k in e.blocks} - own
 
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).n_steps)

@@ -14,8 +14,33 @@ from pydantic import Field
 from ..data import variant_names as variants
 from .base import KindPlan, Settings, register
 from .costs import EVAL_FORWARD_SHARE, CellWork, Part
+from .methods import MethodEntry, register_methods, table
 
-Method = Literal["fedavg", "augerino", "partitioned"]
+_BUILD = "reprokit.builders.federated:"
+# The kind's methods, in the order Table 4 and Fig. 10 list them (plan/methods.py). `cost_parts` still says how a
+# partitioned round splits into partition and psi updates.
+METHOD_TABLE = register_methods(
+    "federated",
+    table(
+        MethodEntry("fedavg", label="FedAvg", colour="tab:gray", builder=_BUILD + "build_fedavg", cost_step="standard"),
+        MethodEntry(
+            "augerino",
+            label="FedAvg + Augerino",
+            colour="tab:blue",
+            blocks=("augerino",),  # Augerino's cells only
+            builder=_BUILD + "build_augerino",
+            cost_step="standard",
+        ),
+        MethodEntry(
+            "partitioned",
+            label="FedAvg + Partitioned",
+            colour="tab:red",
+            builder=_BUILD + "build_partitioned",
+            cost_step="param",
+        ),
+    ),
+)
+Method = Literal[tuple(METHOD_TABLE)]
 METHODS = get_args(Method)
 
 
@@ -113,7 +138,6 @@ class FederatedPlan(KindPlan):
     Settings = FederatedSettings
     axes = ("dataset", "rotated", "method", "n_train", "seed")
     build_target = "reprokit.builders.federated:build"
-    method_blocks = ("augerino",)  # Augerino's cells only
 
     def n_steps(self, cell) -> int:
         return int(self.settings(cell).rounds)
@@ -147,11 +171,12 @@ class FederatedPlan(KindPlan):
         n_local = max(1, int(st.n_train) // int(st.n_clients))
         B = min(int(st.batch_size), n_local)
         steps = math.ceil(n_local / int(st.batch_size)) * int(st.local_epochs) * int(st.clients_per_round)
-        parts = [Part(model, "standard", B * S, n * steps)]
+        step = METHOD_TABLE[st.method].step(st)
+        parts = [Part(model, step, B * S, n * steps)]
         if st.method == "partitioned":
             u = [float(v) / sum(st.chunk_proportions) for v in st.chunk_proportions]
             c = len(u)
-            parts = [Part(model, "param", B * S, n * steps * sum(u[k] * (c - k) for k in range(c)))]
+            parts = [Part(model, step, B * S, n * steps * sum(u[k] * (c - k) for k in range(c)))]
             hyper_n = int(st.hyper_batch_size or n_local)
             parts.append(Part(model, "hyper", min(hyper_n, n_local) * S, n * int(st.clients_per_round) * (1 - u[0])))
         n_val = int(st.n_val_eval or st.n_val)

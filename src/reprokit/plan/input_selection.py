@@ -13,10 +13,8 @@ from pydantic import Field
 from ..data import variant_names as variants
 from .base import KindPlan, Settings, register
 from .costs import CellWork, mlp_cell
+from .methods import MethodEntry, register_methods, table
 
-Method = Literal["partitioned", "laplace", "partitioned_mask"]
-METHODS = get_args(Method)
-CHUNKED = ("partitioned", "partitioned_mask")
 _PARTITIONED = (
     "chunk_proportions",
     "partition_scheme",
@@ -25,12 +23,41 @@ _PARTITIONED = (
     "hyper_lr",
     "early_stopping",
 )
-ONLY_FOR = {"laplace_select": "laplace"}  # a setting that only this method's cells resolve (`other_methods_keys`)
-NEEDS = {  # the optional settings each method requires
-    "partitioned": ("n_inputs", *_PARTITIONED),
-    "laplace": ("n_inputs", "laplace_prior_steps", "laplace_select"),
-    "partitioned_mask": (*_PARTITIONED, "mask_init_keep", "mask_temperature"),
-}
+_BUILD = "reprokit.builders.input_selection:"
+# The kind's methods (plan/methods.py). `blocks`: a setting only that method's cells resolve (laplace_select: the
+# other methods' resolved settings, and so their archived lines, stay as they were before it existed); `needs`:
+# the optional settings each method requires. The settings are flat (no block per method), so most of what a
+# method reads is shared and stays in every cell.
+METHOD_TABLE = register_methods(
+    "input_selection",
+    table(
+        MethodEntry(
+            "partitioned",
+            label="Partitioned",
+            needs=("n_inputs", *_PARTITIONED),
+            builder=_BUILD + "build_partitioned",
+            cost_step="param",
+        ),
+        MethodEntry(
+            "laplace",
+            label="Diag. Laplace",
+            blocks=("laplace_select",),
+            needs=("n_inputs", "laplace_prior_steps"),
+            builder=_BUILD + "build_laplace",
+            cost_step="standard",
+        ),
+        MethodEntry(
+            "partitioned_mask",
+            label="Partitioned, learned mask",
+            needs=(*_PARTITIONED, "mask_init_keep", "mask_temperature"),
+            builder=_BUILD + "build_partitioned_mask",
+            cost_step="partitioned",
+        ),
+    ),
+)
+Method = Literal[tuple(METHOD_TABLE)]
+METHODS = get_args(Method)
+CHUNKED = ("partitioned", "partitioned_mask")
 
 
 class InputSelectionSettings(Settings):
@@ -84,12 +111,8 @@ class InputSelectionPlan(KindPlan):
     axes = ("method", "n_inputs", "seed", "mask_init_keep")  # mask_init_keep: fig2b_mask_init's sweep
 
     def needs(self, st) -> tuple:
-        return NEEDS[st.method]
-
-    def other_methods_keys(self, cell, resolved: dict) -> set:
-        """laplace_select only for the Laplace cells: the other methods' resolved settings (and so their archived
-        lines and fingerprints) stay as they were before it existed."""
-        return super().other_methods_keys(cell, resolved) | {k for k, m in ONLY_FOR.items() if m != resolved["method"]}
+        e = METHOD_TABLE[st.method]
+        return (*e.needs, *e.blocks)
 
     build_target = "reprokit.builders.input_selection:build"
 
@@ -102,7 +125,7 @@ class InputSelectionPlan(KindPlan):
 
     def cost_parts(self, cell) -> CellWork:
         st = self.settings(cell)
-        step = {"laplace": "standard", "partitioned": "param", "partitioned_mask": "partitioned"}[st.method]
+        step = METHOD_TABLE[st.method].step(st)
         return mlp_cell(int(st.n_steps), st.hidden, st.dataset, step, int(st.batch_size))
 
 

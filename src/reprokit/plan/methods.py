@@ -34,6 +34,7 @@ class MethodEntry:
     cost_step: str | Callable[[Any], str]  # the step kind priced by the cost model (plan/costs.py, Part.step)
     colour: str = ""  # a matplotlib colour (kinds whose figures draw methods side by side)
     blocks: tuple[str, ...] = ()  # the settings keys only this method reads (a cell keeps its own method's only)
+    needs: tuple[str, ...] = ()  # optional settings this method requires besides its blocks (shared with others)
     line: Mapping[str, Any] = field(default_factory=dict)  # matplotlib line keywords (lw, zorder, marker, alpha)
 
     def __post_init__(self):

@@ -229,11 +229,6 @@ class UciRegressionPlan(KindPlan):
     def needs(self, st) -> tuple:
         return METHOD_TABLE[st.method].blocks  # the method's own block
 
-    def other_methods_keys(self, cell, resolved: dict) -> set:
-        """The other methods' blocks (each method reads the block named after it)."""
-        own = set(METHOD_TABLE[resolved["method"]].blocks)
-        return {k for e in METHOD_TABLE.values() for k in e.blocks} - own
-
     def n_steps(self, cell) -> int:
         st = self.settings(cell)
         if st.method in ("dropout", "vadam"):

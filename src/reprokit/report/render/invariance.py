@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ...plan.affine_invariance import METHOD_TABLE
 from ..store import cells
 from ..store.stats import format_mean_se
 from . import na, style
@@ -28,14 +29,9 @@ AUG_LABELS = {
     "scale_x": "Scale X",
     "scale_y": "Scale Y",
 }
-METHOD_STYLE = {  # label, colour, marker, in the order of Fig. 3 of the paper
-    "baseline": ("Baseline", "tab:gray", "o"),
-    "last_layer_ml": ("Last-layer ML", "tab:orange", "v"),
-    "augerino": ("Augerino", "tab:green", "s"),
-    "diff_laplace": ("Diff. Laplace", "tab:blue", "P"),
-    "partitioned_ens": ("Partitioned (Ens.)", "tab:purple", "^"),
-    "partitioned": ("Partitioned", "tab:red", "D"),
-}
+FIG3_ORDER = ("baseline", "last_layer_ml", "augerino", "diff_laplace", "partitioned_ens", "partitioned")  # the paper's
+# {method: (label, colour, marker)} of Fig. 3's methods, in its order, from the kind's table (plan/affine_invariance.py)
+METHOD_STYLE = {m: (METHOD_TABLE[m].label, METHOD_TABLE[m].colour, METHOD_TABLE[m].line["marker"]) for m in FIG3_ORDER}
 
 
 def as_tuple(value) -> tuple:
