@@ -64,7 +64,7 @@ def paper_cell(n_train: int = 1000, experiment: str = "fig3a"):
             False,
             0,
         ):
-            return cell, PLAN.settings(cell)
+            return cell, PLAN.typed_settings(cell)
     raise SystemExit(f"no paper-scale {experiment} Partitioned cell with n_train={n_train}")
 
 

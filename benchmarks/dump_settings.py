@@ -6,7 +6,7 @@ cell (moving a value between a scale and a `per_<axis>` block, a generated list)
     cmp /tmp/before.json /tmp/after.json                       # or diff, to see which cell moved
 
 For each cell (keyed by its path, `<scale>/<experiment>/<axis~value>/...`): the merged settings with its grid
-coordinates applied (`Cell.values()`), its datasets, and its resolved settings (`KindPlan.cell_settings`, what
+coordinates applied (`Cell.settings_with_coords()`), its datasets, and its resolved settings (`KindPlan.resolved_settings`, what
 it records and its re-run depends on); for each scale, the artefacts as loaded (targets generated). Cheap (no
 torch, a few seconds). Standalone, not a test.
 """
@@ -29,9 +29,9 @@ def dump(root: str | Path = ".") -> dict:
         for name in sorted(cfg["experiments"]):
             for cell in grid_of(cfg, name, scale).cells():
                 out[cell.rel_dir] = {
-                    "values": cell.values(),
+                    "values": cell.settings_with_coords(),
                     "datasets": list(cell.datasets),
-                    "resolved": kind(cell.kind).cell_settings(cell),
+                    "resolved": kind(cell.kind).resolved_settings(cell),
                 }
         out[f"artefacts@{scale}"] = cfg.get("artefacts")
     return out

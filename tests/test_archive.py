@@ -39,7 +39,7 @@ def yacht_dropout(cfg, splits):
         and c.coord_dict["seed"] in splits
     ]
     assert len(cells) == len(splits)
-    return [(c, kind(c.kind).cell_settings(c)) for c in cells]
+    return [(c, kind(c.kind).resolved_settings(c)) for c in cells]
 
 
 def write_cell(results: Path, cell, settings: dict, rmse: float) -> Path:
@@ -225,7 +225,7 @@ def test_a_changed_default_re_runs_and_flags_exactly_the_cells_it_changes(cfg):
     cells = [c for c in grid_of(cfg, "bali_cls_uci", "paper").cells() if c.coord_dict["seed"] == 0]
     other = next(iter(grid_of(cfg, "bali_uci", "paper").cells()))
     before = {c.rel_dir: cell_job(c, cfg).cell["settings"] for c in cells}
-    before_other = kind(other.kind).cell_settings(other)
+    before_other = kind(other.kind).resolved_settings(other)
     field = plan.Settings.model_fields["train_subset"]
     assert "train_subset" not in cells[0].settings and field.default is None  # a default, written nowhere
     changed = create_model("Changed", __base__=plan.Settings, train_subset=(field.annotation, 5000))
@@ -234,7 +234,7 @@ def test_a_changed_default_re_runs_and_flags_exactly_the_cells_it_changes(cfg):
     try:
         plan.Settings = changed
         after = {c.rel_dir: cell_job(c, cfg).cell["settings"] for c in cells}
-        assert kind(other.kind).cell_settings(other) == before_other
+        assert kind(other.kind).resolved_settings(other) == before_other
     finally:
         plan.Settings = original
         plan._cache.clear()

@@ -164,7 +164,7 @@ def test_a_stopped_cell_is_the_full_runs_start_evaluated_where_its_config_says(c
     plan = PLANS["bali_classification"]
     early, full = _cells(cfg, "bali_cls_uci_early"), _cells(cfg)
     for method in ("bali", "dropout", "map"):
-        st = plan.settings(early[method])
+        st = plan.typed_settings(early[method])
         assert st.stop_at < st.n_steps and st.evals_per_doubling > 1
         rec = run_cell(early[method], ctx, tmp_path / early[method].rel_dir, None)
         assert rec["status"] == "completed" and rec["steps"] == st.stop_at
@@ -191,11 +191,11 @@ def test_settings_added_later_are_recorded_only_where_set():
     cfg = _config()
     plan = PLANS["bali_classification"]
     full, early = _cells(cfg)["bali"], _cells(cfg, "bali_cls_uci_early")["bali"]
-    plain = plan.cell_settings(full)
+    plain = plan.resolved_settings(full)
     assert "stop_at" not in plain and "evals_per_doubling" not in plain
-    assert plan.settings(full).stop_at is None and plan.settings(full).evals_per_doubling == 1
+    assert plan.typed_settings(full).stop_at is None and plan.typed_settings(full).evals_per_doubling == 1
     assert plan.n_steps(full) == 20 and plan.n_steps(early) == 12
-    recorded = plan.cell_settings(early)
+    recorded = plan.resolved_settings(early)
     assert recorded["stop_at"] == 12 and recorded["evals_per_doubling"] == 2
     assert {"stop_at", "evals_per_doubling"} <= set(differing_keys(plain, recorded))
     bad = _config(
@@ -206,7 +206,7 @@ def test_settings_added_later_are_recorded_only_where_set():
         }
     )
     with pytest.raises(ConfigError, match="beyond n_steps"):
-        plan.settings(_cells(bad, "bali_cls_uci_early")["bali"])
+        plan.typed_settings(_cells(bad, "bali_cls_uci_early")["bali"])
 
 
 @pytest.mark.parametrize("name", ["bali_cls_uci", "bali_cls_image", "bali_fig7_local"])
@@ -283,12 +283,12 @@ def test_cell_settings_keep_only_the_cells_method_keys():
         return next(c for c in g.cells() if c.coord_dict == {"method": method, "dataset": "magic", "seed": 0})
 
     config = _config()
-    bali = PLANS["bali_classification"].cell_settings(cell(config, "bali"))
+    bali = PLANS["bali_classification"].resolved_settings(cell(config, "bali"))
     assert bali["bali"]["alpha"] == 0.5 and bali["hidden"] == [256, 256]  # per-dataset Table 5 value applied
     assert "optim" not in bali and "dropout_p" not in bali
-    do = PLANS["bali_classification"].cell_settings(cell(config, "dropout"))
+    do = PLANS["bali_classification"].resolved_settings(cell(config, "dropout"))
     assert do["optim"]["lr"] == 1.0e-3 and do["dropout_p"] == 0.1 and "bali" not in do
-    assert set(PLANS["bali_classification"].cell_settings(cell(config, "map"))) == set(do) - {"dropout_p"}
+    assert set(PLANS["bali_classification"].resolved_settings(cell(config, "map"))) == set(do) - {"dropout_p"}
     spec = config["experiments"]["bali_cls_uci"]
     edited = {
         **config,
@@ -297,8 +297,8 @@ def test_cell_settings_keep_only_the_cells_method_keys():
             "bali_cls_uci": {**spec, "settings": {**spec["settings"], "optim": {"lr": 5.0e-3, "weight_decay": 0.0}}},
         },
     }
-    assert PLANS["bali_classification"].cell_settings(cell(edited, "bali")) == bali
-    assert PLANS["bali_classification"].cell_settings(cell(edited, "dropout"))["optim"]["lr"] == 5.0e-3
+    assert PLANS["bali_classification"].resolved_settings(cell(edited, "bali")) == bali
+    assert PLANS["bali_classification"].resolved_settings(cell(edited, "dropout"))["optim"]["lr"] == 5.0e-3
 
 
 def test_wishart_sweep_cells_join_the_figure_as_their_own_method():

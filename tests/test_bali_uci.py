@@ -65,10 +65,11 @@ def test_the_wishart_readings_ran_with_raw_targets(config):
         for c in grid_of(config, exp, "paper").cells():
             assert c.coord_dict["method"] == "bali_yraw"
             plan = PLANS["uci_regression"]
-            mine = plan.cell_settings(c)["bali_yraw"]  # the axis applied
+            mine = plan.resolved_settings(c)["bali_yraw"]  # the axis applied
             theirs = _cell(config, main, "paper", method="bali_yraw", dataset=c.coord_dict["dataset"], seed=0)
             assert (
-                mine["wishart_n"] == "n" and {**mine, "wishart_n": "n_eff"} == plan.cell_settings(theirs)["bali_yraw"]
+                mine["wishart_n"] == "n"
+                and {**mine, "wishart_n": "n_eff"} == plan.resolved_settings(theirs)["bali_yraw"]
             )
 
 
@@ -117,7 +118,10 @@ def test_fig7_local_matches_classification_benchmark_except_reparam(config, weig
         ]
         for d in l.axes["dataset"]:
             coords = {"method": "bali", "dataset": d, "seed": 0}
-            sw, sl = w.cell_settings(coords), l.cell_settings(coords)  # a grid's settings, whether or not it runs them
+            sw, sl = (
+                w.layered_settings(coords),
+                l.layered_settings(coords),
+            )  # a grid's settings, whether or not it runs them
             assert sw["bali"]["reparam"] == "weight" and sl["bali"]["reparam"] == "local"
             sw = {**sw, "bali": {**sw["bali"], "reparam": None}}
             sl = {**sl, "bali": {**sl["bali"], "reparam": None}}
@@ -287,7 +291,7 @@ def test_cell_settings_keep_only_the_cells_method_block(config):
     """A cell's parameters (what Snakemake compares to decide a re-run) hold its own method's block only, so
     adding a method to the grid or editing another method's block leaves finished cells valid."""
     cell = _cell(config, "bali_uci", "paper", method="bali", dataset="uci_kin8nm", seed=3)
-    own = PLANS["uci_regression"].cell_settings(cell)
+    own = PLANS["uci_regression"].resolved_settings(cell)
     assert "bali" in own and not {"bali_yraw", "dropout", "bbb"} & set(own)
     assert own["bali"]["n_eff_divisor"] == 4 and own["hidden"] == [50]  # per-dataset overrides already applied
     edited = {**config, "experiments": {**config["experiments"]}}
@@ -295,11 +299,11 @@ def test_cell_settings_keep_only_the_cells_method_block(config):
     settings = {**spec["settings"], "dropout": {**spec["settings"]["dropout"], "p": 0.2}}
     edited["experiments"]["bali_uci"] = {**spec, "settings": settings}
     again = _cell(edited, "bali_uci", "paper", method="bali", dataset="uci_kin8nm", seed=3)
-    assert PLANS["uci_regression"].cell_settings(again) == own
+    assert PLANS["uci_regression"].resolved_settings(again) == own
     d = _cell(edited, "bali_uci", "paper", method="dropout", dataset="uci_kin8nm", seed=3)
-    assert PLANS["uci_regression"].cell_settings(d)["dropout"]["p"] == 0.2 and "bali" not in PLANS[
+    assert PLANS["uci_regression"].resolved_settings(d)["dropout"]["p"] == 0.2 and "bali" not in PLANS[
         "uci_regression"
-    ].cell_settings(d)
+    ].resolved_settings(d)
 
 
 def test_readings_table_names_the_reading_nearest_the_paper_in_combined_se():

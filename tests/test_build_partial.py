@@ -40,7 +40,7 @@ def write_cell(results: Path, cell, settings=None) -> None:
     fg = b.meta["f_grid"].numpy().ravel()
     folder = results / cell.rel_dir
     folder.mkdir(parents=True, exist_ok=True)
-    settings = settings or kind(cell.kind).cell_settings(cell)
+    settings = settings or kind(cell.kind).resolved_settings(cell)
     (folder / "config.json").write_text(json.dumps({**cell.to_dict(), "settings": settings}))
     metrics = {
         "test_nll": -1.0,
@@ -89,7 +89,7 @@ def test_builds_from_results_and_the_archive_and_says_how_much_ran(tmp_path, cel
     # a second cell only in the archive (its results/ gone), and a stale one (other settings): not used
     other = tmp_path / "other"
     write_cell(other, cells[("sines_trend", 0.3)])
-    stale = dict(kind("synthetic_predictive").cell_settings(cells[("two_moons", 0.05)]), n_steps=999)
+    stale = dict(kind("synthetic_predictive").resolved_settings(cells[("two_moons", 0.05)]), n_steps=999)
     write_cell(other, cells[("two_moons", 0.05)], settings=stale)
     target = archive.path_of(tmp_path, "paper", EXP)
     target.parent.mkdir(parents=True)

@@ -1,6 +1,6 @@
 """No library default reaches a pipeline cell where the cell has a setting for it: each builder passes every
 argument of the library call below from the cell's settings (intercepted before anything trains), and what it
-passes is what the cell records (`KindPlan.cell_settings`). The calls: BALI's `BaliConfig` in the three BALI
+passes is what the cell records (`KindPlan.resolved_settings`). The calls: BALI's `BaliConfig` in the three BALI
 kinds, Bayes by Backprop (its likelihood noise), PBP's Gamma priors, Vadam's rates and selection, Augerino's regulariser and the last-layer GP's
 initialisation. What a builder may leave to the library is listed per call with the reason."""
 
@@ -92,7 +92,7 @@ def test_builders_pass_every_library_argument_from_the_cells_settings(
         plan.build(cell, ctx)
     missing = _arguments(real) - set(seen) - left
     assert not missing, f"{attr}: left to the library's defaults: {sorted(missing)}"
-    recorded = plan.cell_settings(cell)[block]
+    recorded = plan.resolved_settings(cell)[block]
     if attr == "BaliConfig":
         assert {k: seen[k] for k in BaliOptions.model_fields} == {k: recorded[k] for k in BaliOptions.model_fields}
         assert list(seen["beta_milestones"]) == recorded["beta_milestones"]

@@ -211,7 +211,7 @@ def test_a_dotted_axis_sets_one_key_of_a_nested_block_and_names_its_path():
     spec = {**SPEC, "grid": {"method": ["a"], "opt.lr": [0.01, 0.2], "seed": [0]}}
     cells = list(ExperimentGrid("e", spec, "paper").cells())
     assert [c.rel_dir for c in cells] == ["paper/e/method~a/opt.lr~0.01/seed~0", "paper/e/method~a/opt.lr~0.2/seed~0"]
-    values = cells[1].values()
+    values = cells[1].settings_with_coords()
     assert values["opt"] == {"lr": 0.2, "momentum": 0.9} and "opt.lr" not in values  # siblings kept
     assert cells[1].settings["opt"]["lr"] == 0.1  # the cell's shared settings are not changed
     grid = ExperimentGrid("e", spec, "paper")

@@ -312,7 +312,7 @@ def test_a_doc_naming_what_does_not_exist_fails():
     """FAKE doc text: each kind of reference once as it exists and once as it does not."""
     good = (
         "See [the layout](docs/layout.md), src/reprokit/report/render/notebook.py, report/render/style.py, "
-        "`reprokit.report.render.notebook.start_log`, `notebook.start_log`, `KindPlan.cell_settings`, "
+        "`reprokit.report.render.notebook.start_log`, `notebook.start_log`, `KindPlan.resolved_settings`, "
         "config/papers/<paper>.yaml, results/<scale>/<experiment>.csv, figures/fig2.pdf, `cell.py`, "
         "`run.device`, `torch.func.vmap`, https://example.org/x/y.py"
     )

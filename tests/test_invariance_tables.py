@@ -133,7 +133,7 @@ def test_feature_extractor_cells_learn_the_wrn_stages_and_partition_only_the_hea
 
 def test_feature_extractor_and_validation_opt_settings_are_checked():
     def settings(method, values):
-        return PLAN.settings(Cell("test", "t", (("method", method), ("seed", 0)), values, "affine_invariance"))
+        return PLAN.typed_settings(Cell("test", "t", (("method", method), ("seed", 0)), values, "affine_invariance"))
 
     with pytest.raises(ConfigError, match="psi 'feature_extractor' is learned by partitioned, validation_opt"):
         settings("baseline", WRN)

@@ -64,7 +64,7 @@ def test_fig2a_laplace_cells_stop_early_on_their_lml_and_only_they_carry_the_set
     plan = kind("input_selection")
     for exp in ("fig2a", "fig2a_pm1"):
         for cell in grid_of(cfg, exp, "paper").cells():
-            resolved = plan.cell_settings(cell)
+            resolved = plan.resolved_settings(cell)
             if cell.coord_dict["method"] == "laplace":
                 assert resolved["laplace_select"] == "best_lml", cell.rel_dir  # App. I.4's early stopping
             else:

@@ -152,9 +152,9 @@ def test_a_new_method_is_one_table_entry_and_a_builder(monkeypatch, tmp_path):
         if c.coord_dict["dataset"] == "spambase" and c.coord_dict["seed"] == 0
     }
     cell, map_cell = by_method["sgd"], by_method["map"]
-    resolved = pbc.PLAN.cell_settings(cell)
+    resolved = pbc.PLAN.resolved_settings(cell)
     assert "optim" in resolved and "bali" not in resolved and "dropout_p" not in resolved
-    assert "sgd" not in str(pbc.PLAN.cell_settings(map_cell))  # other cells untouched
+    assert "sgd" not in str(pbc.PLAN.resolved_settings(map_cell))  # other cells untouched
     assert budget.cell_work(cell) == budget.cell_work(map_cell)  # priced as its step, not the 1000 ms fallback
     assert not budget.estimate(cell, budget.default_table("cpu")).fallback
 

@@ -346,7 +346,7 @@ def test_random_ranges_are_in_range_and_fixed_per_sample():
             "affine_invariance",
             ("mnist",),
         )
-        st = PLAN.settings(cell)
+        st = PLAN.typed_settings(cell)
         r = affine_invariance.random_ranges(st, names)
         assert r == affine_invariance.random_ranges(st, names)
         assert 0 <= r["rotation"] <= math.pi and all(0 <= r[n] <= 0.5 for n in names if n != "rotation")

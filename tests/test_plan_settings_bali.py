@@ -93,7 +93,7 @@ def test_every_configured_cell_builds_typed_settings(config, name):
         for scale in SCALES:
             for cell in grid_of(config, exp, scale).cells():
                 plan = kind(cell.kind)
-                st = plan.settings(cell)
+                st = plan.typed_settings(cell)
                 assert st.method == cell.coord_dict["method"] and plan.n_steps(cell) > 0
                 n += 1
     assert n > 0
@@ -118,51 +118,51 @@ def test_every_configured_cell_builds_typed_settings(config, name):
 def test_a_misspelled_key_is_named(config, name, cell_coords, settings, bad):
     cell = _with(_test_cell(config, name, **cell_coords), **settings)
     with pytest.raises(ConfigError, match=bad):
-        kind(cell.kind).settings(cell)
+        kind(cell.kind).typed_settings(cell)
 
 
 def test_uci_regression_defaults(config):
     cell = _test_cell(config, "bali_uci", method="bali", dataset="uci_yacht")
     bali = {k: v for k, v in cell.settings["bali"].items() if k not in ("reparam", "scale_input_layer")}
-    st = kind(cell.kind).settings(_with(cell, n_evals=None, bali=bali))
+    st = kind(cell.kind).typed_settings(_with(cell, n_evals=None, bali=bali))
     assert st.n_evals == 10 and st.eval_every is None and st.block.reparam == "weight"
     assert st.block.scale_input_layer is False and st.block.wishart_n == "n_eff"
     # wishart_n has no default (a default would not show in a cell's recorded settings): a block without it is
     # refused, naming the key
     with pytest.raises(ConfigError, match="wishart_n"):
-        kind(cell.kind).settings(_with(cell, bali={k: v for k, v in bali.items() if k != "wishart_n"}))
+        kind(cell.kind).typed_settings(_with(cell, bali={k: v for k, v in bali.items() if k != "wishart_n"}))
     # a method's block matters only to that method's cells; a cell without its own block is told so
     dropout = _with(_test_cell(config, "bali_uci", method="dropout"), dropout=None)
     with pytest.raises(ConfigError, match="'dropout'"):
         kind(dropout.kind).n_steps(dropout)
-    assert kind(cell.kind).settings(_with(cell, dropout=None)).dropout is None
+    assert kind(cell.kind).typed_settings(_with(cell, dropout=None)).dropout is None
 
 
 def test_synthetic_predictive_defaults(config):
     cell = _test_cell(config, "bali_synthetic", dataset="sines_trend")
-    st = kind(cell.kind).settings(_with(cell, batch_size=None, data=None))
+    st = kind(cell.kind).typed_settings(_with(cell, batch_size=None, data=None))
     assert st.batch_size is None  # full batch
     assert st.data_kwargs() == {"seed": cell.settings["data_seed"]}  # the generator's own defaults
-    sinc = kind(cell.kind).settings(_test_cell(config, "bali_synthetic", dataset="sinc"))
+    sinc = kind(cell.kind).typed_settings(_test_cell(config, "bali_synthetic", dataset="sinc"))
     assert sinc.data_kwargs() == {"seed": 0, "n_train": 256}
     with pytest.raises(ConfigError, match="'regression'"):
-        kind(cell.kind).settings(_with(cell, regression=None)).need("regression")
+        kind(cell.kind).typed_settings(_with(cell, regression=None)).need("regression")
 
 
 def test_bali_classification_defaults(config):
     cell = _test_cell(config, "bali_cls_uci", method="dropout", dataset="spambase")
-    st = kind(cell.kind).settings(_with(cell, standardize=None, train_subset=None))
+    st = kind(cell.kind).typed_settings(_with(cell, standardize=None, train_subset=None))
     assert st.standardize is False and st.train_subset is None and st.ood_dataset is None
     # eval_every overrides eval_every_epochs; without either the missing key is named
     assert st.eval_every_steps(4096) == cell.settings["eval_every"]
-    epochs = kind(cell.kind).settings(_with(cell, eval_every=None))
+    epochs = kind(cell.kind).typed_settings(_with(cell, eval_every=None))
     assert epochs.eval_every_steps(4096) == round(
         cell.settings["eval_every_epochs"] * 4096 / cell.settings["batch_size"]
     )
     with pytest.raises(ConfigError, match="eval_every_epochs"):
-        kind(cell.kind).settings(_with(cell, eval_every=None, eval_every_epochs=None)).eval_every_steps(4096)
+        kind(cell.kind).typed_settings(_with(cell, eval_every=None, eval_every_epochs=None)).eval_every_steps(4096)
     with pytest.raises(ConfigError, match="dropout_p"):
-        kind(cell.kind).settings(_with(cell, dropout_p=None)).need("dropout_p")
+        kind(cell.kind).typed_settings(_with(cell, dropout_p=None)).need("dropout_p")
 
 
 def test_every_wishart_n_the_config_may_hold_runs_in_the_library_with_its_own_count():
@@ -193,4 +193,4 @@ def test_unknown_method_or_dataset_is_named(config, name, coords, value):
     cell = _test_cell(config, name, **coords)
     cell = dataclasses.replace(cell, coords=tuple((a, value.get(a, v)) for a, v in cell.coords))
     with pytest.raises(ConfigError, match=next(iter(value.values()))):
-        kind(cell.kind).settings(cell)
+        kind(cell.kind).typed_settings(cell)

@@ -65,7 +65,7 @@ def test_every_configured_cell_builds_typed_settings(name):
     assert cells
     plan = kind(name)
     for cell in cells:
-        st = plan.settings(cell)
+        st = plan.typed_settings(cell)
         assert isinstance(st, KINDS[name])
         assert plan.n_steps(cell) > 0
         plan.required_variants(cell)
@@ -80,7 +80,7 @@ def test_a_misspelled_key_is_named(name, exp):
     cfg = _config()
     cfg["experiments"][exp]["settings"]["bach_size"] = 3  # not validated here: the model names it too
     with pytest.raises(ConfigError, match="bach_size"):
-        kind(name).settings(_first_cell(name, exp, cfg))
+        kind(name).typed_settings(_first_cell(name, exp, cfg))
 
 
 def test_update_timing_default_comes_from_the_model():
@@ -88,7 +88,7 @@ def test_update_timing_default_comes_from_the_model():
     settings = cfg["experiments"]["table8_timing"]["settings"]
     assert "schedule_examples" not in settings and "n_classes" in settings
     del settings["n_classes"]
-    st = kind("update_timing").settings(_first_cell("update_timing", "table8_timing", cfg))
+    st = kind("update_timing").typed_settings(_first_cell("update_timing", "table8_timing", cfg))
     assert st.n_classes == 10 and st.schedule_examples == 1000
     assert st.n_steps == st.n_warmup + st.n_repeats
 
@@ -97,7 +97,7 @@ def test_input_selection_default_and_the_settings_a_method_needs():
     cfg = _config()
     del cfg["experiments"]["fig2a"]["settings"]["dataset"]
     cell = _first_cell("input_selection", "fig2a", cfg)
-    st = kind("input_selection").settings(cell)
+    st = kind("input_selection").typed_settings(cell)
     assert st.dataset == "input_selection"
     assert kind("input_selection").required_variants(cell)["chunks"][0] == "input_selection"
     # laplace_prior_steps is optional for the partitioned methods, required by laplace

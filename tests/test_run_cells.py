@@ -39,7 +39,7 @@ def _settings_now(rel_dir: str) -> dict:
 
     cfg = load_pipeline_config(REPO, {"scale": "test"})
     (cell,) = [c for c in grid_of(cfg, "bali_uci", "test").cells() if c.rel_dir == rel_dir]
-    return json.loads(json.dumps(plan_of_kind(cell.kind).cell_settings(cell)))
+    return json.loads(json.dumps(plan_of_kind(cell.kind).resolved_settings(cell)))
 
 
 def _finished(tmp_path, rel_dir: str, settings: dict | None) -> None:

@@ -80,7 +80,7 @@ class Cell:
     def coord_dict(self) -> dict:
         return dict(self.coords)
 
-    def values(self) -> dict:
+    def settings_with_coords(self) -> dict:
         """The cell's settings with its grid coordinates applied. A dotted axis such as `bali.alpha` sets
         that key of a nested block (a sweep over one method's hyperparameter)."""
         nested: dict = {}
@@ -118,7 +118,7 @@ class ExperimentGrid:
         self.scale = scale
         self.kind = spec["kind"]
         override = (spec.get("scales") or {}).get(scale, {}) or {}
-        # applied in this order by cell_settings: the experiment's, then its scale's (see there)
+        # applied in this order by layered_settings: the experiment's, then its scale's (see there)
         self._layers = (spec.get("settings", {}) or {}, override.get("settings", {}) or {})
         self.settings = deep_merge(*self._layers)  # every key of both, for the checks below
         grid = dict(spec["grid"])
@@ -153,7 +153,7 @@ class ExperimentGrid:
         self._index: dict | None = None
         self.artefacts = list(spec.get("artefacts", []))
 
-    def cell_settings(self, coords: dict) -> dict:
+    def layered_settings(self, coords: dict) -> dict:
         """Settings for one cell. A `per_<axis>` block overrides settings for one value of that axis; the
         layers apply in this order, each overriding the ones before it:
 
@@ -178,7 +178,7 @@ class ExperimentGrid:
         return tuple(settings.get("datasets", [settings["dataset"]] if "dataset" in settings else []))
 
     def make_cell(self, coords: dict) -> Cell:
-        settings = self.cell_settings(coords)
+        settings = self.layered_settings(coords)
         return Cell(
             scale=self.scale,
             experiment=self.name,

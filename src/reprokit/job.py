@@ -1,7 +1,7 @@
 """A cell's job: everything `python -m reprokit.cell run` is given, assembled in one place.
 
 The Snakemake `cell` rule (workflow/rules/cells.smk) and benchmarks/run_cells.py both call
-:func:`cell_job`, so a cell run either way gets the same cell JSON (its plan's `cell_settings`, plus the
+:func:`cell_job`, so a cell run either way gets the same cell JSON (its plan's `resolved_settings`, plus the
 upstream results it reads), the same context (data mirrors and the `run:` block) and the same variant
 files, checkpoint and output folder, and the same environment (the CPU instruction-set pin, `run.cpu_isa`,
 which the cell sets before torch loads). Torch-free; it sits below `config` and `plan` (it asks both), which
@@ -53,7 +53,7 @@ def upstream_metrics(cell, config: dict, grid=None) -> dict:
 
 @dataclass(frozen=True)
 class CellJob:
-    cell: dict  # the cell JSON: scale, experiment, kind, coords, datasets, settings (the plan's cell_settings)
+    cell: dict  # the cell JSON: scale, experiment, kind, coords, datasets, settings (the plan's resolved_settings)
     context: dict  # data_context(config) plus the `run:` keys that change numbers (RuntimeSettings.numeric_dict)
     variants: dict  # {name: path} of the variant files the cell reads
     variant_datasets: dict  # {path: dataset} of those files (to build one that is missing)
@@ -90,12 +90,12 @@ class CellJob:
 
 def cell_job(cell, config: dict, grid=None, **data_kw) -> CellJob:
     """The job of one cell. The results of the cells it reads (:func:`upstream_metrics`) reach it as
-    settings["_inputs"]. The plan's `cell_settings(cell)` keeps only the settings the cell uses, so a
+    settings["_inputs"]. The plan's `resolved_settings(cell)` keeps only the settings the cell uses, so a
     change elsewhere (another method's block) does not mark it changed. `data_kw`: see data_context."""
     plan = kind(cell.kind)
     upstream = upstream_metrics(cell, config, grid)
     d = cell.to_dict()
-    d["settings"] = plan.cell_settings(cell)
+    d["settings"] = plan.resolved_settings(cell)
     if upstream:
         d["settings"] = {**d["settings"], "_inputs": dict(upstream)}
     run = RuntimeSettings.from_dict(config.get("run"))  # the `run:` block, read once per job

@@ -185,7 +185,7 @@ def _hyper_lr(st: AffineSettings, cell) -> float:
 def build(cell, ctx: CellContext) -> Run:
     """The cell's data, optimiser settings and evaluation, then its method's builder (plan/affine_invariance.py,
     METHOD_TABLE; random, retrain and fixed share standard training with fixed ranges)."""
-    st = PLAN.settings(cell)
+    st = PLAN.typed_settings(cell)
     rt = ctx.runtime
     method, seed = st.method, int(st.seed)
     data, chunk_ids = load_data(st, ctx)

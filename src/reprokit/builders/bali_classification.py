@@ -264,7 +264,7 @@ def build_map(st: ClassificationSettings, data: TaskData, info: dict) -> MAP:
 
 def build(cell, ctx: CellContext) -> Run:
 
-    st = PLAN.settings(cell)
+    st = PLAN.typed_settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)
     data, scale, info = load_task(st, ctx)
     data = ctx.runtime.to(data)  # once; methods build their models and generators on data.device

@@ -50,7 +50,7 @@ def load_data(st: FederatedSettings, ctx: CellContext):
 
 def build(cell, ctx: CellContext) -> Run:
     """The cell's Run from its method's builder in the kind's table (plan/federated.py, METHOD_TABLE)."""
-    st = PLAN.settings(cell)
+    st = PLAN.typed_settings(cell)
     return load_builder(METHOD_TABLE[st.method])(st, ctx)
 
 

@@ -33,7 +33,7 @@ def _data(st: InputSelectionSettings, ctx: CellContext) -> TaskData:
 
 def build(cell, ctx: CellContext) -> Run:
     """The cell's Run from its method's builder in the kind's table (plan/input_selection.py, METHOD_TABLE)."""
-    st = PLAN.settings(cell)  # checks the method and the settings it needs
+    st = PLAN.typed_settings(cell)  # checks the method and the settings it needs
     return load_builder(METHOD_TABLE[st.method])(st, ctx)
 
 

@@ -126,7 +126,7 @@ def build_bbb(st, data, info: dict) -> BBBMethod:
 
 def build(cell, ctx: CellContext) -> Run:
 
-    st = PLAN.settings(cell)
+    st = PLAN.typed_settings(cell)
     method, dataset, seed = st.method, str(st.dataset), int(st.seed)
     data, x_grid, points = load(st)
     data, x_grid = ctx.runtime.to(data), ctx.runtime.to(x_grid)  # once; methods follow data.device

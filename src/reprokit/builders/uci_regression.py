@@ -59,7 +59,7 @@ def load_task(dataset: str, split: int, standardize_x: bool, standardize_y: bool
 def build(cell, ctx: CellContext) -> Run:
     """The cell's Run from its method's builder in the kind's table (plan/uci_regression.py, METHOD_TABLE)."""
 
-    st = PLAN.settings(cell)
+    st = PLAN.typed_settings(cell)
     return load_builder(METHOD_TABLE[st.method])(st, ctx)
 
 

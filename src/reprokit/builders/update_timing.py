@@ -109,7 +109,7 @@ def _make_optimizer(name: str, params, lr: float, momentum: float, weight_decay:
 class UpdateTiming:
     """A timing "method" for the training loop: `train_step` is one timed repetition of every update.
 
-    `settings` are a cell's typed settings (`PLAN.settings(cell)`, or `UpdateTimingSettings.from_dict`
+    `settings` are a cell's typed settings (`PLAN.typed_settings(cell)`, or `UpdateTimingSettings.from_dict`
     of a mapping with `model` and `seed`); `device` is the cell's runtime device.
     """
 
@@ -419,7 +419,7 @@ def summarize(rows: list[dict], timer: str = "cpu") -> dict:
 
 
 def build(cell, ctx: CellContext) -> Measurement:
-    st = PLAN.settings(cell)
+    st = PLAN.typed_settings(cell)
     torch.set_num_threads(int(st.num_threads))
     timer = UpdateTiming(st, ctx.runtime.device)
     return Measurement(st.n_steps, timer.measure, info=dict(timer.info))

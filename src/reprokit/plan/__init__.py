@@ -9,10 +9,10 @@ so `from reprokit.plan import kind` finds every kind registered. A plan owns the
 (a pydantic model: each default, allowed value, bound and description in exactly one place; the kind's JSON schema
 is generated from it), and answers, without torch:
 
-* ``settings(cell)``          the cell's typed settings (grid coordinates override shared settings)
+* ``typed_settings(cell)``    the cell's typed settings (grid coordinates override shared settings)
 * ``required_variants(cell)`` {name: (dataset, variant file)} the pipeline builds first
 * ``required_cells(cell)``    {name: (experiment, coords)} whose metrics.json this cell reads
-* ``cell_settings(cell)``     the resolved settings a cell's re-run depends on (Snakemake params)
+* ``resolved_settings(cell)`` the resolved settings a cell records and its re-run depends on (Snakemake params)
 * ``n_steps(cell)``           training iterations (the cost model and progress)
 * ``check(cell)``             everything above, plus what the cell's method needs (a setting only
                               some methods use): :func:`validate_cells` runs it for every cell of a

@@ -315,15 +315,15 @@ class AffineInvariancePlan(KindPlan):
         return METHOD_TABLE[st.method].needs
 
     def n_steps(self, cell) -> int:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         return st.steps + st.finetune_steps
 
     def derived(self, cell) -> dict:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         return {"steps": st.steps, "partition_updates": st.partition_updates}
 
     def required_variants(self, cell) -> dict:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         ds, out = str(st.dataset), {}
         if st.rotated:
             out["rotated"] = (ds, variants.variant_filename("rotated", seed=int(st.rotation_seed)))
@@ -338,7 +338,7 @@ class AffineInvariancePlan(KindPlan):
 
     def required_cells(self, cell) -> dict:
         """{name: (experiment, coords)} of cells whose metrics.json this cell reads (method `retrain`)."""
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         if st.method != "retrain":
             return {}
         if not st.source_experiment:
@@ -346,7 +346,7 @@ class AffineInvariancePlan(KindPlan):
         return {"found": (st.source_experiment, {**cell.coord_dict, "method": st.source_method})}
 
     def cost_parts(self, cell) -> CellWork:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         model, method = st.model, st.method
         n, B, S = st.steps, int(st.batch_size), int(st.aug_samples)
         S_eval = st.eval_samples

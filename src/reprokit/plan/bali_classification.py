@@ -50,7 +50,7 @@ Method = Literal[tuple(METHOD_TABLE)]
 Uci = Literal["spambase", "magic", "cdc_diabetes"]
 Image = Literal["mnist", "fashion_mnist"]
 METHODS, UCI, IMAGES = get_args(Method), get_args(Uci), get_args(Image)
-# Settings only one method reads (the table's `blocks`); `cell_settings` drops the other methods' keys.
+# Settings only one method reads (the table's `blocks`); `resolved_settings` drops the other methods' keys.
 METHOD_KEYS = method_keys(METHOD_TABLE)
 
 
@@ -159,12 +159,12 @@ class BaliClassificationPlan(KindPlan):
         return (*METHOD_TABLE[st.method].blocks, *(() if st.eval_every is not None else ("eval_every_epochs",)))
 
     def cost_parts(self, cell) -> CellWork:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         step = METHOD_TABLE[st.method].step(st)
         return mlp_cell(st.steps_run, st.hidden, st.dataset, step, int(st.batch_size))
 
     def n_steps(self, cell) -> int:
-        return self.settings(cell).steps_run
+        return self.typed_settings(cell).steps_run
 
 
 PLAN = register(BaliClassificationPlan())

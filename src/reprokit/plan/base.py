@@ -32,7 +32,7 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
     # Keys added after cells were archived whose default is what those cells ran (e.g. a new option off by default):
-    # a cell's resolved settings (KindPlan.cell_settings) hold them only where they differ from it, so the archived
+    # a cell's resolved settings (KindPlan.resolved_settings) hold them only where they differ from it, so the archived
     # lines and artefact fingerprints stay valid. Such a default must never change.
     RECORDED_WHEN_SET: ClassVar[tuple[str, ...]] = ()
 
@@ -87,13 +87,13 @@ class KindPlan:
         per_axes = [a for a in self.axes if "." not in a and a != "seed"]  # a `per_<axis>` block each
         return {"title": self.title, "axes": list(self.axes), "settings": settings_schema(self.Settings, per_axes)}
 
-    def settings(self, cell):
+    def typed_settings(self, cell):
         """Typed settings of one cell: shared settings overridden by the cell's grid coordinates. Built once
         per cell object (the DAG asks for them several times per cell)."""
         hit = self._cache.get(id(cell))
         if hit is not None and hit[0]() is cell:
             return hit[1]
-        st = self.Settings.from_dict(cell.values(), f"{cell.experiment} ({self.name})")
+        st = self.Settings.from_dict(cell.settings_with_coords(), f"{cell.experiment} ({self.name})")
         self._cache[id(cell)] = (weakref.ref(cell, lambda _r, k=id(cell): self._cache.pop(k, None)), st)  # noqa: B008 (the key, bound now)
         return st
 
@@ -107,7 +107,7 @@ class KindPlan:
     def required_cells(self, cell) -> dict:
         return {}
 
-    def cell_settings(self, cell) -> dict:
+    def resolved_settings(self, cell) -> dict:
         """The settings a cell runs with, resolved: every field of the kind's `Settings`, its default filled in
         where the config leaves it out, the grid coordinates applied (a dotted axis inside its block). Left out:
         the top-level axes (the cell's `coords` hold them) and the keys only other methods read
@@ -115,7 +115,7 @@ class KindPlan:
         config.json, its archived line and the artefact fingerprints record this, so a changed default re-runs the
         cells it changes and flags their archived lines, and changing one method's settings leaves the other
         methods' cells untouched."""
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         resolved = st.model_dump(mode="json")
         drop = {a for a in cell.coord_dict if "." not in a} | self.other_methods_keys(cell, resolved)
         drop |= {k for k in st.RECORDED_WHEN_SET if getattr(st, k) == type(st).model_fields[k].default}
@@ -132,7 +132,7 @@ class KindPlan:
         return {k for e in methods.values() for k in e.blocks} - own
 
     def n_steps(self, cell) -> int:
-        return int(self.settings(cell).n_steps)
+        return int(self.typed_settings(cell).n_steps)
 
     def derived(self, cell) -> dict:
         """Quantities the cell's settings imply, by name (e.g. how often its least-updated partition is updated):
@@ -150,7 +150,7 @@ class KindPlan:
     def check(self, cell) -> None:
         """Raise ConfigError when the cell cannot run as configured: its settings (types, allowed values,
         unknown or missing keys), its step count, its inputs, and each setting its method needs."""
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         for name in self.needs(st):
             if getattr(st, name, None) is None:
                 raise ConfigError(f"method '{getattr(st, 'method', '?')}' needs the setting '{name}'")

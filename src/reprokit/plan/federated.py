@@ -140,10 +140,10 @@ class FederatedPlan(KindPlan):
     build_target = "reprokit.builders.federated:build"
 
     def n_steps(self, cell) -> int:
-        return int(self.settings(cell).rounds)
+        return int(self.typed_settings(cell).rounds)
 
     def required_variants(self, cell) -> dict:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         ds, out = str(st.dataset), {}
         if st.rotated:
             out["rotated"] = (ds, variants.variant_filename("rotated", seed=int(st.data_seed)))
@@ -165,7 +165,7 @@ class FederatedPlan(KindPlan):
         """A round: clients_per_round clients, each one epoch of its ~n_train/n_clients examples in batches
         (FedAvg / Augerino: one network; Partitioned: sum_k u_k (C - k + 1) partitions trained per client in
         expectation, plus a psi gradient on the local data of clients of chunks k >= 2), then evaluations."""
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         model, n = str(st.model), int(st.rounds)
         S = 1 if st.method == "fedavg" else int(st.aug_samples)
         n_local = max(1, int(st.n_train) // int(st.n_clients))

@@ -117,14 +117,14 @@ class InputSelectionPlan(KindPlan):
     build_target = "reprokit.builders.input_selection:build"
 
     def required_variants(self, cell) -> dict:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         if st.method not in CHUNKED:
             return {}
         name = variants.variant_filename("chunks", n=st.n_train, proportions=st.chunk_proportions, seed=st.seed)
         return {"chunks": (st.dataset, name)}
 
     def cost_parts(self, cell) -> CellWork:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         step = METHOD_TABLE[st.method].step(st)
         return mlp_cell(int(st.n_steps), st.hidden, st.dataset, step, int(st.batch_size))
 

@@ -108,10 +108,10 @@ class SyntheticPredictivePlan(KindPlan):
         """The method and task blocks the cell does not read (`needs`: BALI reads `bali` and its dataset's task
         block, BBB `bbb`), so editing BBB's settings leaves the BALI cells untouched and the reverse."""
         every = {k for e in METHOD_TABLE.values() for k in e.blocks} | {"regression", "classification"}
-        return every - set(self.needs(self.settings(cell)))
+        return every - set(self.needs(self.typed_settings(cell)))
 
     def cost_parts(self, cell) -> CellWork:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         step = METHOD_TABLE[st.method].step(st)
         images = int(st.batch_size) if st.batch_size else None  # 0: full batch
         return mlp_cell(int(st.n_steps), st.hidden, st.dataset, step, images)

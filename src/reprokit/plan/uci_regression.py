@@ -230,7 +230,7 @@ class UciRegressionPlan(KindPlan):
         return METHOD_TABLE[st.method].blocks  # the method's own block
 
     def n_steps(self, cell) -> int:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         if st.method in ("dropout", "vadam"):
             return st.block.total_steps(str(st.dataset))
         if st.method == "pbp":
@@ -238,7 +238,7 @@ class UciRegressionPlan(KindPlan):
         return int(st.block.n_steps)
 
     def cost_parts(self, cell) -> CellWork:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         m = st.block
         n = self.n_steps(cell)  # dropout with Gal's protocol: grid points x epochs x batches, plus the retraining
         step = METHOD_TABLE[st.method].step(st)

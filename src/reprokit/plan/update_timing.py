@@ -91,7 +91,7 @@ class UpdateTimingPlan(KindPlan):
     build_target = "reprokit.builders.update_timing:build"
 
     def cost_parts(self, cell) -> CellWork:
-        st = self.settings(cell)
+        st = self.typed_settings(cell)
         model = str(st.model)
         B, S = int(st.batch_size), int(st.n_aug_samples)
         n = st.n_steps

@@ -62,7 +62,7 @@ def from_results(results: str | Path, scale: str, experiment: str) -> dict[str, 
         cell = cell_dir.relative_to(root).as_posix()
         out[cell] = {
             "cell": cell,
-            "settings": cells.settings(cell_dir),
+            "settings": cells.resolved_settings(cell_dir),
             **{k: record[k] for k in FIELDS if k in record},
         }
         curve = cells.curve(cell_dir)
@@ -131,7 +131,7 @@ def same_run(archived: dict, found: dict) -> bool:
 
 def current_settings(config: dict, scale: str, experiment: str) -> dict[str, dict]:
     """{cell dir: settings} the config gives each cell of `experiment` at `scale` now."""
-    return {c.rel_dir: kind(c.kind).cell_settings(c) for c in grid_of(config, experiment, scale).cells()}
+    return {c.rel_dir: kind(c.kind).resolved_settings(c) for c in grid_of(config, experiment, scale).cells()}
 
 
 def differing_keys(then: dict, now: dict) -> list[str]:

@@ -54,7 +54,7 @@ def records(experiment_dir: str | Path) -> Iterator[tuple[Path, dict]]:
         yield path.parent, read_record(path)
 
 
-def settings(cell_dir: str | Path) -> dict:
+def resolved_settings(cell_dir: str | Path) -> dict:
     """The settings a cell ran with (its config.json); an error naming the file when it is missing."""
     path = Path(cell_dir) / "config.json"
     if not path.exists():

@@ -1,7 +1,7 @@
 """Provenance of a built artefact: `figures/<artefact>.provenance.json`, written when its notebook finishes.
 
 A record names the commit, scale, devices the cells ran on, the date, and a fingerprint of the artefact's
-resolved config: the settings (`plan.cell_settings`) of every cell of its experiments at its scale, plus
+resolved config: the settings (`plan.resolved_settings`) of every cell of its experiments at its scale, plus
 the artefact's own entry (notebook, experiments, data files). tests/test_provenance.py recomputes the
 fingerprint of every committed record at HEAD and fails when the config changed since the artefact was
 built. Publishing a scale's build into figures/<scale>/ is reprokit.report.commands.provenance. Torch-free.
@@ -35,7 +35,7 @@ def resolved_config(config: dict, artefact: str, scale: str, unavailable=()) -> 
         for cell in grid_of(config, name, scale).cells():
             if skip.intersection(cell.datasets):
                 continue
-            cells[cell.rel_dir] = kind(cell.kind).cell_settings(cell)
+            cells[cell.rel_dir] = kind(cell.kind).resolved_settings(cell)
     entry = {k: spec.get(k) for k in ("paper", "notebook", "experiments", "data", "outputs")}
     return {"artefact": entry, "cells": cells}
 

@@ -160,7 +160,7 @@ class Context:
                 derived = plan_kind(cell.kind).derived(cell)
             except (KeyError, ValueError):  # a kind without a plan, or settings it rejects: the settings alone
                 derived = {}
-            out.append((cell.coord_dict, {**cell.values(), **derived}))
+            out.append((cell.coord_dict, {**cell.settings_with_coords(), **derived}))
         return out
 
     def machine(self, experiments: list[str], metric: str):
