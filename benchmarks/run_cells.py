@@ -252,6 +252,11 @@ def main(argv=None) -> int:
                 "device": rec.get("provenance", {}).get("device_name"),
                 **{k: v for k, v in final.items() if isinstance(v, (int, float))},
             }
+            if rc < 0:  # killed by a signal: say which, and where to look (the cell's log has its last step)
+                name = signal.Signals(-rc).name if -rc in signal.valid_signals() else str(-rc)
+                row["killed_by"] = name + (
+                    " (the kernel's out-of-memory killer sends it; see dmesg)" if rc == -9 else ""
+                )
             summary.append(row)
             print(json.dumps(row), flush=True)
     print(
