@@ -701,9 +701,12 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
         top += [bottom_line(g), "", f"<!-- {GLANCE_TAG}: {json.dumps(g, sort_keys=True)} -->", ""]
     lines[3:3] = top
     archived = sum(ctx.archived.values())
-    where = f"`{ctx.results / ctx.scale}`" + (
-        f" and {archived} archived cells that are not under it (figures/{ctx.scale}/cells)" if archived else ""
-    )
+    if not (ctx.results / ctx.scale).is_dir():  # built from the committed archive alone
+        where = f"the {archived} archived cells (figures/{ctx.scale}/cells) only"
+    else:
+        where = f"`{ctx.results / ctx.scale}`" + (
+            f" and {archived} archived cells that are not under it (figures/{ctx.scale}/cells)" if archived else ""
+        )
     lines[2] = f"Scale: **{scale_note}**. Results: {where}. {generated}".rstrip()
     return "\n".join(lines) + "\n"
 
