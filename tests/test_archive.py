@@ -93,7 +93,7 @@ def test_archived_cells_survive_results_loss_and_stale_ones_are_named(tmp_path, 
     text = report(tmp_path, cfg, results)
     row = yacht_do_line(text)
     assert "| 0.6 ± 0.1 | 2 | paper | cpu (FAKE CPU) |" in row, row
-    assert "2 archived cells that are not under it (figures/paper/cells)" in text
+    assert "Results: the 2 archived cells (figures/paper/cells) only" in text  # results/ gone: the archive alone
     assert "(2 from the archive figures/paper/cells)" in text
 
     # a cell archived with other settings (e.g. before a config change) does not count, and is named
