@@ -11,6 +11,7 @@ cells run; every artefact still builds, and those whose cells are n/a name the m
 all synthetic, so its end-to-end checks (tests/test_pipeline.py) run on that build.
 """
 
+import functools
 import re
 import time
 from pathlib import Path
@@ -34,10 +35,15 @@ FAMILIES = {  # family -> the config files whose artefacts it builds
 }
 
 
+@functools.cache
+def _test_config() -> dict:
+    return load_pipeline_config(REPO, {"scale": "test"})
+
+
 def synthetic_only(spec: dict) -> bool:
     """Whether every test-scale cell of an artefact's experiments uses synthetic data only: such an artefact is
     built, and its outputs checked, by the whole build without any dataset (below), so a family build leaves it out."""
-    config = load_pipeline_config(REPO)
+    config = _test_config()
     used = {d for e in spec["experiments"] for cell in grid_of(config, e, "test").cells() for d in cell.datasets}
     return used <= set(SYNTHETIC)
 
