@@ -16,6 +16,9 @@ import dataclasses
 import json
 import math
 import os
+import subprocess
+import sys
+import textwrap
 import traceback
 import types
 
@@ -469,6 +472,37 @@ def test_is_oom_recognises_cuda_oom_only():
     assert is_oom(RuntimeError("CUDA error: out of memory"))
     assert not is_oom(RuntimeError("shape mismatch"))
     assert not is_oom(MemoryError())
+
+
+def test_cpu_memory_guard_refuses_an_allocation_beyond_it_and_restores_the_limit():
+    """On a CPU, an allocation past the guard's headroom fails as a catchable error (the kernel would otherwise
+    kill the process); the same allocation outside the guard succeeds, the old limit is back after the block,
+    and on a CUDA device the guard leaves the limit alone. In a fresh process: RLIMIT_AS is process-wide."""
+    code = textwrap.dedent(
+        """
+        import resource, torch
+        from reprokit.runtime import cpu_memory_guard, is_cpu_oom, is_oom
+        before = resource.getrlimit(resource.RLIMIT_AS)
+        big = 512 * 2**20
+        torch.empty(big, dtype=torch.uint8).fill_(1)  # unguarded: allowed
+        try:
+            with cpu_memory_guard("cpu", headroom_bytes=64 * 2**20):
+                torch.empty(big, dtype=torch.uint8).fill_(1)
+        except Exception as err:
+            print("refused", is_cpu_oom(err), is_oom(err))
+        else:
+            print("allowed")
+        assert resource.getrlimit(resource.RLIMIT_AS) == before
+        with cpu_memory_guard("cpu", headroom_bytes=64 * 2**20):
+            torch.empty(8 * 2**20, dtype=torch.uint8).fill_(1)  # within the headroom
+        with cpu_memory_guard("cuda", headroom_bytes=1):
+            assert resource.getrlimit(resource.RLIMIT_AS) == before
+        print("done")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["refused", "True", "False", "done"]
 
 
 def test_tables_print_oom_for_an_oom_cell():

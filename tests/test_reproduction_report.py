@@ -1282,6 +1282,38 @@ def test_the_stated_rule_names_every_band():
         assert name in claims.__doc__
 
 
+def test_a_reasons_curve_numbers_read_each_cells_learning_curve():
+    """{{experiment peak_step.test_ll ...}} is the step where each cell's curve peaks (the first on a tie), and
+    {{... peak.test_ll}} its value there, per cell and then averaged: an overfitting cell's best step is shown, not
+    typed; a column no curve has is n/a."""
+    from reprokit.report.verdicts.results import fill_numbers
+
+    curves = pd.DataFrame(
+        {
+            "dataset": ["a"] * 6 + ["b"] * 3,
+            "seed": [1, 1, 1, 0, 0, 0, 0, 0, 0],
+            "step": [0, 10, 20, 0, 10, 20, 0, 10, 20],
+            "test_ll": [-9.0, -1.0, -2.0, -9.0, -3.0, -3.0, -9.0, -5.0, -0.5],
+        }
+    )
+
+    class Ctx:
+        def axes(self, experiment):
+            return ["dataset", "seed"]
+
+        def curves(self, experiment, where):
+            assert experiment == "e" and where == {}
+            return curves
+
+    assert fill_numbers(Ctx(), "{{e peak_step.test_ll dataset=a each}}") == "10, 10 (2 cells)"
+    assert fill_numbers(Ctx(), "{{e peak_step.test_ll}}") == "13 ± 3 (3 cells)"
+    assert fill_numbers(Ctx(), "{{e peak.test_ll dataset=a}}") == "-2.000 ± 1.000 (2 cells)"
+    assert fill_numbers(Ctx(), "{{e peak.test_ll dataset=b}}") == "-0.500 (1 cell)"
+    assert fill_numbers(Ctx(), "{{e peak.val_ll}} {{e peak_step.test_ll dataset=c}}") == (
+        "n/a (no cell ran) n/a (no cell ran)"
+    )
+
+
 def test_correlation_interval_resamples_the_points_whole():
     from reprokit.report.store.stats import correlation_ci
 

@@ -116,6 +116,24 @@ def test_out_of_memory_in_the_diff_laplace_update_is_recorded_and_the_rest_measu
         m.measure()
 
 
+def test_a_cpu_allocation_beyond_memory_in_the_diff_laplace_update_is_recorded_not_killed(monkeypatch):
+    """On a CPU the update runs under runtime.cpu_memory_guard: an allocation past it (here a guard of 64 MiB
+    against a 512 MiB tensor; on the machine, ResNet-8's marginal likelihood past 24 GB) is the same "oom"
+    outcome as a GPU's, and the other updates are measured."""
+    real_guard = update_timing.cpu_memory_guard
+    monkeypatch.setattr(update_timing, "cpu_memory_guard", lambda device: real_guard(device, headroom_bytes=64 * 2**20))
+
+    def too_big(*args, **kwargs):
+        return torch.empty(512 * 2**20, dtype=torch.uint8).fill_(1).sum()
+
+    m = UpdateTiming(tiny_settings())
+    m._dl_hyper_update = too_big
+    curve, metrics = m.measure()
+    assert metrics["dl_hyper_outcome"] == "oom" and "can't allocate memory" in metrics["dl_hyper_error"]
+    assert [r.get("dl_hyper_oom", False) for r in curve] == [True, False, False, False]
+    assert np.isfinite(metrics["param_ratio"]) and np.isfinite(metrics["dl_param_ratio"])
+
+
 def test_all_updates_use_the_same_batch():
     m = UpdateTiming(tiny_settings())
     seen = {}

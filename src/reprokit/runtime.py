@@ -220,3 +220,59 @@ def is_oom(err: BaseException) -> bool:
     return isinstance(err, oom_types) or (
         isinstance(err, RuntimeError) and "out of memory" in str(err).lower() and "CUDA" in str(err)
     )
+
+
+def is_cpu_oom(err: BaseException) -> bool:
+    """A CPU allocation refused, as it is under `cpu_memory_guard`: torch's "DefaultCPUAllocator: can't allocate
+    memory" or Python's MemoryError. Only a guarded block reads it as out of memory (`is_oom` does not)."""
+    return isinstance(err, MemoryError) or (
+        isinstance(err, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(err)
+    )
+
+
+def _proc_bytes(path: str, key: str) -> int | None:
+    """The value of `key` (given in kB) in a /proc file, in bytes; None where the file does not say:
+    ("/proc/meminfo", "MemAvailable") is the memory a new allocation gets without swapping, ("/proc/self/status",
+    "VmSize") this process's virtual size."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(f"{key}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+@contextlib.contextmanager
+def cpu_memory_guard(device, fraction: float = 0.9, headroom_bytes: int | None = None):
+    """On a CPU, make an allocation beyond the machine's available memory fail inside the block as a catchable
+    error (torch's "DefaultCPUAllocator: can't allocate memory", Python's MemoryError: `is_cpu_oom`)
+    instead of the kernel's out-of-memory killer ending the process with nothing written. It caps the process's
+    address space (RLIMIT_AS, soft limit only) at its size on entry plus `fraction` x MemAvailable (or
+    `headroom_bytes`) for the block and restores the old limit after. Elsewhere (CUDA: torch raises its own
+    OutOfMemoryError), or where /proc or setrlimit is missing, it does nothing. Written here because no library
+    turns the CPU's out-of-memory kill into an exception."""
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    now = _proc_bytes("/proc/self/status", "VmSize")
+    extra = headroom_bytes if headroom_bytes is not None else _proc_bytes("/proc/meminfo", "MemAvailable")
+    if now is None or extra is None:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = now + int(extra * (1.0 if headroom_bytes is not None else fraction))
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY:
+        cap = min(cap, soft)
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

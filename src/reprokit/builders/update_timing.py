@@ -30,7 +30,10 @@ values), the updates of Table 8 for the same architecture, all averaging predict
   in the last `diff_laplace.n_warmup` warm-up and the first `diff_laplace.n_repeats` timed repetitions only. A
   ``torch.OutOfMemoryError`` in it (the paper's fixup ResNet-14 on a 10 GB GPU) is caught around this
   update only and recorded: ``dl_hyper_outcome`` = "oom" with the message, and the update is not run
-  again; the other updates go on (an out-of-memory error anywhere else ends the cell as "oom").
+  again; the other updates go on (an out-of-memory error anywhere else ends the cell as "oom"). On a CPU
+  the update runs under `runtime.cpu_memory_guard`, so an allocation beyond the machine's available memory
+  fails the same way instead of the kernel killing the process (fixup ResNet-8 at batch 250 x 20 samples
+  needs more than 24 GB there).
 
 `backward` chooses what each partitioned update differentiates: ``minimal`` (default) runs the very
 update functions the partitioned method trains with (`methods.partitioned.param_update` /
@@ -78,6 +81,7 @@ from ..partition import (
 )
 from ..plan.update_timing import PLAN, UpdateTimingSettings
 from ..report.store.stats import median_ci
+from ..runtime import cpu_memory_guard, is_cpu_oom, is_oom
 from ..runtime_settings import cpu_model
 from . import CellContext, Measurement
 
@@ -323,8 +327,11 @@ class UpdateTiming:
                     cpu, wall, loss = self._timed(fn, *args)
                 else:
                     try:  # only here is running out of memory an outcome (module docstring)
-                        cpu, wall, loss = self._timed(fn, *args)
-                    except torch.OutOfMemoryError as err:
+                        with cpu_memory_guard(self.device):
+                            cpu, wall, loss = self._timed(fn, *args)
+                    except Exception as err:
+                        if not (is_oom(err) or is_cpu_oom(err)):
+                            raise
                         self._dl_out_of_memory(err)
                         row["dl_hyper_oom"] = True
                         continue

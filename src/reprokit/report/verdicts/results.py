@@ -448,12 +448,49 @@ def _fmt(x: float, like: float | None = None) -> str:
     return f"{x:.{4 if ref < 0.5 else 3}f}"
 
 
+def _picked(rows: pd.DataFrame, where: dict[str, list[str]]) -> pd.DataFrame:
+    """The rows whose coordinates take one of the listed values on every axis of `where` (none when an axis is
+    missing)."""
+    for key, values in where.items():
+        rows = (
+            rows[rows[key].map(lambda v, vs=values: any(norm(v) == norm(x) for x in vs))]
+            if key in rows
+            else rows.iloc[0:0]
+        )
+    return rows
+
+
+# {{experiment peak.test_ll ...}}: each cell's curve reduced to one number (its largest value, or the step of it)
+_CURVE_STATISTICS = {
+    "peak": lambda curve, col: curve[col].max(),
+    "peak_step": lambda curve, col: curve["step"][curve[col].idxmax()],
+}
+
+
+def _curve_values(ctx: Context, experiment: str, curves: pd.DataFrame, statistic: str, column: str) -> pd.Series:
+    """One value per cell (in seed order) of `statistic` over its learning curve's `column`; empty when no cell
+    has a curve with that column."""
+    if curves.empty or column not in curves or "step" not in curves:
+        return pd.Series(dtype=float)
+    axes = [a for a in ctx.axes(experiment) if a in curves]
+    order = ["seed"] if "seed" in axes else []
+    curves = curves.assign(**{column: pd.to_numeric(curves[column], errors="coerce")}).dropna(subset=[column])
+    groups = (
+        curves.sort_values(order + ["step"], kind="stable").groupby(axes, sort=False, dropna=False)
+        if axes
+        else [((), curves)]
+    )
+    return pd.Series([float(_CURVE_STATISTICS[statistic](g.reset_index(drop=True), column)) for _, g in groups])
+
+
 def fill_numbers(ctx: Context, text: str) -> str:
     """`text` with each {{experiment metric axis=value ...}} replaced by our mean ± s.e. of `metric` over the cells
     of `experiment` with those coordinates and how many ("1.119 ± 0.006 (5 cells)"), or "n/a (no cell ran)"; a
     trailing `max` / `min` gives the largest / smallest cell instead ("0.9060 (best of 4 cells)"), `each` every
     cell's value in seed order ("0.068, 0.059 (2 cells)"; whole counts without decimals: "29, 27 (2 cells)"). The
-    metric may be a per-cell difference of two, `test_nll-train_nll`."""
+    metric may be a per-cell difference of two, `test_nll-train_nll`, or a statistic of each cell's learning curve,
+    `peak.<column>` (the curve's largest value) or `peak_step.<column>` (the step where it is largest; the first
+    such step on a tie), from the cells' curves (`Context.curves`)."""
 
     def one(match: re.Match) -> str:
         experiment, metric, where_text = match.groups()
@@ -466,16 +503,14 @@ def fill_numbers(ctx: Context, text: str) -> str:
                 reducer = key
                 continue
             where[key] = value.split(",")
-        rows = ctx.cells(experiment, {})
-        for key, values in where.items():
-            rows = (
-                rows[rows[key].map(lambda v, vs=values: any(norm(v) == norm(x) for x in vs))]
-                if key in rows
-                else rows.iloc[0:0]
-            )
-        if "seed" in rows:
-            rows = rows.sort_values("seed", kind="stable")
-        v = metric_values(rows, metric)
+        statistic, dot, column = metric.partition(".")
+        if dot and statistic in _CURVE_STATISTICS:
+            v = _curve_values(ctx, experiment, _picked(ctx.curves(experiment, {}), where), statistic, column)
+        else:
+            rows = _picked(ctx.cells(experiment, {}), where)
+            if "seed" in rows:
+                rows = rows.sort_values("seed", kind="stable")
+            v = metric_values(rows, metric)
         v = pd.Series(dtype=float) if v is None else v.dropna()
         if v.empty:
             return "n/a (no cell ran)"
@@ -488,6 +523,8 @@ def fill_numbers(ctx: Context, text: str) -> str:
             word, pick = _REDUCERS[reducer]
             return f"{show(float(pick(v)))} ({word} of {n_cells})"
         m, se, n = mean_se(v)
+        if statistic == "peak_step":  # a step: whole numbers
+            return (f"{m:.0f} ± {se:.0f}" if n > 1 else f"{m:.0f}") + f" ({n_cells})"
         return (f"{_fmt(m)} ± {_fmt(se, like=m)}" if n > 1 else _fmt(m)) + f" ({n_cells})"
 
     return _NUMBER.sub(one, text)
