@@ -111,6 +111,28 @@ def test_partitioned_upload_fraction_is_the_expected_one_for_all_chunks():
     assert m.comm["full_upload_bytes"] == 4 * 4 * total
 
 
+def test_partitioned_server_averages_each_entry_over_the_clients_that_sent_it():
+    """The server's gradient of a weight entry is the mean of (server - client value) over the clients that
+    uploaded that entry (a client uploads only its partitions' entries), 0 where none did: bit-identical to
+    the boolean-mask sums written out by hand from the same messages."""
+    m = _method("partitioned", clients_per_round=4)
+    m.client_chunk = [1, 2, 3, 1]
+    server = {n: p.detach().clone() for n, p in m.weights.items()}
+    sent, update = [], m.client_update
+    m.client_update = lambda c, step=0: sent.append(update(c, step)) or sent[-1]
+    m.server_opt.step = lambda: None  # keep the gradients the server computed; the weights stay put
+    m.train_step(0)
+    assert len(sent) == 4 and any(mask is not None and not mask.all() for msg in sent for _, mask, _ in msg["upload"])
+    for n, p in m.weights.items():
+        delta, count = torch.zeros_like(p), torch.zeros_like(p)
+        for msg in sent:
+            for name, mask, values in msg["upload"]:
+                if name == n:
+                    delta[mask] = delta[mask] + (server[n][mask] - values)
+                    count[mask] = count[mask] + 1
+        assert torch.equal(p.grad, delta / count.clamp(min=1)), n
+
+
 @pytest.mark.parametrize("batching", ["loop", "vmap"])
 @pytest.mark.parametrize("method", ["fedavg", "augerino", "partitioned"])
 def test_resume_is_bit_identical(method, batching):
