@@ -568,6 +568,24 @@ def test_the_machine_spread_is_reported_beside_the_band_never_used_as_one(tmp_pa
     assert "beside it, not part of the band: machine spread 5.00% over 4 re-run pairs" in v.measured
 
 
+def test_the_stability_line_counts_only_claims_that_still_exist(tmp_path):
+    """FAKE record: a claim renamed since the stability run is named and left out of "k of n unchanged", so the
+    report never counts a verdict it cannot show; an unstable one is named with both verdicts."""
+    (tmp_path / "quick").mkdir()
+    rows = [
+        {"claim": "kept_a", "stable": True, "archive": "holds", "rerun": "holds"},
+        {"claim": "kept_b", "stable": False, "archive": "holds", "rerun": "inconclusive"},
+        {"claim": "old_name", "stable": True, "archive": "holds", "rerun": "holds"},
+    ]
+    rec = {"date": "FAKE", "experiments": ["e"], "rerun": "threads 2", "claims": rows, "stable": 2, "of": 3}
+    (tmp_path / "quick" / "verdict_stability.json").write_text(json.dumps(rec))
+    line = reproduction.stability_line("quick", {"kept_a", "kept_b", "new_claim"}, figures=tmp_path)
+    assert "1 of 2 verdicts unchanged; changed: kept_b (holds -> inconclusive)" in line
+    assert "no longer exist (left out): old_name." in line
+    assert "2 of 3" in reproduction.stability_line("quick", None, figures=tmp_path)  # no claim list: all counted
+    assert "not measured at paper scale" in reproduction.stability_line("paper", set(), figures=tmp_path)
+
+
 def _mask_rows(informative: list[float], spurious: list[float]) -> list[dict]:
     """FAKE learned masks: per seed, 3 informative inputs then 3 spurious ones (keep-probabilities)."""
     rows = []

@@ -625,7 +625,7 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
             "",
         ]
     lines += [f"Verdict rule: {decide.NOISE_RULE}.", ""]
-    lines += [stability_line(ctx.scale), ""]
+    lines += [stability_line(ctx.scale, {c.id for c, _ in verdicts}), ""]
     for doc in ctx.docs:
         lines += [f"### Summary: {PAPER_NAMES.get(doc['paper'], doc['paper'])}", ""]
         lines += summary_lines(ctx, doc, verdicts) + [""]
@@ -711,21 +711,30 @@ def render(ctx: Context, generated: str = "", z_image: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def stability_line(scale: str) -> str:
+def stability_line(scale: str, claim_ids: set[str] | None = None, figures: Path | None = None) -> str:
     """What benchmarks/verdict_stability.py found at this scale (figures/<scale>/verdict_stability.json): which
-    verdicts stay the same when their cells run again with another thread count, a stand-in for another machine."""
-    path = Path(__file__).resolve().parents[4] / "figures" / scale / "verdict_stability.json"
+    verdicts stay the same when their cells run again with another thread count, a stand-in for another machine.
+    Given `claim_ids` (the claims the papers' YAML has now), a recorded claim that is no longer among them
+    (renamed or removed since the record) is named and left out of the count. `figures`: the folder of the
+    scales' records (default: the repository's figures/)."""
+    path = (figures or Path(__file__).resolve().parents[4] / "figures") / scale / "verdict_stability.json"
     if not path.exists():
         return (
             f"Verdicts stable under another machine: not measured at {scale} scale "
             "(benchmarks/verdict_stability.py re-runs a claim's cells with another thread count)."
         )
     rec = json.loads(path.read_text())
-    changed = [f"{r['claim']} ({r['archive']} -> {r['rerun']})" for r in rec["claims"] if not r["stable"]]
+    rows = rec["claims"]
+    gone = sorted(r["claim"] for r in rows if claim_ids is not None and r["claim"] not in claim_ids)
+    rows = [r for r in rows if r["claim"] not in gone]
+    changed = [f"{r['claim']} ({r['archive']} -> {r['rerun']})" for r in rows if not r["stable"]]
     return (
         f"Verdicts stable under another machine (benchmarks/verdict_stability.py, {rec['date']}; the cells of "
-        f"{', '.join(rec['experiments'])} re-run with {rec['rerun']}): {rec['stable']} of {rec['of']} verdicts "
-        f"unchanged" + (f"; changed: {'; '.join(changed)}" if changed else "") + ". The other claims: not measured."
+        f"{', '.join(rec['experiments'])} re-run with {rec['rerun']}): {sum(bool(r['stable']) for r in rows)} of "
+        f"{len(rows)} verdicts unchanged"
+        + (f"; changed: {'; '.join(changed)}" if changed else "")
+        + (f"; recorded for claims that no longer exist (left out): {', '.join(gone)}" if gone else "")
+        + ". The other claims: not measured."
     )
 
 
