@@ -259,7 +259,7 @@ def test_cli_says_fallback_for_cells_without_measured_costs(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     uci = next(ln for ln in res.stdout.splitlines() if ln.startswith("bali_uci"))
     fig3a = next(ln for ln in res.stdout.splitlines() if ln.startswith("fig3a"))
-    assert "FALLBACK for 720 cells" in uci and "FALLBACK" not in fig3a
+    assert "FALLBACK for 840 cells" in uci and "FALLBACK" not in fig3a
     assert "FALLBACK mlp50/uci_yacht bali_w: no measured cost anywhere" in res.stdout
 
 

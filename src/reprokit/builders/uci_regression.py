@@ -1,6 +1,6 @@
 """BALI paper Sec. 5.2 / App. H.2: UCI regression benchmark (Tables 1, 4, 7).
 
-Grid axes: `method` (bali | bali_yraw | dropout | bbb | pbp | vadam), `dataset` (uci_*), `seed` = the index of the standard
+Grid axes: `method` (bali | bali_yraw | dropout | bbb | pbp | vadam | nng), `dataset` (uci_*), `seed` = the index of the standard
 Hernandez-Lobato & Adams 90/10 split (0..19, protein 0..4); it also seeds initialisation and minibatches.
 
 Data scaling (`standardize_x`, `standardize_y`, per method block): z-scores with training-split
@@ -27,6 +27,7 @@ from ..methods.bali import BaliMethod
 from ..methods.bbb import BBBMethod
 from ..methods.gal_dropout import GalDropoutProtocol
 from ..methods.mc_dropout import MCDropout
+from ..methods.nng import NoisyKfacMLP
 from ..methods.pbp import PBPMethod
 from ..methods.standard import OptimConfig
 from ..methods.vadam import VadamProtocol
@@ -245,7 +246,8 @@ def build_gal_dropout(st, ctx: CellContext) -> Run:
 
 
 def relu_net_info(st, n_steps: int) -> dict:
-    """The network facts a PBP / VADAM cell records; both are written for ReLU networks (their papers' UCI runs)."""
+    """The network facts a PBP / VADAM / NNG-MVG cell records; each is written for ReLU networks (their papers' UCI
+    runs)."""
     if st.activation != "relu":
         raise ValueError(f"{st.method}: written for ReLU networks (its paper's UCI runs), not {st.activation}")
     return {
@@ -305,21 +307,23 @@ def build_vadam(st, ctx: CellContext) -> Run:
         y_std=y_std,
         train_eval_size=st.train_eval_size,
     )
+    facts = {
+        "final_steps": inner.phase_steps[-1],
+        "grid_points": len(inner.grid),
+        "folds": int(m.folds) if len(inner.grid) > 1 else 0,
+    }
+    return _weight_sampling_run(st, inner, info, batch, facts)
+
+
+def _weight_sampling_run(st, inner, info: dict, batch: int, facts: dict) -> Run:
+    """The Run of a method trained by weight draws (VADAM, NNG-MVG): its facts recorded, the curve every
+    n_steps / n_evals steps, the final metrics from `final_samples` weight draws."""
+    m = st.block
     final_samples = int(st.final_samples)
     info.update(relu_net_info(st, inner.n_steps))
-    info.update(
-        {
-            "final_steps": inner.phase_steps[-1],
-            "epochs": int(m.epochs),
-            "batch_size": batch,
-            "lr": float(m.lr),
-            "mc_samples": int(m.mc_samples),
-            "grid_points": len(inner.grid),
-            "folds": int(m.folds) if len(inner.grid) > 1 else 0,
-            "eval_samples": int(st.eval_samples),
-            "final_samples": final_samples,
-        }
-    )
+    info.update({"epochs": int(m.epochs), "batch_size": batch, "lr": float(m.lr), "mc_samples": int(m.mc_samples)})
+    info.update(facts)
+    info.update({"eval_samples": int(st.eval_samples), "final_samples": final_samples})
     eval_every = int(st.eval_every) if st.eval_every else max(1, inner.n_steps // int(st.n_evals))
     info["eval_every"] = eval_every
     return Run(
@@ -329,3 +333,35 @@ def build_vadam(st, ctx: CellContext) -> Run:
         info=info,
         evaluation=Evaluation(inner.evaluate, lambda: inner.final_metrics(n_samples=final_samples)),
     )
+
+
+def build_nng(st, ctx: CellContext) -> Run:
+    """`nng`: NNG-MVG, noisy K-FAC on a ReLU MLP with a Gamma posterior on the noise precision (methods/nng.py);
+    metrics of the final matrix-variate Gaussian with `final_samples` weight draws."""
+
+    m = st.block
+    data, y_std, info = load_task(str(st.dataset), int(st.seed), bool(m.standardize_x), bool(m.standardize_y), ctx)
+    data = ctx.runtime.to(data)
+    relu_net_info(st, 0)  # refuses another activation before anything is built
+    batch = batch_size_of(m.batch_size, data.n_train)
+    inner = NoisyKfacMLP(
+        data,
+        list(st.hidden),
+        int(m.epochs),
+        batch,
+        float(m.lr),
+        float(m.ema),
+        int(m.mc_samples),
+        int(st.seed),
+        n_eval_samples=int(st.eval_samples),
+        kl_weight=float(m.kl_weight),
+        prior_var=float(m.prior_var),
+        damping=float(m.damping),
+        decay_epoch=None if m.decay_epoch is None else int(m.decay_epoch),
+        decay=float(m.decay),
+        noise_prior=(float(m.noise_prior_a), float(m.noise_prior_b)),
+        noise_lr=float(m.noise_lr),
+        y_std=y_std,
+        train_eval_size=st.train_eval_size,
+    )
+    return _weight_sampling_run(st, inner, info, batch, {"ema": float(m.ema)})

@@ -16,7 +16,7 @@ IMAGE_TEST_SIZE = {"mnist": 10000, "cifar10": 10000, "tinyimagenet": 10000}
 class Part:
     model: str
     step: str  # plain | standard | partitioned | param | hyper | lila_hyper | llml | bali_w | bali_l | dropout
-    #                    | map | bbb | pbp (an epoch) | vadam | startup
+    #                    | map | bbb | pbp (an epoch) | vadam | nng | startup
     images: int | None  # per step (batch x augmentation samples); None: as measured (full-batch MLP sets)
     count: float  # how many such steps the cell runs
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field
 
 from ..errors import ConfigError
-from ..methods.cv_protocol import protocol_steps
+from ..methods.cv_protocol import epoch_steps, protocol_steps
 from ..methods.gal_protocol import gal_protocol_steps
 from .bali_blocks import BaliKindSettings, BaliPriors, BbbNoise
 from .base import KindPlan, Settings, register
@@ -27,7 +27,7 @@ def _entry(name: str, label: str, builder: str, cost_step) -> MethodEntry:
 
 
 # The kind's methods, in the order tables list them (plan/methods.py). `n_steps` and `cost_parts` still say how
-# dropout / vadam (protocol steps) and pbp (a step is an epoch) count their steps.
+# dropout / vadam (protocol steps), nng (epochs x minibatches) and pbp (a step is an epoch) count their steps.
 METHOD_TABLE = register_methods(
     "uci_regression",
     table(
@@ -37,6 +37,7 @@ METHOD_TABLE = register_methods(
         _entry("bbb", "BBB", "build_bbb", "bbb"),
         _entry("pbp", "PBP", "build_pbp", "pbp"),
         _entry("vadam", "VADAM", "build_vadam", "vadam"),
+        _entry("nng", "NNG-MVG", "build_nng", "nng"),
     ),
 )
 Method = Literal[tuple(METHOD_TABLE)]
@@ -195,6 +196,30 @@ class UciVadamBlock(Settings):
         return select + final
 
 
+class UciNngBlock(Settings):
+    """Method `nng` (NNG-MVG: noisy K-FAC, Zhang et al. 2018; methods/nng.py): a matrix-variate Gaussian posterior
+    per layer fitted by noisy natural gradient, the noise precision by a Gamma posterior."""
+
+    standardize_x: bool = Field(description=STD_X)
+    standardize_y: bool = Field(description=STD_Y)
+    epochs: int = Field(ge=1)
+    batch_size: Annotated[int, Field(ge=1)]
+    lr: float = Field(gt=0, description="step size of the mean update (alpha)")
+    ema: float = Field(gt=0, le=1, description="weight of each step's statistics in the Kronecker factors (beta)")
+    mc_samples: int = Field(ge=1, description="weight draws per training step")
+    kl_weight: float = Field(1.0, gt=0, description="lambda, the ELBO's KL weight")
+    prior_var: float = Field(1.0, gt=0, description="eta, the variance of the N(0, eta I) weight prior")
+    damping: float = Field(0.0, ge=0, description="extrinsic damping added to the mean update's")
+    decay_epoch: int | None = Field(500, ge=1, description="epoch after which lr and ema are multiplied by decay")
+    decay: float = Field(0.1, gt=0, le=1)
+    noise_prior_a: float = Field(6.0, gt=0, description="shape of the Gamma prior on the noise precision")
+    noise_prior_b: float = Field(6.0, gt=0, description="rate of that prior")
+    noise_lr: float = Field(1.0e-3, gt=0, description="Adam step size of q(tau)'s parameters")
+
+    def total_steps(self, dataset: str) -> int:
+        return int(self.epochs) * epoch_steps(UCI_N_TRAIN[dataset], self.batch_size)
+
+
 class UciSettings(BaliKindSettings):
     """`seed` is the index of the standard split (it also seeds initialisation and minibatches)."""
 
@@ -212,9 +237,10 @@ class UciSettings(BaliKindSettings):
     bbb: UciBbbBlock | None = None
     pbp: UciPbpBlock | None = None
     vadam: UciVadamBlock | None = None
+    nng: UciNngBlock | None = None
 
     @property
-    def block(self) -> UciBaliBlock | UciDropoutBlock | UciBbbBlock | UciPbpBlock | UciVadamBlock:
+    def block(self) -> UciBaliBlock | UciDropoutBlock | UciBbbBlock | UciPbpBlock | UciVadamBlock | UciNngBlock:
         """The settings block of the cell's method."""
         return self.need(self.method)
 
@@ -231,7 +257,7 @@ class UciRegressionPlan(KindPlan):
 
     def n_steps(self, cell) -> int:
         st = self.typed_settings(cell)
-        if st.method in ("dropout", "vadam"):
+        if st.method in ("dropout", "vadam", "nng"):
             return st.block.total_steps(str(st.dataset))
         if st.method == "pbp":
             return int(st.block.epochs)
@@ -244,7 +270,7 @@ class UciRegressionPlan(KindPlan):
         step = METHOD_TABLE[st.method].step(st)
         if st.method == "pbp":  # a step is an epoch of per-point updates: as measured on that dataset
             return mlp_cell(n, st.hidden, st.dataset, step, None)
-        if st.method == "vadam":  # a step draws mc_samples weights for its minibatch
+        if st.method in ("vadam", "nng"):  # a step draws mc_samples weights for its minibatch
             return mlp_cell(n, st.hidden, st.dataset, step, int(m.batch_size) * int(m.mc_samples))
         images = None if m.batch_size in FULL_BATCH else int(m.batch_size)  # full batch: as measured on that dataset
         return mlp_cell(n, st.hidden, st.dataset, step, images)
