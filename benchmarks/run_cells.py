@@ -218,10 +218,11 @@ def main(argv=None) -> int:
         cmd = [sys.executable, "-m", "reprokit.cell", *job.argv(args.threads)]
         jobs.append((c.rel_dir, cmd, logs / f"{c.rel_dir}.log", metrics, job.env))
     jobs.sort(key=lambda j: min([i for i, f in enumerate(args.first) if f in j[0]], default=len(args.first)))
+    also_archived = sum(1 for rel in skipped if (archived.get(rel) or {}).get("status") == "completed")
     print(
         f"{len(jobs)} cells of {args.experiment} at scale {args.scale} to run ({len(stale)} completed with other "
-        f"settings); {len(skipped)} already completed with these settings and {len(kept)} archived with them "
-        f"(skipped; --rerun runs them again); {len(needed)} variant files",
+        f"settings); {len(skipped)} already completed under results/ with these settings ({also_archived} of them "
+        f"also archived) and {len(kept)} archived only (skipped; --rerun runs them again); {len(needed)} variant files",
         flush=True,
     )
     if args.dry_run:

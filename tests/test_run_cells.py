@@ -107,7 +107,28 @@ def test_a_cell_archived_with_these_settings_is_not_run_again(run_cells, tmp_pat
     ]
     (cells_dir / "bali_uci.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     monkeypatch.setattr(run_cells, "ARCHIVE_ROOT", tmp_path)
-    _skipped_until_rerun(run_cells, args, capsys, skipped=a, runs=b, counted="archived with them")
+    _skipped_until_rerun(run_cells, args, capsys, skipped=a, runs=b, counted="archived only")
+
+
+def test_a_cell_both_completed_and_archived_is_counted_once_as_completed_and_archived(
+    run_cells, tmp_path, capsys, monkeypatch
+):
+    """The opening line counts a cell completed under results/ and archived as completed, "also archived"; not as
+    "archived only"."""
+    args = ["--experiment", "bali_uci", "--scale", "test", "--where", "method=dropout", "--dry-run"]
+    assert run_cells.main(args) == 0
+    _, (a, b) = _listed(capsys)
+    _finished(tmp_path, a, _settings_now(a))
+    cells_dir = tmp_path / "figures" / "test" / "cells"
+    cells_dir.mkdir(parents=True)
+    line = {"cell": a, "settings": _settings_now(a), "status": "completed", "coords": {}, "metrics": {}}  # FAKE
+    (cells_dir / "bali_uci.jsonl").write_text(json.dumps(line) + "\n")
+    monkeypatch.setattr(run_cells, "ARCHIVE_ROOT", tmp_path)
+    assert run_cells.main(args) == 0
+    head, cells = _listed(capsys)
+    assert cells == [b]
+    assert "1 already completed under results/ with these settings (1 of them also archived)" in head
+    assert "0 archived only" in head
 
 
 def _size_cells():
