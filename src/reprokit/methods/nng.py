@@ -136,6 +136,8 @@ class NoisyKfacMLP(PredictiveEvaluation):
         return a / b
 
     def _scheduled(self, value: float) -> float:
+        # t counts this step: the decay starts at the last step of epoch decay_epoch, one step before the authors'
+        # group's code (which decays after that epoch); kept, as the archived cells ran
         return value * self.decay if self.decay_step is not None and self.t >= self.decay_step else value
 
     def _inverses(self, gamma: float) -> list[tuple[torch.Tensor, torch.Tensor]]:

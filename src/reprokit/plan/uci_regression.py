@@ -210,7 +210,9 @@ class UciNngBlock(Settings):
     kl_weight: float = Field(1.0, gt=0, description="lambda, the ELBO's KL weight")
     prior_var: float = Field(1.0, gt=0, description="eta, the variance of the N(0, eta I) weight prior")
     damping: float = Field(0.0, ge=0, description="extrinsic damping added to the mean update's")
-    decay_epoch: int | None = Field(500, ge=1, description="epoch after which lr and ema are multiplied by decay")
+    decay_epoch: int | None = Field(
+        500, ge=1, description="lr and ema are multiplied by decay from this epoch's last step on"
+    )
     decay: float = Field(0.1, gt=0, le=1)
     noise_prior_a: float = Field(6.0, gt=0, description="shape of the Gamma prior on the noise precision")
     noise_prior_b: float = Field(6.0, gt=0, description="rate of that prior")
