@@ -167,6 +167,40 @@ def test_a_similarity_of_table_entries_names_its_band():
     assert v.status == "inconclusive" and f"(noise band {band:.2g})" in v.measured, v.measured
 
 
+def test_an_entry_the_paper_prints_as_a_dash_is_absent_not_pending():
+    from reprokit.report.verdicts.papers import PaperNumber
+    from reprokit.report.verdicts.results import Ours
+
+    # FAKE: BALI against DO and VADAM on two rows; the paper prints "-" for VADAM on row "p" (no such entry) and
+    # nothing on row "q" (not run by us: the comparison is pending)
+    ran = {("r", "BALI"): Ours(1.0, 0.01, 5), ("r", "DO"): Ours(1.5, 0.01, 5), ("r", "VADAM"): Ours(1.6, 0.01, 5)}
+    ran |= {
+        ("p", "BALI"): Ours(1.0, 0.01, 5),
+        ("p", "DO"): Ours(1.4, 0.01, 5),
+        ("p", "VADAM"): Ours(math.nan, math.nan, 0),
+    }
+
+    class Entries(Cells):
+        def ours(self, artefact, row, column):
+            return ran[(row, column)]
+
+        def paper_number(self, artefact, row, column):
+            return PaperNumber(artefact, row, column, None, None, "-") if (row, column) == ("p", "VADAM") else None
+
+        def paired(self, *_):
+            return []
+
+    args = {"artefact": "t", "a": "BALI", "b": ["DO", "VADAM"], "over": ["r", "p"], "lower_is_better": True}
+    with noise.measured(fam(0.002)):
+        v = claims.check(Entries({}), "compare_entries", args)
+    assert v.status == "holds" and "p: no VADAM (the paper prints '-')" in v.measured, v.measured
+    ran[("q", "BALI")], ran[("q", "DO")] = Ours(1.0, 0.01, 5), Ours(1.4, 0.01, 5)
+    ran[("q", "VADAM")] = Ours(math.nan, math.nan, 0)
+    with noise.measured(fam(0.002)):
+        v = claims.check(Entries({}), "compare_entries", {**args, "over": ["r", "p", "q"]})
+    assert v.status == "not run" and "q: VADAM or BALI not run" in v.measured, v.measured
+
+
 # -- (3) a single value needs its family's seed spread -------------------------------------------------------------
 
 

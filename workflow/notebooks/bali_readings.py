@@ -14,7 +14,7 @@
 # is small (kin8nm, yacht, energy). Five readings, each a set of cells on every split:
 # standardised targets (the config's default since 2026-11-28, `bali_uci`'s BALI), raw targets (`bali_uci`'s
 # BALI raw-y, the default until then), standardised targets with a negligible last-layer U_0 (1e-4 N_eff,
-# hidden layers 0.01 N_eff; `bali_uci_readings`), a wide hidden-layer U_0 (1.0 N_eff; `bali_uci_hidden_u0`) and
+# hidden layers 0.01 N_eff; `bali_uci_readings`, protein `bali_uci_protein_readings`), a wide hidden-layer U_0 (1.0 N_eff; `bali_uci_hidden_u0`) and
 # Eq. 12's input scaling in the first layer too (`bali_uci_input_scaled`); the last two are shown once they ran.
 # The rule the default follows: the text first (one sigma_u^2
 # for every layer, Table 4), then, where the text is silent (the targets' units), the reading nearest the
@@ -30,8 +30,8 @@ from reprokit.report.render.tables import write_table
 log = notebook.start_log(snakemake)
 
 inputs = snakemake.input
-main = br.load([inputs["bali_uci"]])
-alt = br.load([inputs["bali_uci_readings"]])
+main = br.load([inputs["bali_uci"], inputs["bali_uci_protein"]])
+alt = br.load([inputs["bali_uci_readings"], inputs["bali_uci_protein_readings"]])
 hidden = br.load([inputs["bali_uci_hidden_u0"]])
 scaled = br.load([inputs["bali_uci_input_scaled"]])
 every = pd.concat([main, alt, hidden, scaled])
