@@ -11,6 +11,11 @@ naming them.
 
     python benchmarks/run_cells.py --experiment fig3a --scale paper --where n_train=1000,5000 seed=0 --jobs 8
 
+The cells import whichever `reprokit` the interpreter finds: with an editable install that is the checkout it was
+installed from, whatever the current folder. To keep a long queue on one version of the code while editing another
+checkout (a `git worktree` of a commit, say), start it with `PYTHONPATH=<that worktree>/src`; the cell processes
+inherit it.
+
 Prints one line per finished cell (status, wall time) and a JSON summary to --summary. A cell whose
 metrics.json says completed is skipped only while its config.json holds the config's current settings;
 one that finished with other settings runs again (named, with the keys that differ), as Snakemake's
