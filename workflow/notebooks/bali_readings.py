@@ -14,8 +14,9 @@
 # is small (kin8nm, yacht, energy). Five readings, each a set of cells on every split:
 # standardised targets (the config's default since 2026-11-28, `bali_uci`'s BALI), raw targets (`bali_uci`'s
 # BALI raw-y, the default until then), standardised targets with a negligible last-layer U_0 (1e-4 N_eff,
-# hidden layers 0.01 N_eff; `bali_uci_readings`, protein `bali_uci_protein_readings`), a wide hidden-layer U_0 (1.0 N_eff; `bali_uci_hidden_u0`) and
-# Eq. 12's input scaling in the first layer too (`bali_uci_input_scaled`); the last two are shown once they ran.
+# hidden layers 0.01 N_eff; `bali_uci_readings`, protein `bali_uci_protein_readings`), a wide hidden-layer U_0
+# (1.0 N_eff; `bali_uci_hidden_u0`) and Eq. 12's input scaling in the first layer too (`bali_uci_input_scaled`);
+# the last two are shown once they ran.
 # The rule the default follows: the text first (one sigma_u^2
 # for every layer, Table 4), then, where the text is silent (the targets' units), the reading nearest the
 # paper's numbers on most rows.
